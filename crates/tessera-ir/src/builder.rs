@@ -1,0 +1,1000 @@
+//! Builds kernel and function IR one statement at a time: the API the `#[kernel]` and
+//! `#[func]` macros generate calls to. It types every op (adapting untyped literals to
+//! their context), folds constants as it goes, and turns `let mut` variables into SSA
+//! through structured `if` / `for` regions whose carried values the caller names.
+
+use crate::error::IrError;
+use crate::eval;
+use crate::kernel::{
+    ArrayDecl, Block, Body, Function, Inst, Kernel, Loc, Param, ParamKind, ValueId,
+};
+use crate::literal::Literal;
+use crate::ops::{AtomicOp, BinaryOp, Builtin, MemRef, Op, ReduceOp, ShuffleKind, SimdOp, UnaryOp};
+use crate::types::{Scalar, Type};
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// A DSL value while building: an SSA value, or a literal whose type comes from its use
+/// (`4` next to a u32 is a u32; alone it defaults to u32, `1.5` to f32).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Value {
+    Id(ValueId),
+    Int(i64),
+    Float(f64),
+}
+
+/// A memory object a kernel can load from and store to: a tensor parameter, a
+/// threadgroup array or a per-thread stack array.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mem {
+    pub mem: MemRef,
+    pub elem: Scalar,
+    pub writable: bool,
+}
+
+enum FrameKind {
+    Root,
+    Then {
+        cond: ValueId,
+    },
+    Else {
+        cond: ValueId,
+        then_block: Block,
+        then_yields: Vec<Value>,
+    },
+    For {
+        start: ValueId,
+        end: ValueId,
+        step: ValueId,
+        inits: Vec<ValueId>,
+    },
+}
+
+struct Frame {
+    kind: FrameKind,
+    block: Block,
+    loc: Option<Loc>,
+}
+
+/// Builds one kernel or one DSL function.
+pub struct Builder {
+    name: String,
+    params: Vec<Param>,
+    specialization: Vec<(String, String)>,
+    body: Body,
+    frames: Vec<Frame>,
+    consts: HashMap<ValueId, Literal>,
+    loc: Option<Loc>,
+}
+
+thread_local! {
+    static FUNCTION_DEPTH: Cell<u32> = const { Cell::new(0) };
+}
+
+/// The deepest nesting of DSL function builds before recursion is assumed.
+pub const MAX_FUNCTION_DEPTH: u32 = 64;
+
+/// Held while a DSL function's IR is being built; refuses runaway (recursive) nesting.
+pub struct FunctionDepthGuard(());
+
+impl FunctionDepthGuard {
+    pub fn enter(name: &str) -> Result<Self, IrError> {
+        let depth = FUNCTION_DEPTH.with(|d| d.get());
+        if depth >= MAX_FUNCTION_DEPTH {
+            return Err(IrError::Build {
+                kernel: name.to_string(),
+                loc: None,
+                message: format!(
+                    "DSL functions nest deeper than {MAX_FUNCTION_DEPTH} calls; \
+                     `{name}` is probably recursive, which the DSL does not allow"
+                ),
+            });
+        }
+        FUNCTION_DEPTH.with(|d| d.set(depth + 1));
+        Ok(FunctionDepthGuard(()))
+    }
+}
+
+impl Drop for FunctionDepthGuard {
+    fn drop(&mut self) {
+        FUNCTION_DEPTH.with(|d| d.set(d.get().saturating_sub(1)));
+    }
+}
+
+type R<T> = Result<T, IrError>;
+
+impl Builder {
+    /// Starts a kernel.
+    pub fn kernel(name: &str) -> Builder {
+        Builder {
+            name: name.to_string(),
+            params: Vec::new(),
+            specialization: Vec::new(),
+            body: Body::default(),
+            frames: vec![Frame {
+                kind: FrameKind::Root,
+                block: Block::default(),
+                loc: None,
+            }],
+            consts: HashMap::new(),
+            loc: None,
+        }
+    }
+
+    /// Starts a DSL function.
+    pub fn function(name: &str) -> Builder {
+        Builder::kernel(name)
+    }
+
+    /// Sets the source location recorded on the instructions that follow.
+    pub fn set_loc(&mut self, line: u32, col: u32) {
+        self.loc = Some(Loc { line, col });
+    }
+
+    /// An error at the current location.
+    pub fn error(&self, message: impl Into<String>) -> IrError {
+        IrError::Build {
+            kernel: self.name.clone(),
+            loc: self.loc,
+            message: message.into(),
+        }
+    }
+
+    // ── signature ────────────────────────────────────────────────────────────
+
+    /// Records the dtype a generic parameter was bound to.
+    pub fn generic(&mut self, name: &str, ty: Scalar) {
+        self.specialization
+            .push((name.to_string(), ty.name().to_string()));
+    }
+
+    /// Declares a tensor parameter.
+    pub fn tensor_param(&mut self, name: &str, elem: Scalar, writable: bool) -> Mem {
+        let index = self.params.len() as u32;
+        self.params.push(Param {
+            name: name.to_string(),
+            kind: ParamKind::Tensor { elem, writable },
+        });
+        Mem {
+            mem: MemRef::Param(index),
+            elem,
+            writable,
+        }
+    }
+
+    /// Declares a runtime scalar parameter and returns its value.
+    pub fn scalar_param(&mut self, name: &str, ty: Scalar) -> Value {
+        let index = self.params.len() as u32;
+        self.params.push(Param {
+            name: name.to_string(),
+            kind: ParamKind::Scalar(ty),
+        });
+        Value::Id(self.push1(Op::Param(index), Type::Scalar(ty)))
+    }
+
+    /// Declares a constexpr: its value becomes a constant in the body.
+    pub fn constexpr(&mut self, name: &str, value: Literal) -> Value {
+        self.specialization
+            .push((name.to_string(), value.to_string()));
+        self.lit(value)
+    }
+
+    /// Declares a DSL function argument.
+    pub fn func_arg(&mut self, ty: Scalar) -> Value {
+        let v = self.body.new_value(Type::Scalar(ty));
+        self.frames[0].block.args.push(v);
+        Value::Id(v)
+    }
+
+    // ── values ───────────────────────────────────────────────────────────────
+
+    /// A typed constant.
+    pub fn lit(&mut self, l: Literal) -> Value {
+        Value::Id(self.constant(l))
+    }
+
+    /// The type of a value, `None` for an untyped literal.
+    pub fn type_of(&self, v: Value) -> Option<Type> {
+        match v {
+            Value::Id(id) => Some(self.body.ty(id)),
+            _ => None,
+        }
+    }
+
+    /// The constant a value is known to hold, if any.
+    pub fn known_const(&self, v: Value) -> Option<Literal> {
+        match v {
+            Value::Id(id) => self.consts.get(&id).copied(),
+            Value::Int(i) => Some(Literal::from_i64(default_int(i), i)),
+            Value::Float(f) => Some(Literal::F32(f as f32)),
+        }
+    }
+
+    /// Turns a value into an SSA value, giving an untyped literal its default type.
+    pub fn materialize(&mut self, v: Value) -> R<ValueId> {
+        match v {
+            Value::Id(id) => Ok(id),
+            Value::Int(i) => {
+                let ty = default_int(i);
+                let l = self.int_literal(i, ty)?;
+                Ok(self.constant(l))
+            }
+            Value::Float(f) => Ok(self.constant(Literal::F32(f as f32))),
+        }
+    }
+
+    /// Turns a value into an SSA value of type `ty`, adapting an untyped literal.
+    pub fn coerce(&mut self, v: Value, ty: Scalar, what: &str) -> R<ValueId> {
+        match v {
+            Value::Id(id) => {
+                let have = self.body.ty(id);
+                if have != Type::Scalar(ty) {
+                    return Err(self.error(format!(
+                        "{what} must be {ty}, got {have}; convert with `.cast::<{ty}>()`"
+                    )));
+                }
+                Ok(id)
+            }
+            Value::Int(i) => {
+                let l = self.int_literal(i, ty)?;
+                Ok(self.constant(l))
+            }
+            Value::Float(f) => {
+                if !ty.is_float() {
+                    return Err(
+                        self.error(format!("{what} must be {ty}, got the float literal {f}"))
+                    );
+                }
+                Ok(self.constant(Literal::from_f64(ty, f)))
+            }
+        }
+    }
+
+    fn int_literal(&self, i: i64, ty: Scalar) -> R<Literal> {
+        let fits = match ty {
+            Scalar::U32 => (0..=u32::MAX as i64).contains(&i),
+            Scalar::I32 => (i32::MIN as i64..=i32::MAX as i64).contains(&i),
+            Scalar::U8 => (0..=255).contains(&i),
+            Scalar::I8 => (-128..=127).contains(&i),
+            Scalar::Bool => false,
+            Scalar::F16 | Scalar::BF16 | Scalar::F32 => true,
+        };
+        if !fits {
+            return Err(self.error(format!("the literal {i} does not fit in {ty}")));
+        }
+        Ok(Literal::from_i64(ty, i))
+    }
+
+    fn constant(&mut self, l: Literal) -> ValueId {
+        let id = self.push1(Op::Const(l), Type::Scalar(l.ty()));
+        self.consts.insert(id, l);
+        id
+    }
+
+    /// Brings two operands to one scalar type (untyped literals adapt to the other side).
+    fn unify(&mut self, a: Value, b: Value, what: &str) -> R<(ValueId, ValueId)> {
+        match (self.type_of(a), self.type_of(b)) {
+            (Some(ta), Some(tb)) => {
+                if ta != tb {
+                    return Err(self.error(format!(
+                        "{what}: operands have different types, {ta} and {tb}; \
+                         convert one with `.cast::<{ta}>()` or `.cast::<{tb}>()`"
+                    )));
+                }
+                Ok((self.materialize(a)?, self.materialize(b)?))
+            }
+            (Some(ta), None) => {
+                let ty = self.scalar_of(ta, what)?;
+                Ok((self.materialize(a)?, self.coerce(b, ty, what)?))
+            }
+            (None, Some(tb)) => {
+                let ty = self.scalar_of(tb, what)?;
+                Ok((self.coerce(a, ty, what)?, self.materialize(b)?))
+            }
+            (None, None) => {
+                let ty = match (a, b) {
+                    (Value::Float(_), _) | (_, Value::Float(_)) => Scalar::F32,
+                    (Value::Int(x), Value::Int(y)) if x < 0 || y < 0 => Scalar::I32,
+                    _ => Scalar::U32,
+                };
+                Ok((self.coerce(a, ty, what)?, self.coerce(b, ty, what)?))
+            }
+        }
+    }
+
+    fn scalar_of(&self, t: Type, what: &str) -> R<Scalar> {
+        t.scalar()
+            .ok_or_else(|| self.error(format!("{what}: vector values are not allowed here")))
+    }
+
+    fn scalar_type(&mut self, v: Value, what: &str) -> R<(ValueId, Scalar)> {
+        let id = self.materialize(v)?;
+        let t = self.body.ty(id);
+        Ok((id, self.scalar_of(t, what)?))
+    }
+
+    // ── instructions ─────────────────────────────────────────────────────────
+
+    fn push(&mut self, op: Op, results: Vec<ValueId>) {
+        let loc = self.loc;
+        let frame = self
+            .frames
+            .last_mut()
+            .expect("the root frame is never popped");
+        frame.block.insts.push(Inst { op, results, loc });
+    }
+
+    fn push1(&mut self, op: Op, ty: Type) -> ValueId {
+        let v = self.body.new_value(ty);
+        self.push(op, vec![v]);
+        v
+    }
+
+    /// An execution-model builtin (u32).
+    pub fn builtin(&mut self, b: Builtin) -> Value {
+        Value::Id(self.push1(Op::Builtin(b), Type::Scalar(Scalar::U32)))
+    }
+
+    /// `a op b`.
+    pub fn binary(&mut self, op: BinaryOp, a: Value, b: Value) -> R<Value> {
+        if let (Value::Int(x), Value::Int(y)) = (a, b) {
+            let folded = match op {
+                BinaryOp::Add => x.checked_add(y),
+                BinaryOp::Sub => x.checked_sub(y),
+                BinaryOp::Mul => x.checked_mul(y),
+                _ => None,
+            };
+            if let Some(r) = folded {
+                return Ok(Value::Int(r));
+            }
+        }
+        let what = format!("`{}`", op.name());
+        let (x, y) = self.unify(a, b, &what)?;
+        let ty = self.scalar_of(self.body.ty(x), &what)?;
+        let ok = match op {
+            BinaryOp::Add
+            | BinaryOp::Sub
+            | BinaryOp::Mul
+            | BinaryOp::Div
+            | BinaryOp::Rem
+            | BinaryOp::Min
+            | BinaryOp::Max
+            | BinaryOp::Lt
+            | BinaryOp::Le
+            | BinaryOp::Gt
+            | BinaryOp::Ge => ty.is_numeric(),
+            BinaryOp::Pow => ty.is_float(),
+            BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => ty.is_int() || ty == Scalar::Bool,
+            BinaryOp::Shl | BinaryOp::Shr => ty.is_int(),
+            BinaryOp::Eq | BinaryOp::Ne => true,
+        };
+        if !ok {
+            return Err(self.error(format!("{what} is not defined on {ty}")));
+        }
+        let out = if op.is_comparison() { Scalar::Bool } else { ty };
+        if let (Some(&ca), Some(&cb)) = (self.consts.get(&x), self.consts.get(&y)) {
+            match eval::binary(op, ca, cb) {
+                Ok(l) => return Ok(self.lit(l)),
+                Err(eval::EvalError::DivisionByZero) => {
+                    return Err(self.error(format!("{what} divides the constant {ca} by zero")))
+                }
+                Err(_) => {}
+            }
+        }
+        Ok(Value::Id(
+            self.push1(Op::Binary(op, x, y), Type::Scalar(out)),
+        ))
+    }
+
+    /// `op a`.
+    pub fn unary(&mut self, op: UnaryOp, a: Value) -> R<Value> {
+        match (op, a) {
+            (UnaryOp::Neg, Value::Int(i)) => return Ok(Value::Int(-i)),
+            (UnaryOp::Neg, Value::Float(f)) => return Ok(Value::Float(-f)),
+            _ => {}
+        }
+        let what = format!("`{}`", op.name());
+        let a = match a {
+            Value::Int(i) if op.float_only() => Value::Float(i as f64),
+            other => other,
+        };
+        let (x, ty) = self.scalar_type(a, &what)?;
+        let ok = match op {
+            UnaryOp::Not => ty.is_int() || ty == Scalar::Bool,
+            UnaryOp::Neg | UnaryOp::Abs => ty.is_numeric(),
+            _ => ty.is_float(),
+        };
+        if !ok {
+            let hint = if op.float_only() {
+                "; convert with `.cast::<f32>()` first".to_string()
+            } else {
+                String::new()
+            };
+            return Err(self.error(format!("{what} is not defined on {ty}{hint}")));
+        }
+        let out = match op {
+            UnaryOp::IsNan | UnaryOp::IsInf => Scalar::Bool,
+            _ => ty,
+        };
+        if let Some(&c) = self.consts.get(&x) {
+            if let Ok(l) = eval::unary(op, c) {
+                return Ok(self.lit(l));
+            }
+        }
+        Ok(Value::Id(self.push1(Op::Unary(op, x), Type::Scalar(out))))
+    }
+
+    /// `a * b + c` with one rounding.
+    pub fn fma(&mut self, a: Value, b: Value, c: Value) -> R<Value> {
+        let (x, y) = self.unify(a, b, "`fma`")?;
+        let ty = self.scalar_of(self.body.ty(x), "`fma`")?;
+        if !ty.is_float() {
+            return Err(self.error(format!("`fma` is not defined on {ty}")));
+        }
+        let z = self.coerce(c, ty, "the addend of `fma`")?;
+        Ok(Value::Id(self.push1(Op::Fma(x, y, z), Type::Scalar(ty))))
+    }
+
+    /// `cond ? a : b`.
+    pub fn select(&mut self, cond: Value, a: Value, b: Value) -> R<Value> {
+        let c = self.coerce(cond, Scalar::Bool, "the condition of `select`")?;
+        let (x, y) = self.unify(a, b, "`select`")?;
+        if let Some(&Literal::Bool(k)) = self.consts.get(&c) {
+            return Ok(Value::Id(if k { x } else { y }));
+        }
+        let ty = self.body.ty(x);
+        Ok(Value::Id(self.push1(Op::Select(c, x, y), ty)))
+    }
+
+    /// Converts to `ty`.
+    pub fn cast(&mut self, a: Value, ty: Scalar) -> R<Value> {
+        let x = match a {
+            Value::Id(id) => id,
+            Value::Int(i) => {
+                let l = eval::cast(Literal::from_i64(default_int(i), i), ty);
+                return Ok(self.lit(l));
+            }
+            Value::Float(f) => {
+                let l = eval::cast(Literal::F32(f as f32), ty);
+                return Ok(self.lit(l));
+            }
+        };
+        let have = self.scalar_of(self.body.ty(x), "cast")?;
+        if have == ty {
+            return Ok(Value::Id(x));
+        }
+        if let Some(&c) = self.consts.get(&x) {
+            return Ok(self.lit(eval::cast(c, ty)));
+        }
+        Ok(Value::Id(self.push1(Op::Cast(x, ty), Type::Scalar(ty))))
+    }
+
+    // ── sugar lowered to primitive ops ───────────────────────────────────────
+
+    /// `1 / (1 + exp(-x))`.
+    pub fn sigmoid(&mut self, x: Value) -> R<Value> {
+        let n = self.unary(UnaryOp::Neg, x)?;
+        let e = self.unary(UnaryOp::Exp, n)?;
+        let d = self.binary(BinaryOp::Add, Value::Float(1.0), e)?;
+        self.binary(BinaryOp::Div, Value::Float(1.0), d)
+    }
+
+    /// `x * sigmoid(x)`.
+    pub fn silu(&mut self, x: Value) -> R<Value> {
+        let s = self.sigmoid(x)?;
+        self.binary(BinaryOp::Mul, x, s)
+    }
+
+    /// `log(1 + exp(x))`, returning `x` itself above 20 where the two agree in f32.
+    pub fn softplus(&mut self, x: Value) -> R<Value> {
+        let e = self.unary(UnaryOp::Exp, x)?;
+        let s = self.binary(BinaryOp::Add, Value::Float(1.0), e)?;
+        let l = self.unary(UnaryOp::Log, s)?;
+        let big = self.binary(BinaryOp::Gt, x, Value::Float(20.0))?;
+        self.select(big, x, l)
+    }
+
+    // ── memory ───────────────────────────────────────────────────────────────
+
+    fn mem_name(&self, m: MemRef) -> String {
+        match m {
+            MemRef::Param(i) => self.params[i as usize].name.clone(),
+            MemRef::Shared(i) => self.body.shared[i as usize].name.clone(),
+            MemRef::Local(i) => self.body.locals[i as usize].name.clone(),
+        }
+    }
+
+    fn array_len(&self, len: Value, what: &str) -> R<u32> {
+        match self.known_const(len) {
+            Some(l) => match l.as_i64() {
+                Some(n) if n > 0 && n <= u32::MAX as i64 => Ok(n as u32),
+                _ => Err(self.error(format!("{what} length must be a positive integer, got {l}"))),
+            },
+            None => Err(self.error(format!(
+                "{what} length must be known when the kernel is built: use a literal or a \
+                 #[constexpr] parameter, not a runtime value"
+            ))),
+        }
+    }
+
+    fn declare_array(&mut self, shared: bool, name: &str, elem: Scalar, len: Value) -> R<Mem> {
+        let what = if shared {
+            format!("threadgroup array `{name}`")
+        } else {
+            format!("stack array `{name}`")
+        };
+        let len = self.array_len(len, &what)?;
+        let list = if shared {
+            &mut self.body.shared
+        } else {
+            &mut self.body.locals
+        };
+        if list.iter().any(|a| a.name == name) {
+            return Err(self.error(format!("{what} is declared twice")));
+        }
+        let index = list.len() as u32;
+        list.push(ArrayDecl {
+            name: name.to_string(),
+            elem,
+            len,
+        });
+        let mem = if shared {
+            MemRef::Shared(index)
+        } else {
+            MemRef::Local(index)
+        };
+        Ok(Mem {
+            mem,
+            elem,
+            writable: true,
+        })
+    }
+
+    /// Declares a threadgroup array of `len` elements (a constant).
+    pub fn shared_array(&mut self, name: &str, elem: Scalar, len: Value) -> R<Mem> {
+        self.declare_array(true, name, elem, len)
+    }
+
+    /// Declares a per-thread stack array of `len` elements (a constant).
+    pub fn local_array(&mut self, name: &str, elem: Scalar, len: Value) -> R<Mem> {
+        self.declare_array(false, name, elem, len)
+    }
+
+    fn index(&mut self, m: Mem, index: Value) -> R<ValueId> {
+        let what = format!("the index into `{}`", self.mem_name(m.mem));
+        self.coerce(index, Scalar::U32, &what)
+    }
+
+    /// `mem[index]`.
+    pub fn load(&mut self, m: Mem, index: Value) -> R<Value> {
+        let i = self.index(m, index)?;
+        Ok(Value::Id(self.push1(
+            Op::Load {
+                mem: m.mem,
+                index: i,
+            },
+            Type::Scalar(m.elem),
+        )))
+    }
+
+    /// `mem[index] = value`.
+    pub fn store(&mut self, m: Mem, index: Value, value: Value) -> R<()> {
+        let name = self.mem_name(m.mem);
+        if !m.writable {
+            return Err(self.error(format!(
+                "`{name}` is read-only; declare the parameter `mut {name}: Tensor<…>` to write it"
+            )));
+        }
+        let i = self.index(m, index)?;
+        let what = format!("the value stored into `{name}` ({})", m.elem);
+        let v = self.coerce(value, m.elem, &what)?;
+        self.push(
+            Op::Store {
+                mem: m.mem,
+                index: i,
+                value: v,
+            },
+            vec![],
+        );
+        Ok(())
+    }
+
+    /// Atomic read-modify-write; returns the old value.
+    pub fn atomic(&mut self, op: AtomicOp, m: Mem, index: Value, value: Value) -> R<Value> {
+        let name = self.mem_name(m.mem);
+        if matches!(m.mem, MemRef::Local(_)) {
+            return Err(self.error(format!(
+                "`{}` on the stack array `{name}`: atomics need device or threadgroup memory",
+                op.name()
+            )));
+        }
+        if !m.writable {
+            return Err(self.error(format!("`{name}` is read-only; declare it `mut`")));
+        }
+        let ok = match op {
+            AtomicOp::Add => matches!(m.elem, Scalar::F32 | Scalar::U32 | Scalar::I32),
+            AtomicOp::Max | AtomicOp::Min | AtomicOp::And | AtomicOp::Or => {
+                matches!(m.elem, Scalar::U32 | Scalar::I32)
+            }
+            AtomicOp::Exchange => m.elem.size_bytes() == 4,
+        };
+        if !ok {
+            return Err(self.error(format!(
+                "`{}` is not available on {} elements (`{name}`)",
+                op.name(),
+                m.elem
+            )));
+        }
+        let i = self.index(m, index)?;
+        let v = self.coerce(value, m.elem, &format!("the operand of `{}`", op.name()))?;
+        Ok(Value::Id(self.push1(
+            Op::Atomic {
+                op,
+                mem: m.mem,
+                index: i,
+                value: v,
+            },
+            Type::Scalar(m.elem),
+        )))
+    }
+
+    // ── collectives ──────────────────────────────────────────────────────────
+
+    /// Threadgroup barrier.
+    pub fn barrier(&mut self) {
+        self.push(Op::Barrier, vec![]);
+    }
+
+    /// A simdgroup reduction or scan.
+    pub fn simd(&mut self, op: SimdOp, v: Value) -> R<Value> {
+        let what = format!("`{}`", op.name());
+        let (x, ty) = self.scalar_type(v, &what)?;
+        let ok = match op {
+            SimdOp::Sum | SimdOp::Prod | SimdOp::Max | SimdOp::Min => ty.is_numeric(),
+            SimdOp::PrefixSum | SimdOp::PrefixExclusiveSum => ty.is_numeric(),
+            SimdOp::And | SimdOp::Or | SimdOp::Xor => ty.is_int() || ty == Scalar::Bool,
+            SimdOp::All | SimdOp::Any => ty == Scalar::Bool,
+        };
+        if !ok {
+            return Err(self.error(format!("{what} is not defined on {ty}")));
+        }
+        Ok(Value::Id(self.push1(Op::Simd(op, x), Type::Scalar(ty))))
+    }
+
+    /// A lane exchange within the simdgroup.
+    pub fn shuffle(&mut self, kind: ShuffleKind, v: Value, arg: Value) -> R<Value> {
+        let what = format!("`{}`", kind.name());
+        let (x, ty) = self.scalar_type(v, &what)?;
+        let a = self.coerce(arg, Scalar::U32, &format!("the lane argument of {what}"))?;
+        Ok(Value::Id(self.push1(
+            Op::Shuffle {
+                kind,
+                value: x,
+                arg: a,
+            },
+            Type::Scalar(ty),
+        )))
+    }
+
+    /// A threadgroup-wide reduction.
+    pub fn group_reduce(&mut self, op: ReduceOp, v: Value) -> R<Value> {
+        let what = format!("`{}`", op.name());
+        let (x, ty) = self.scalar_type(v, &what)?;
+        if !ty.is_numeric() {
+            return Err(self.error(format!("{what} is not defined on {ty}")));
+        }
+        Ok(Value::Id(
+            self.push1(Op::GroupReduce(op, x), Type::Scalar(ty)),
+        ))
+    }
+
+    // ── control flow ─────────────────────────────────────────────────────────
+
+    /// Opens the `then` block of an `if`.
+    pub fn begin_if(&mut self, cond: Value) -> R<()> {
+        let c = self.coerce(cond, Scalar::Bool, "the condition of `if`")?;
+        self.frames.push(Frame {
+            kind: FrameKind::Then { cond: c },
+            block: Block::default(),
+            loc: self.loc,
+        });
+        Ok(())
+    }
+
+    /// Closes the `then` block with the values it yields and opens the `else` block.
+    pub fn begin_else(&mut self, then_yields: &[Value]) -> R<()> {
+        let frame = self.pop_frame()?;
+        let FrameKind::Then { cond } = frame.kind else {
+            return Err(self.error("internal: `else` without a matching `if`"));
+        };
+        self.frames.push(Frame {
+            kind: FrameKind::Else {
+                cond,
+                then_block: frame.block,
+                then_yields: then_yields.to_vec(),
+            },
+            block: Block::default(),
+            loc: frame.loc,
+        });
+        Ok(())
+    }
+
+    /// Closes the `else` block with the values it yields; returns the `if`'s results.
+    pub fn end_if(&mut self, else_yields: &[Value]) -> R<Vec<Value>> {
+        let frame = self.pop_frame()?;
+        let FrameKind::Else {
+            cond,
+            mut then_block,
+            then_yields,
+        } = frame.kind
+        else {
+            return Err(self.error("internal: end of `if` without `else`"));
+        };
+        let mut else_block = frame.block;
+        if then_yields.len() != else_yields.len() {
+            return Err(self.error(format!(
+                "the branches of `if` yield {} and {} values",
+                then_yields.len(),
+                else_yields.len()
+            )));
+        }
+        let mut results = Vec::new();
+        for (k, (&t, &e)) in then_yields.iter().zip(else_yields).enumerate() {
+            let what = format!("value {k} of the `if` branches");
+            let ty = match (self.type_of(t), self.type_of(e)) {
+                (Some(a), Some(b)) if a != b => {
+                    return Err(self.error(format!(
+                        "the branches of `if` give different types for {what}: {a} and {b}"
+                    )))
+                }
+                (Some(a), _) | (None, Some(a)) => self.scalar_of(a, &what)?,
+                (None, None) => match (t, e) {
+                    (Value::Float(_), _) | (_, Value::Float(_)) => Scalar::F32,
+                    _ => Scalar::U32,
+                },
+            };
+            let ty_then = self.coerce_into(&mut then_block, t, ty, &what)?;
+            let ty_else = self.coerce_into(&mut else_block, e, ty, &what)?;
+            then_block.yields.push(ty_then);
+            else_block.yields.push(ty_else);
+            results.push(self.body.new_value(Type::Scalar(ty)));
+        }
+        let saved = self.loc;
+        self.loc = frame.loc;
+        self.push(
+            Op::If {
+                cond,
+                then_block,
+                else_block,
+            },
+            results.clone(),
+        );
+        self.loc = saved;
+        Ok(results.into_iter().map(Value::Id).collect())
+    }
+
+    /// Like `coerce`, but a literal's constant goes at the end of `block` (a closed branch).
+    fn coerce_into(&mut self, block: &mut Block, v: Value, ty: Scalar, what: &str) -> R<ValueId> {
+        match v {
+            Value::Id(_) => self.coerce(v, ty, what),
+            _ => {
+                // Build the constant in the current frame, then move it into `block`.
+                let id = self.coerce(v, ty, what)?;
+                let frame = self.frames.last_mut().expect("root frame");
+                if let Some(pos) = frame
+                    .block
+                    .insts
+                    .iter()
+                    .rposition(|i| i.results.first() == Some(&id))
+                {
+                    let inst = frame.block.insts.remove(pos);
+                    block.insts.push(inst);
+                }
+                Ok(id)
+            }
+        }
+    }
+
+    /// Opens a `for` loop over `start..end` by `step`, carrying `carried` values (the
+    /// current values of the outer variables the body assigns). Returns the induction
+    /// variable and the carried values as seen inside the body.
+    pub fn begin_for(
+        &mut self,
+        start: Value,
+        end: Value,
+        step: Value,
+        carried: &[Value],
+    ) -> R<(Value, Vec<Value>)> {
+        let (s, e) = self.unify(start, end, "the bounds of `for`")?;
+        let ty = self.scalar_of(self.body.ty(s), "the bounds of `for`")?;
+        if !matches!(ty, Scalar::U32 | Scalar::I32) {
+            return Err(self.error(format!("loop bounds must be u32 or i32, got {ty}")));
+        }
+        let st = self.coerce(step, ty, "the step of `for`")?;
+        if let Some(c) = self.consts.get(&st) {
+            if c.as_i64().is_some_and(|v| v <= 0) {
+                return Err(self.error(format!("the step of `for` must be positive, got {c}")));
+            }
+        }
+        let mut inits = Vec::new();
+        for &c in carried {
+            inits.push(self.materialize(c)?);
+        }
+        let mut block = Block::default();
+        let iv = self.body.new_value(Type::Scalar(ty));
+        block.args.push(iv);
+        let mut inner = Vec::new();
+        for &i in &inits {
+            let t = self.body.ty(i);
+            let a = self.body.new_value(t);
+            block.args.push(a);
+            inner.push(Value::Id(a));
+        }
+        self.frames.push(Frame {
+            kind: FrameKind::For {
+                start: s,
+                end: e,
+                step: st,
+                inits,
+            },
+            block,
+            loc: self.loc,
+        });
+        Ok((Value::Id(iv), inner))
+    }
+
+    /// Closes the innermost `for` loop with the carried values at the end of its body;
+    /// returns the carried values after the loop.
+    pub fn end_for(&mut self, next: &[Value]) -> R<Vec<Value>> {
+        let (inits_len, types) = match self.frames.last() {
+            Some(Frame {
+                kind: FrameKind::For { inits, .. },
+                ..
+            }) => (
+                inits.len(),
+                inits.iter().map(|&i| self.body.ty(i)).collect::<Vec<_>>(),
+            ),
+            _ => return Err(self.error("internal: end of `for` without a loop")),
+        };
+        if next.len() != inits_len {
+            return Err(self.error(format!(
+                "internal: loop carries {inits_len} values but {} were yielded",
+                next.len()
+            )));
+        }
+        let mut yields = Vec::new();
+        for (k, (&v, t)) in next.iter().zip(&types).enumerate() {
+            let ty = self.scalar_of(*t, "a loop-carried value")?;
+            yields.push(self.coerce(v, ty, &format!("loop-carried value {k}"))?);
+        }
+        let frame = self.pop_frame()?;
+        let FrameKind::For {
+            start,
+            end,
+            step,
+            inits,
+        } = frame.kind
+        else {
+            return Err(self.error("internal: end of `for` without a loop"));
+        };
+        let mut body = frame.block;
+        body.yields = yields;
+        let results: Vec<ValueId> = types.iter().map(|&t| self.body.new_value(t)).collect();
+        let saved = self.loc;
+        self.loc = frame.loc;
+        self.push(
+            Op::For {
+                start,
+                end,
+                step,
+                inits,
+                body,
+            },
+            results.clone(),
+        );
+        self.loc = saved;
+        Ok(results.into_iter().map(Value::Id).collect())
+    }
+
+    fn pop_frame(&mut self) -> R<Frame> {
+        if self.frames.len() <= 1 {
+            return Err(self.error("internal: unbalanced control flow"));
+        }
+        Ok(self.frames.pop().expect("checked above"))
+    }
+
+    /// Calls a DSL function.
+    pub fn call(&mut self, func: Arc<Function>, args: &[Value]) -> R<Vec<Value>> {
+        let params = func.param_types();
+        if params.len() != args.len() {
+            return Err(self.error(format!(
+                "`{}` takes {} argument(s), {} given",
+                func.name,
+                params.len(),
+                args.len()
+            )));
+        }
+        let mut ids = Vec::new();
+        for (k, (&a, t)) in args.iter().zip(&params).enumerate() {
+            let ty = self.scalar_of(*t, "a function argument")?;
+            ids.push(self.coerce(a, ty, &format!("argument {k} of `{}`", func.name))?);
+        }
+        let results: Vec<ValueId> = func
+            .return_types()
+            .into_iter()
+            .map(|t| self.body.new_value(t))
+            .collect();
+        self.push(Op::Call { func, args: ids }, results.clone());
+        Ok(results.into_iter().map(Value::Id).collect())
+    }
+
+    /// The dtypes of call arguments, literals defaulted, so a generic function can be
+    /// instantiated for them.
+    pub fn arg_types(&self, args: &[Value]) -> Vec<Option<Scalar>> {
+        args.iter()
+            .map(|&a| self.type_of(a).and_then(Type::scalar))
+            .collect()
+    }
+
+    // ── finishing ────────────────────────────────────────────────────────────
+
+    fn finish_body(&mut self) -> R<Block> {
+        if self.frames.len() != 1 {
+            return Err(self.error("internal: unclosed `if` or `for`"));
+        }
+        Ok(std::mem::take(&mut self.frames[0].block))
+    }
+
+    /// Finishes a kernel.
+    pub fn finish_kernel(mut self) -> R<Kernel> {
+        let block = self.finish_body()?;
+        let writes = self
+            .params
+            .iter()
+            .any(|p| matches!(p.kind, ParamKind::Tensor { writable: true, .. }));
+        if !writes {
+            return Err(self.error("a kernel needs at least one `mut` tensor to write its output"));
+        }
+        self.body.block = block;
+        Ok(Kernel {
+            name: self.name,
+            params: self.params,
+            specialization: self.specialization,
+            body: self.body,
+        })
+    }
+
+    /// Finishes a DSL function returning `returns`, each converted to the declared type.
+    pub fn finish_function(mut self, returns: &[Value], types: &[Scalar]) -> R<Function> {
+        if returns.len() != types.len() {
+            return Err(self.error(format!(
+                "the function returns {} value(s) but declares {}",
+                returns.len(),
+                types.len()
+            )));
+        }
+        let mut yields = Vec::new();
+        for (k, (&r, &t)) in returns.iter().zip(types).enumerate() {
+            yields.push(self.coerce(r, t, &format!("return value {k}"))?);
+        }
+        let mut block = self.finish_body()?;
+        block.yields = yields;
+        if !self.params.is_empty() {
+            return Err(self.error("internal: a function cannot declare kernel parameters"));
+        }
+        self.body.block = block;
+        Ok(Function {
+            name: self.name,
+            body: self.body,
+        })
+    }
+}
+
+fn default_int(i: i64) -> Scalar {
+    if i < 0 {
+        Scalar::I32
+    } else {
+        Scalar::U32
+    }
+}

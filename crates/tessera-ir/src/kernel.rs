@@ -1,0 +1,217 @@
+//! The containers of the IR: kernels, DSL functions, bodies, blocks and instructions.
+
+use crate::ops::Op;
+use crate::types::{Scalar, Type};
+use std::fmt;
+
+/// An SSA value: an index into its body's value table [`Body::values`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ValueId(pub u32);
+
+impl ValueId {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl fmt::Display for ValueId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "%{}", self.0)
+    }
+}
+
+/// Where in the kernel's Rust source an instruction came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Loc {
+    pub line: u32,
+    pub col: u32,
+}
+
+impl fmt::Display for Loc {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.line, self.col)
+    }
+}
+
+/// One instruction: an op and the values it defines.
+#[derive(Clone, Debug)]
+pub struct Inst {
+    pub op: Op,
+    pub results: Vec<ValueId>,
+    pub loc: Option<Loc>,
+}
+
+impl Inst {
+    /// The single result of a one-result instruction.
+    pub fn result(&self) -> Option<ValueId> {
+        match self.results.as_slice() {
+            [r] => Some(*r),
+            _ => None,
+        }
+    }
+}
+
+/// A region: arguments defined on entry, a list of instructions, and the values it yields
+/// to the op that owns it.
+#[derive(Clone, Debug, Default)]
+pub struct Block {
+    pub args: Vec<ValueId>,
+    pub insts: Vec<Inst>,
+    pub yields: Vec<ValueId>,
+}
+
+impl Block {
+    /// Calls `f` on every instruction of this block and of the blocks nested in it, outer first.
+    pub fn walk(&self, f: &mut impl FnMut(&Inst)) {
+        for inst in &self.insts {
+            f(inst);
+            for b in inst.op.blocks() {
+                b.walk(f);
+            }
+        }
+    }
+
+    /// True if any instruction here or nested satisfies `pred`.
+    pub fn any(&self, pred: &mut impl FnMut(&Op) -> bool) -> bool {
+        self.insts
+            .iter()
+            .any(|i| pred(&i.op) || i.op.blocks().iter().any(|b| b.any(pred)))
+    }
+
+    /// Number of instructions, nested ones included.
+    pub fn count(&self) -> usize {
+        let mut n = 0;
+        self.walk(&mut |_| n += 1);
+        n
+    }
+}
+
+/// A fixed-size array: threadgroup memory or a per-thread stack array.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ArrayDecl {
+    pub name: String,
+    pub elem: Scalar,
+    pub len: u32,
+}
+
+impl ArrayDecl {
+    pub fn size_bytes(&self) -> usize {
+        self.elem.size_bytes() * self.len as usize
+    }
+}
+
+/// What a kernel or function body owns: the value table, its arrays and its top block.
+#[derive(Clone, Debug, Default)]
+pub struct Body {
+    /// The type of every value, indexed by [`ValueId`].
+    pub values: Vec<Type>,
+    /// Threadgroup arrays, indexed by [`crate::MemRef::Shared`].
+    pub shared: Vec<ArrayDecl>,
+    /// Per-thread stack arrays, indexed by [`crate::MemRef::Local`].
+    pub locals: Vec<ArrayDecl>,
+    pub block: Block,
+}
+
+impl Body {
+    /// Type of a value.
+    pub fn ty(&self, v: ValueId) -> Type {
+        self.values[v.index()]
+    }
+
+    /// Adds a value of type `ty` to the table.
+    pub fn new_value(&mut self, ty: Type) -> ValueId {
+        let id = ValueId(self.values.len() as u32);
+        self.values.push(ty);
+        id
+    }
+
+    /// Bytes of threadgroup memory the arrays declare.
+    pub fn shared_bytes(&self) -> usize {
+        self.shared.iter().map(ArrayDecl::size_bytes).sum()
+    }
+}
+
+/// A kernel parameter.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Param {
+    pub name: String,
+    pub kind: ParamKind,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ParamKind {
+    /// A device tensor, read-only unless `writable`.
+    Tensor { elem: Scalar, writable: bool },
+    /// A scalar passed at launch (not baked into the code).
+    Scalar(Scalar),
+}
+
+/// A kernel specialised for concrete dtypes and constexpr values: what every pass
+/// transforms and every backend consumes.
+#[derive(Clone, Debug)]
+pub struct Kernel {
+    pub name: String,
+    /// Tensors and runtime scalars, in declaration order. Constexprs are not here: they are
+    /// constants in the body.
+    pub params: Vec<Param>,
+    /// The generic dtypes and constexpr values this kernel was built with, for printing
+    /// and cache keys: `[("T", "f16"), ("n", "4096u32")]`.
+    pub specialization: Vec<(String, String)>,
+    pub body: Body,
+}
+
+impl Kernel {
+    /// Index of the parameter with this name.
+    pub fn param_index(&self, name: &str) -> Option<usize> {
+        self.params.iter().position(|p| p.name == name)
+    }
+
+    /// True if the kernel uses simdgroup collectives or threadgroup reductions, so its
+    /// threadgroup size must be a positive multiple of 32.
+    pub fn uses_simdgroups(&self) -> bool {
+        self.body
+            .block
+            .any(&mut |op| matches!(op, Op::Simd(..) | Op::Shuffle { .. } | Op::GroupReduce(..)))
+    }
+
+    /// A readable identity of the specialisation: `rms_norm[T=f16, n=4096u32]`.
+    pub fn specialized_name(&self) -> String {
+        if self.specialization.is_empty() {
+            return self.name.clone();
+        }
+        let parts: Vec<String> = self
+            .specialization
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        format!("{}[{}]", self.name, parts.join(", "))
+    }
+}
+
+/// A reusable DSL function (`#[func]`): arguments are `body.block.args`, return values are
+/// `body.block.yields`. Inlined into its callers by the compiler.
+#[derive(Clone, Debug)]
+pub struct Function {
+    pub name: String,
+    pub body: Body,
+}
+
+impl Function {
+    pub fn param_types(&self) -> Vec<Type> {
+        self.body
+            .block
+            .args
+            .iter()
+            .map(|&v| self.body.ty(v))
+            .collect()
+    }
+
+    pub fn return_types(&self) -> Vec<Type> {
+        self.body
+            .block
+            .yields
+            .iter()
+            .map(|&v| self.body.ty(v))
+            .collect()
+    }
+}

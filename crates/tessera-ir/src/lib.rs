@@ -1,0 +1,24 @@
+//! Tessera's intermediate representation: typed SSA values, structured `if` / `for`
+//! regions, explicit memory ops and collectives; plus the builder the DSL frontend
+//! generates calls to, the scalar semantics every backend shares, the verifier and the
+//! text printer.
+
+pub mod builder;
+pub mod error;
+pub mod eval;
+pub mod kernel;
+pub mod literal;
+pub mod ops;
+pub mod printer;
+pub mod signature;
+pub mod types;
+
+pub use builder::{Builder, FunctionDepthGuard, Mem, Value};
+pub use error::IrError;
+pub use kernel::{ArrayDecl, Block, Body, Function, Inst, Kernel, Loc, Param, ParamKind, ValueId};
+pub use literal::Literal;
+pub use ops::{AtomicOp, BinaryOp, Builtin, MemRef, Op, ReduceOp, ShuffleKind, SimdOp, UnaryOp};
+pub use signature::{ConstexprSig, KernelDef, KernelSignature, ParamSig, Specialization, TypeSig};
+pub use types::{Scalar, Type};
+
+pub use half;

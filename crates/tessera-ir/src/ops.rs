@@ -1,0 +1,655 @@
+//! The operations of the IR and their meaning, which every backend must implement alike.
+//!
+//! Semantics every backend follows:
+//! - Integer arithmetic wraps. Division or remainder by zero is an error on the CPU backend
+//!   and undefined on GPUs. Shift amounts are taken modulo the bit width.
+//! - Arithmetic on f16 / bf16 values is computed in f32 and rounded back to the result type.
+//! - Float `min` / `max` return the other operand when one is NaN (IEEE minNum / maxNum).
+//! - Casts: float → int truncates toward zero and saturates (NaN → 0); int → float and
+//!   float → narrower float round to nearest even; bool ↔ number is 0 / 1 and `!= 0`.
+
+use crate::kernel::{Block, Function, ValueId};
+use crate::literal::Literal;
+use crate::types::Scalar;
+use std::fmt;
+use std::sync::Arc;
+
+/// Execution-model builtins. Each has exactly one meaning, whatever the kernel.
+/// Threadgroups are one-dimensional; the grid of threadgroups is three-dimensional.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Builtin {
+    /// Index of the thread within its threadgroup, `0..group_size`.
+    ThreadId,
+    /// Threads per threadgroup.
+    GroupSize,
+    /// Index of the threadgroup in the grid, per axis.
+    GroupIdX,
+    GroupIdY,
+    GroupIdZ,
+    /// Threadgroups in the grid, per axis.
+    NumGroupsX,
+    NumGroupsY,
+    NumGroupsZ,
+    /// `group_id_x * group_size + thread_id`.
+    GlobalId,
+    /// Lane within the simdgroup, `0..32`.
+    SimdLane,
+    /// Index of the simdgroup within the threadgroup.
+    SimdId,
+    /// Simdgroups per threadgroup, `ceil(group_size / 32)`.
+    SimdGroups,
+}
+
+impl Builtin {
+    pub const ALL: [Builtin; 12] = [
+        Builtin::ThreadId,
+        Builtin::GroupSize,
+        Builtin::GroupIdX,
+        Builtin::GroupIdY,
+        Builtin::GroupIdZ,
+        Builtin::NumGroupsX,
+        Builtin::NumGroupsY,
+        Builtin::NumGroupsZ,
+        Builtin::GlobalId,
+        Builtin::SimdLane,
+        Builtin::SimdId,
+        Builtin::SimdGroups,
+    ];
+
+    /// The DSL spelling (a call with no arguments: `thread_id()`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Builtin::ThreadId => "thread_id",
+            Builtin::GroupSize => "group_size",
+            Builtin::GroupIdX => "group_id_x",
+            Builtin::GroupIdY => "group_id_y",
+            Builtin::GroupIdZ => "group_id_z",
+            Builtin::NumGroupsX => "num_groups_x",
+            Builtin::NumGroupsY => "num_groups_y",
+            Builtin::NumGroupsZ => "num_groups_z",
+            Builtin::GlobalId => "global_id",
+            Builtin::SimdLane => "simd_lane",
+            Builtin::SimdId => "simd_id",
+            Builtin::SimdGroups => "simd_groups",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Builtin> {
+        Builtin::ALL.into_iter().find(|b| b.name() == s)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UnaryOp {
+    Neg,
+    /// Logical not on bool, bitwise not on integers.
+    Not,
+    Abs,
+    Exp,
+    Exp2,
+    Log,
+    Log2,
+    Sqrt,
+    Rsqrt,
+    Recip,
+    Sin,
+    Cos,
+    Tanh,
+    Floor,
+    Ceil,
+    /// Float → bool.
+    IsNan,
+    /// Float → bool (either infinity).
+    IsInf,
+}
+
+impl UnaryOp {
+    pub const ALL: [UnaryOp; 17] = [
+        UnaryOp::Neg,
+        UnaryOp::Not,
+        UnaryOp::Abs,
+        UnaryOp::Exp,
+        UnaryOp::Exp2,
+        UnaryOp::Log,
+        UnaryOp::Log2,
+        UnaryOp::Sqrt,
+        UnaryOp::Rsqrt,
+        UnaryOp::Recip,
+        UnaryOp::Sin,
+        UnaryOp::Cos,
+        UnaryOp::Tanh,
+        UnaryOp::Floor,
+        UnaryOp::Ceil,
+        UnaryOp::IsNan,
+        UnaryOp::IsInf,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            UnaryOp::Neg => "neg",
+            UnaryOp::Not => "not",
+            UnaryOp::Abs => "abs",
+            UnaryOp::Exp => "exp",
+            UnaryOp::Exp2 => "exp2",
+            UnaryOp::Log => "log",
+            UnaryOp::Log2 => "log2",
+            UnaryOp::Sqrt => "sqrt",
+            UnaryOp::Rsqrt => "rsqrt",
+            UnaryOp::Recip => "recip",
+            UnaryOp::Sin => "sin",
+            UnaryOp::Cos => "cos",
+            UnaryOp::Tanh => "tanh",
+            UnaryOp::Floor => "floor",
+            UnaryOp::Ceil => "ceil",
+            UnaryOp::IsNan => "is_nan",
+            UnaryOp::IsInf => "is_inf",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<UnaryOp> {
+        UnaryOp::ALL.into_iter().find(|o| o.name() == s)
+    }
+
+    /// True for the ops that only make sense on floats (everything but neg, not, abs).
+    pub fn float_only(self) -> bool {
+        !matches!(self, UnaryOp::Neg | UnaryOp::Not | UnaryOp::Abs)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Rem,
+    Min,
+    Max,
+    /// Floats only.
+    Pow,
+    /// Logical on bool, bitwise on integers.
+    And,
+    Or,
+    Xor,
+    /// Integers only; the amount is taken modulo the bit width.
+    Shl,
+    Shr,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+impl BinaryOp {
+    pub const ALL: [BinaryOp; 19] = [
+        BinaryOp::Add,
+        BinaryOp::Sub,
+        BinaryOp::Mul,
+        BinaryOp::Div,
+        BinaryOp::Rem,
+        BinaryOp::Min,
+        BinaryOp::Max,
+        BinaryOp::Pow,
+        BinaryOp::And,
+        BinaryOp::Or,
+        BinaryOp::Xor,
+        BinaryOp::Shl,
+        BinaryOp::Shr,
+        BinaryOp::Eq,
+        BinaryOp::Ne,
+        BinaryOp::Lt,
+        BinaryOp::Le,
+        BinaryOp::Gt,
+        BinaryOp::Ge,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            BinaryOp::Add => "add",
+            BinaryOp::Sub => "sub",
+            BinaryOp::Mul => "mul",
+            BinaryOp::Div => "div",
+            BinaryOp::Rem => "rem",
+            BinaryOp::Min => "min",
+            BinaryOp::Max => "max",
+            BinaryOp::Pow => "pow",
+            BinaryOp::And => "and",
+            BinaryOp::Or => "or",
+            BinaryOp::Xor => "xor",
+            BinaryOp::Shl => "shl",
+            BinaryOp::Shr => "shr",
+            BinaryOp::Eq => "eq",
+            BinaryOp::Ne => "ne",
+            BinaryOp::Lt => "lt",
+            BinaryOp::Le => "le",
+            BinaryOp::Gt => "gt",
+            BinaryOp::Ge => "ge",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<BinaryOp> {
+        BinaryOp::ALL.into_iter().find(|o| o.name() == s)
+    }
+
+    /// Comparisons produce bool.
+    pub fn is_comparison(self) -> bool {
+        matches!(
+            self,
+            BinaryOp::Eq | BinaryOp::Ne | BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge
+        )
+    }
+
+    /// `a op b == b op a`.
+    pub fn is_commutative(self) -> bool {
+        matches!(
+            self,
+            BinaryOp::Add
+                | BinaryOp::Mul
+                | BinaryOp::Min
+                | BinaryOp::Max
+                | BinaryOp::And
+                | BinaryOp::Or
+                | BinaryOp::Xor
+                | BinaryOp::Eq
+                | BinaryOp::Ne
+        )
+    }
+}
+
+/// Reductions and scans across the 32 lanes of a simdgroup. Every lane of the
+/// simdgroup must be active; every lane receives the result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SimdOp {
+    Sum,
+    Prod,
+    Max,
+    Min,
+    /// Bitwise on integers, logical on bool.
+    And,
+    Or,
+    Xor,
+    /// Inclusive prefix sum over lanes `0..=lane`.
+    PrefixSum,
+    /// Exclusive prefix sum over lanes `0..lane` (lane 0 gets 0).
+    PrefixExclusiveSum,
+    /// Bool: true on every lane if all lanes are true / any lane is true.
+    All,
+    Any,
+}
+
+impl SimdOp {
+    pub const ALL: [SimdOp; 11] = [
+        SimdOp::Sum,
+        SimdOp::Prod,
+        SimdOp::Max,
+        SimdOp::Min,
+        SimdOp::And,
+        SimdOp::Or,
+        SimdOp::Xor,
+        SimdOp::PrefixSum,
+        SimdOp::PrefixExclusiveSum,
+        SimdOp::All,
+        SimdOp::Any,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SimdOp::Sum => "simd_sum",
+            SimdOp::Prod => "simd_prod",
+            SimdOp::Max => "simd_max",
+            SimdOp::Min => "simd_min",
+            SimdOp::And => "simd_and",
+            SimdOp::Or => "simd_or",
+            SimdOp::Xor => "simd_xor",
+            SimdOp::PrefixSum => "simd_prefix_sum",
+            SimdOp::PrefixExclusiveSum => "simd_prefix_exclusive_sum",
+            SimdOp::All => "simd_all",
+            SimdOp::Any => "simd_any",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<SimdOp> {
+        SimdOp::ALL.into_iter().find(|o| o.name() == s)
+    }
+}
+
+/// Lane exchange within a simdgroup. Every lane of the simdgroup must be active.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ShuffleKind {
+    /// Read lane `arg` (must be `< 32`). Broadcast is this with a uniform `arg`.
+    Index,
+    /// Read lane `lane ^ arg` (`arg < 32`).
+    Xor,
+    /// Read lane `lane - arg`; lanes below `arg` keep their own value.
+    Up,
+    /// Read lane `lane + arg`; lanes at or above `32 - arg` keep their own value.
+    Down,
+}
+
+impl ShuffleKind {
+    pub const ALL: [ShuffleKind; 4] = [
+        ShuffleKind::Index,
+        ShuffleKind::Xor,
+        ShuffleKind::Up,
+        ShuffleKind::Down,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ShuffleKind::Index => "simd_shuffle",
+            ShuffleKind::Xor => "simd_shuffle_xor",
+            ShuffleKind::Up => "simd_shuffle_up",
+            ShuffleKind::Down => "simd_shuffle_down",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<ShuffleKind> {
+        ShuffleKind::ALL.into_iter().find(|o| o.name() == s)
+    }
+}
+
+/// Threadgroup-wide reductions: every thread of the threadgroup must reach them, and
+/// every thread receives the result. Lowered to simdgroup ops, threadgroup memory and
+/// barriers by the compiler before any backend sees them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReduceOp {
+    Sum,
+    Max,
+    Min,
+}
+
+impl ReduceOp {
+    pub const ALL: [ReduceOp; 3] = [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ReduceOp::Sum => "group_sum",
+            ReduceOp::Max => "group_max",
+            ReduceOp::Min => "group_min",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<ReduceOp> {
+        ReduceOp::ALL.into_iter().find(|o| o.name() == s)
+    }
+}
+
+/// Read-modify-write atomics; the result is the value before the update.
+/// `Add` takes f32, u32 or i32; `Max`/`Min`/`And`/`Or` take u32 or i32; `Exchange` any 32-bit type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AtomicOp {
+    Add,
+    Max,
+    Min,
+    And,
+    Or,
+    Exchange,
+}
+
+impl AtomicOp {
+    pub const ALL: [AtomicOp; 6] = [
+        AtomicOp::Add,
+        AtomicOp::Max,
+        AtomicOp::Min,
+        AtomicOp::And,
+        AtomicOp::Or,
+        AtomicOp::Exchange,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            AtomicOp::Add => "atomic_add",
+            AtomicOp::Max => "atomic_max",
+            AtomicOp::Min => "atomic_min",
+            AtomicOp::And => "atomic_and",
+            AtomicOp::Or => "atomic_or",
+            AtomicOp::Exchange => "atomic_exchange",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<AtomicOp> {
+        AtomicOp::ALL.into_iter().find(|o| o.name() == s)
+    }
+}
+
+/// Where a load or store goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MemRef {
+    /// A tensor parameter: index into `Kernel::params`. Device memory.
+    Param(u32),
+    /// A threadgroup array: index into `Body::shared`.
+    Shared(u32),
+    /// A per-thread stack array: index into `Body::locals`.
+    Local(u32),
+}
+
+impl fmt::Display for MemRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MemRef::Param(i) => write!(f, "param{i}"),
+            MemRef::Shared(i) => write!(f, "shared{i}"),
+            MemRef::Local(i) => write!(f, "local{i}"),
+        }
+    }
+}
+
+/// One operation. Results are listed on the enclosing [`crate::Inst`].
+#[derive(Clone, Debug)]
+pub enum Op {
+    /// 1 result.
+    Const(Literal),
+    /// 1 result (u32).
+    Builtin(Builtin),
+    /// The runtime scalar parameter `Kernel::params[i]`. 1 result.
+    Param(u32),
+    Unary(UnaryOp, ValueId),
+    /// Both operands have the same type; comparisons give bool.
+    Binary(BinaryOp, ValueId, ValueId),
+    /// `a * b + c`, floats only, one rounding.
+    Fma(ValueId, ValueId, ValueId),
+    /// `cond ? a : b`, `cond` bool.
+    Select(ValueId, ValueId, ValueId),
+    /// Converts to the given scalar type.
+    Cast(ValueId, Scalar),
+    /// Reads element `index` (u32) of `mem`. 1 result of the element type.
+    Load {
+        mem: MemRef,
+        index: ValueId,
+    },
+    /// Writes element `index` of `mem`. No result.
+    Store {
+        mem: MemRef,
+        index: ValueId,
+        value: ValueId,
+    },
+    /// Reads `width` consecutive elements starting at `index`, which must be a multiple of
+    /// `width`. 1 result of vector type. Produced by the vectorize pass.
+    VecLoad {
+        mem: MemRef,
+        index: ValueId,
+        width: u8,
+    },
+    /// Writes a vector to `width` consecutive elements starting at `index` (aligned as above).
+    VecStore {
+        mem: MemRef,
+        index: ValueId,
+        value: ValueId,
+    },
+    /// Element `lane` of a vector. 1 scalar result.
+    Extract(ValueId, u8),
+    /// Builds a vector from scalars of one type. 1 result.
+    Pack(Vec<ValueId>),
+    /// Atomic read-modify-write on device or threadgroup memory; 1 result, the old value.
+    Atomic {
+        op: AtomicOp,
+        mem: MemRef,
+        index: ValueId,
+        value: ValueId,
+    },
+    /// Threadgroup barrier (memory fence on threadgroup and device memory). Every thread of
+    /// the threadgroup must reach it. No result.
+    Barrier,
+    /// 1 result; see [`SimdOp`].
+    Simd(SimdOp, ValueId),
+    /// 1 result; `arg` is a u32 lane, mask or delta; see [`ShuffleKind`].
+    Shuffle {
+        kind: ShuffleKind,
+        value: ValueId,
+        arg: ValueId,
+    },
+    /// Threadgroup-wide reduction; 1 result. See [`ReduceOp`].
+    GroupReduce(ReduceOp, ValueId),
+    /// Runs one of two blocks; results are the yields of the block that ran.
+    If {
+        cond: ValueId,
+        then_block: Block,
+        else_block: Block,
+    },
+    /// `for (iv = start; iv < end; iv += step)`, with loop-carried values.
+    /// `body.args` is `[iv, carried…]` and `body.yields` the next carried values;
+    /// the results are the carried values after the last iteration (the `inits` if none ran).
+    /// `start`, `end`, `step` are u32 or i32 of one type; `step` must be positive.
+    For {
+        start: ValueId,
+        end: ValueId,
+        step: ValueId,
+        inits: Vec<ValueId>,
+        body: Block,
+    },
+    /// Calls a DSL function; results are its returns. Removed by the inline pass.
+    Call {
+        func: Arc<Function>,
+        args: Vec<ValueId>,
+    },
+}
+
+impl Op {
+    /// The values this op reads directly (not those inside its blocks).
+    pub fn operands(&self) -> Vec<ValueId> {
+        match self {
+            Op::Const(_) | Op::Builtin(_) | Op::Param(_) | Op::Barrier => vec![],
+            Op::Unary(_, a) | Op::Cast(a, _) | Op::Extract(a, _) => vec![*a],
+            Op::Simd(_, a) | Op::GroupReduce(_, a) => vec![*a],
+            Op::Binary(_, a, b) => vec![*a, *b],
+            Op::Fma(a, b, c) | Op::Select(a, b, c) => vec![*a, *b, *c],
+            Op::Load { index, .. } | Op::VecLoad { index, .. } => vec![*index],
+            Op::Store { index, value, .. }
+            | Op::VecStore { index, value, .. }
+            | Op::Atomic { index, value, .. } => vec![*index, *value],
+            Op::Pack(vs) => vs.clone(),
+            Op::Shuffle { value, arg, .. } => vec![*value, *arg],
+            Op::If { cond, .. } => vec![*cond],
+            Op::For {
+                start,
+                end,
+                step,
+                inits,
+                ..
+            } => {
+                let mut v = vec![*start, *end, *step];
+                v.extend(inits.iter().copied());
+                v
+            }
+            Op::Call { args, .. } => args.clone(),
+        }
+    }
+
+    /// Rewrites every operand read directly by this op (not inside its blocks).
+    pub fn map_operands(&mut self, mut f: impl FnMut(ValueId) -> ValueId) {
+        match self {
+            Op::Const(_) | Op::Builtin(_) | Op::Param(_) | Op::Barrier => {}
+            Op::Unary(_, a) | Op::Cast(a, _) | Op::Extract(a, _) => *a = f(*a),
+            Op::Simd(_, a) | Op::GroupReduce(_, a) => *a = f(*a),
+            Op::Binary(_, a, b) => {
+                *a = f(*a);
+                *b = f(*b);
+            }
+            Op::Fma(a, b, c) | Op::Select(a, b, c) => {
+                *a = f(*a);
+                *b = f(*b);
+                *c = f(*c);
+            }
+            Op::Load { index, .. } | Op::VecLoad { index, .. } => *index = f(*index),
+            Op::Store { index, value, .. }
+            | Op::VecStore { index, value, .. }
+            | Op::Atomic { index, value, .. } => {
+                *index = f(*index);
+                *value = f(*value);
+            }
+            Op::Pack(vs) => vs.iter_mut().for_each(|v| *v = f(*v)),
+            Op::Shuffle { value, arg, .. } => {
+                *value = f(*value);
+                *arg = f(*arg);
+            }
+            Op::If { cond, .. } => *cond = f(*cond),
+            Op::For {
+                start,
+                end,
+                step,
+                inits,
+                ..
+            } => {
+                *start = f(*start);
+                *end = f(*end);
+                *step = f(*step);
+                inits.iter_mut().for_each(|v| *v = f(*v));
+            }
+            Op::Call { args, .. } => args.iter_mut().for_each(|v| *v = f(*v)),
+        }
+    }
+
+    /// The blocks nested in this op.
+    pub fn blocks(&self) -> Vec<&Block> {
+        match self {
+            Op::If {
+                then_block,
+                else_block,
+                ..
+            } => vec![then_block, else_block],
+            Op::For { body, .. } => vec![body],
+            _ => vec![],
+        }
+    }
+
+    /// The blocks nested in this op, mutably.
+    pub fn blocks_mut(&mut self) -> Vec<&mut Block> {
+        match self {
+            Op::If {
+                then_block,
+                else_block,
+                ..
+            } => vec![then_block, else_block],
+            Op::For { body, .. } => vec![body],
+            _ => vec![],
+        }
+    }
+
+    /// True if the op has no effect beyond its result and its result depends only on its
+    /// operands, so it may be removed when unused and merged with an identical op.
+    /// Loads are not pure (memory may change between two of them).
+    pub fn is_pure(&self) -> bool {
+        matches!(
+            self,
+            Op::Const(_)
+                | Op::Builtin(_)
+                | Op::Param(_)
+                | Op::Unary(..)
+                | Op::Binary(..)
+                | Op::Fma(..)
+                | Op::Select(..)
+                | Op::Cast(..)
+                | Op::Extract(..)
+                | Op::Pack(..)
+        )
+    }
+
+    /// True for ops every lane of a simdgroup (or thread of a threadgroup) must reach together.
+    pub fn is_collective(&self) -> bool {
+        matches!(
+            self,
+            Op::Barrier | Op::Simd(..) | Op::Shuffle { .. } | Op::GroupReduce(..)
+        )
+    }
+}

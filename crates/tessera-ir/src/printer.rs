@@ -1,0 +1,228 @@
+//! The stable text form of the IR, used by `tessera emit --target ir`, snapshot tests and
+//! `TESSERA_DUMP`.
+
+use crate::kernel::{Block, Body, Function, Inst, Kernel, ParamKind};
+use crate::ops::{MemRef, Op};
+use std::fmt::{self, Write};
+
+struct Printer<'a> {
+    body: &'a Body,
+    params: &'a [crate::kernel::Param],
+    out: String,
+}
+
+impl Printer<'_> {
+    fn mem(&self, m: MemRef) -> String {
+        match m {
+            MemRef::Param(i) => self
+                .params
+                .get(i as usize)
+                .map(|p| p.name.clone())
+                .unwrap_or_else(|| format!("<param{i}>")),
+            MemRef::Shared(i) => self
+                .body
+                .shared
+                .get(i as usize)
+                .map(|a| format!("shared {}", a.name))
+                .unwrap_or_else(|| format!("<shared{i}>")),
+            MemRef::Local(i) => self
+                .body
+                .locals
+                .get(i as usize)
+                .map(|a| format!("local {}", a.name))
+                .unwrap_or_else(|| format!("<local{i}>")),
+        }
+    }
+
+    fn ty(&self, v: crate::ValueId) -> String {
+        self.body
+            .values
+            .get(v.index())
+            .map(|t| t.to_string())
+            .unwrap_or_else(|| "?".into())
+    }
+
+    fn list(vs: &[crate::ValueId]) -> String {
+        vs.iter()
+            .map(|v| v.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    fn block(&mut self, b: &Block, depth: usize) {
+        for inst in &b.insts {
+            self.inst(inst, depth);
+        }
+        if !b.yields.is_empty() {
+            let pad = "  ".repeat(depth);
+            let _ = writeln!(self.out, "{pad}yield {}", Self::list(&b.yields));
+        }
+    }
+
+    fn inst(&mut self, inst: &Inst, depth: usize) {
+        let pad = "  ".repeat(depth);
+        let lhs = if inst.results.is_empty() {
+            String::new()
+        } else {
+            let parts: Vec<String> = inst
+                .results
+                .iter()
+                .map(|&r| format!("{r}: {}", self.ty(r)))
+                .collect();
+            format!("{} = ", parts.join(", "))
+        };
+        let rhs = match &inst.op {
+            Op::Const(l) => format!("const {l}"),
+            Op::Builtin(b) => format!("builtin {}", b.name()),
+            Op::Param(i) => format!(
+                "param {}",
+                self.params
+                    .get(*i as usize)
+                    .map(|p| p.name.as_str())
+                    .unwrap_or("?")
+            ),
+            Op::Unary(op, a) => format!("{} {a}", op.name()),
+            Op::Binary(op, a, b) => format!("{} {a}, {b}", op.name()),
+            Op::Fma(a, b, c) => format!("fma {a}, {b}, {c}"),
+            Op::Select(c, a, b) => format!("select {c}, {a}, {b}"),
+            Op::Cast(a, t) => format!("cast {a} to {t}"),
+            Op::Load { mem, index } => format!("load {}[{index}]", self.mem(*mem)),
+            Op::Store { mem, index, value } => {
+                format!("store {}[{index}], {value}", self.mem(*mem))
+            }
+            Op::VecLoad { mem, index, width } => {
+                format!("vload{width} {}[{index}]", self.mem(*mem))
+            }
+            Op::VecStore { mem, index, value } => {
+                format!("vstore {}[{index}], {value}", self.mem(*mem))
+            }
+            Op::Extract(v, lane) => format!("extract {v}.{lane}"),
+            Op::Pack(vs) => format!("pack {}", Self::list(vs)),
+            Op::Atomic {
+                op,
+                mem,
+                index,
+                value,
+            } => format!("{} {}[{index}], {value}", op.name(), self.mem(*mem)),
+            Op::Barrier => "barrier".to_string(),
+            Op::Simd(op, a) => format!("{} {a}", op.name()),
+            Op::Shuffle { kind, value, arg } => format!("{} {value}, {arg}", kind.name()),
+            Op::GroupReduce(op, a) => format!("{} {a}", op.name()),
+            Op::Call { func, args } => format!("call {}({})", func.name, Self::list(args)),
+            Op::If {
+                cond,
+                then_block,
+                else_block,
+            } => {
+                let _ = writeln!(self.out, "{pad}{lhs}if {cond} {{");
+                self.block(then_block, depth + 1);
+                let _ = writeln!(self.out, "{pad}}} else {{");
+                self.block(else_block, depth + 1);
+                let _ = writeln!(self.out, "{pad}}}");
+                return;
+            }
+            Op::For {
+                start,
+                end,
+                step,
+                inits,
+                body,
+            } => {
+                let iv = body.args.first().map(|v| v.to_string()).unwrap_or_default();
+                let carried: Vec<String> = body
+                    .args
+                    .iter()
+                    .skip(1)
+                    .zip(inits)
+                    .map(|(a, i)| format!("{a} = {i}"))
+                    .collect();
+                let iter = if carried.is_empty() {
+                    String::new()
+                } else {
+                    format!(" carry({})", carried.join(", "))
+                };
+                let _ = writeln!(
+                    self.out,
+                    "{pad}{lhs}for {iv} in {start}..{end} step {step}{iter} {{"
+                );
+                self.block(body, depth + 1);
+                let _ = writeln!(self.out, "{pad}}}");
+                return;
+            }
+        };
+        let _ = writeln!(self.out, "{pad}{lhs}{rhs}");
+    }
+
+    fn arrays(&mut self) {
+        for a in &self.body.shared {
+            let _ = writeln!(self.out, "  shared {}: {}[{}]", a.name, a.elem, a.len);
+        }
+        for a in &self.body.locals {
+            let _ = writeln!(self.out, "  local {}: {}[{}]", a.name, a.elem, a.len);
+        }
+    }
+}
+
+/// The text form of a kernel.
+pub fn print_kernel(k: &Kernel) -> String {
+    let params: Vec<String> = k
+        .params
+        .iter()
+        .map(|p| match p.kind {
+            ParamKind::Tensor { elem, writable } => format!(
+                "{}: {}tensor<{elem}>",
+                p.name,
+                if writable { "mut " } else { "" }
+            ),
+            ParamKind::Scalar(t) => format!("{}: {t}", p.name),
+        })
+        .collect();
+    let mut p = Printer {
+        body: &k.body,
+        params: &k.params,
+        out: String::new(),
+    };
+    let _ = writeln!(
+        p.out,
+        "kernel {}({}) {{",
+        k.specialized_name(),
+        params.join(", ")
+    );
+    p.arrays();
+    p.block(&k.body.block, 1);
+    p.out.push_str("}\n");
+    p.out
+}
+
+/// The text form of a DSL function.
+pub fn print_function(f: &Function) -> String {
+    let mut p = Printer {
+        body: &f.body,
+        params: &[],
+        out: String::new(),
+    };
+    let args: Vec<String> = f
+        .body
+        .block
+        .args
+        .iter()
+        .map(|&a| format!("{a}: {}", p.ty(a)))
+        .collect();
+    let _ = writeln!(p.out, "func {}({}) {{", f.name, args.join(", "));
+    p.arrays();
+    p.block(&f.body.block, 1);
+    p.out.push_str("}\n");
+    p.out
+}
+
+impl fmt::Display for Kernel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&print_kernel(self))
+    }
+}
+
+impl fmt::Display for Function {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&print_function(self))
+    }
+}

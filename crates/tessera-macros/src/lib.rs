@@ -1,0 +1,1 @@
+//! tessera-macros (under construction).

@@ -1,0 +1,1 @@
+//! tessera-runtime (under construction).

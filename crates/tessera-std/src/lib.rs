@@ -1,0 +1,1 @@
+//! tessera-std (under construction).
