@@ -150,3 +150,15 @@ impl fmt::Display for Literal {
         }
     }
 }
+
+macro_rules! literal_from {
+    ($($t:ty => $v:ident),*) => {$(
+        impl From<$t> for Literal {
+            fn from(x: $t) -> Literal {
+                Literal::$v(x)
+            }
+        }
+    )*};
+}
+
+literal_from!(bool => Bool, i8 => I8, u8 => U8, i32 => I32, u32 => U32, f16 => F16, bf16 => BF16, f32 => F32);
