@@ -929,6 +929,20 @@ impl Builder {
         Ok(results.into_iter().map(Value::Id).collect())
     }
 
+    /// Calls a DSL function used as a value: it must return exactly one value.
+    pub fn call_one(&mut self, func: Arc<Function>, args: &[Value]) -> R<Value> {
+        let name = func.name.clone();
+        let results = self.call(func, args)?;
+        match results.as_slice() {
+            [v] => Ok(*v),
+            _ => Err(self.error(format!(
+                "`{name}` returns {} values but is used as one value; destructure it with \
+                 `let (a, b) = {name}(…);`",
+                results.len()
+            ))),
+        }
+    }
+
     /// The dtypes of call arguments, literals defaulted, so a generic function can be
     /// instantiated for them.
     pub fn arg_types(&self, args: &[Value]) -> Vec<Option<Scalar>> {
