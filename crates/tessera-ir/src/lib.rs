@@ -12,6 +12,7 @@ pub mod ops;
 pub mod printer;
 pub mod signature;
 pub mod types;
+pub mod verify;
 
 pub use builder::{Builder, FunctionDepthGuard, Mem, Value};
 pub use error::IrError;
@@ -20,5 +21,6 @@ pub use literal::Literal;
 pub use ops::{AtomicOp, BinaryOp, Builtin, MemRef, Op, ReduceOp, ShuffleKind, SimdOp, UnaryOp};
 pub use signature::{ConstexprSig, KernelDef, KernelSignature, ParamSig, Specialization, TypeSig};
 pub use types::{Scalar, Type};
+pub use verify::{verify_function, verify_kernel, Uniformity};
 
 pub use half;

@@ -1,0 +1,1101 @@
+//! The IR verifier: operand and result types of every op, single definition and
+//! dominance of every value, region yields, memory references, and the placement of
+//! barriers and collectives (checked with a small uniformity analysis).
+//!
+//! Uniformity is a three-level lattice. *Threadgroup-uniform* values are the same on
+//! every thread of a threadgroup (constants, runtime scalar parameters, group ids and
+//! sizes, `simd_groups`, threadgroup reductions, and pure ops on such values).
+//! *Simdgroup-uniform* values are the same on every lane of a simdgroup (`simd_id`,
+//! simdgroup reductions and broadcasts). Everything else is *varying* (thread and lane
+//! ids, loads, atomics, prefix scans…). A barrier or threadgroup reduction must not sit
+//! under a condition or loop bound that is less than threadgroup-uniform; a simdgroup
+//! collective must not sit under one that is less than simdgroup-uniform.
+
+use crate::error::IrError;
+use crate::kernel::{Block, Body, Function, Inst, Kernel, Loc, Param, ParamKind, ValueId};
+use crate::ops::{AtomicOp, BinaryOp, Builtin, MemRef, Op, ShuffleKind, SimdOp, UnaryOp};
+use crate::types::{Scalar, Type};
+use std::collections::HashSet;
+
+/// How far a value is known to agree across threads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Uniformity {
+    /// May differ between any two threads.
+    Varying,
+    /// The same on every lane of a simdgroup.
+    Simdgroup,
+    /// The same on every thread of a threadgroup.
+    Threadgroup,
+}
+
+/// Checks a kernel; the error names the kernel and the offending instruction's location.
+pub fn verify_kernel(kernel: &Kernel) -> Result<(), IrError> {
+    let mut v = Verifier::new(&kernel.specialized_name(), Some(&kernel.params));
+    v.body(&kernel.body, &[], Uniformity::Threadgroup)?;
+    Ok(())
+}
+
+/// Checks a DSL function on its own (its arguments assumed varying). Tensor references
+/// cannot be checked without the calling kernel; they are checked when a kernel that
+/// calls the function is verified.
+pub fn verify_function(func: &Function) -> Result<(), IrError> {
+    let mut v = Verifier::new(&func.name, None);
+    let args = vec![Uniformity::Varying; func.body.block.args.len()];
+    v.body(&func.body, &args, Uniformity::Threadgroup)?;
+    Ok(())
+}
+
+/// The uniformity of every value of a kernel body (indexed by [`ValueId`]), for passes
+/// that need it. Values never defined are reported as varying.
+pub fn uniformity(kernel: &Kernel) -> Vec<Uniformity> {
+    let mut u = vec![Uniformity::Threadgroup; kernel.body.values.len()];
+    let mut a = Analysis {
+        uni: &mut u,
+        changed: false,
+    };
+    a.fixpoint(&kernel.body.block);
+    u
+}
+
+struct Verifier<'a> {
+    kernel: String,
+    params: Option<&'a [Param]>,
+    /// Functions already verified at a given argument uniformity / control level.
+    seen: HashSet<(usize, Vec<Uniformity>, Uniformity)>,
+    /// Name of the function being checked, for messages.
+    func_stack: Vec<String>,
+    /// Location of the outermost call being checked, or of the current instruction.
+    call_loc: Option<Loc>,
+}
+
+type R<T> = Result<T, IrError>;
+
+/// Per-body state: which values are defined and visible.
+struct Scope<'b> {
+    body: &'b Body,
+    defined: Vec<bool>,
+    visible: Vec<bool>,
+    uni: Vec<Uniformity>,
+}
+
+impl<'a> Verifier<'a> {
+    fn new(kernel: &str, params: Option<&'a [Param]>) -> Self {
+        Verifier {
+            kernel: kernel.to_string(),
+            params,
+            seen: HashSet::new(),
+            func_stack: Vec::new(),
+            call_loc: None,
+        }
+    }
+
+    fn err(&self, loc: Option<Loc>, message: String) -> IrError {
+        let message = if self.func_stack.is_empty() {
+            message
+        } else {
+            format!("in function `{}`: {message}", self.func_stack.join("` → `"))
+        };
+        IrError::Verify {
+            kernel: self.kernel.clone(),
+            loc: self.call_loc.or(loc),
+            message,
+        }
+    }
+
+    /// Verifies one body whose top block's args have the given uniformity, reached under
+    /// control of uniformity `ctrl`. Returns the uniformity of its yields.
+    fn body(&mut self, body: &Body, args: &[Uniformity], ctrl: Uniformity) -> R<Vec<Uniformity>> {
+        let n = body.values.len();
+        let mut uni = vec![Uniformity::Threadgroup; n];
+        for (&a, &u) in body.block.args.iter().zip(args) {
+            if a.index() < n {
+                uni[a.index()] = u;
+            }
+        }
+        let mut an = Analysis {
+            uni: &mut uni,
+            changed: false,
+        };
+        an.fixpoint(&body.block);
+        let mut s = Scope {
+            body,
+            defined: vec![false; n],
+            visible: vec![false; n],
+            uni,
+        };
+        for a in &body.shared {
+            if a.len == 0 {
+                return Err(self.err(None, format!("threadgroup array `{}` has length 0", a.name)));
+            }
+        }
+        for a in &body.locals {
+            if a.len == 0 {
+                return Err(self.err(None, format!("stack array `{}` has length 0", a.name)));
+            }
+        }
+        self.block(&mut s, &body.block, ctrl, None)?;
+        Ok(body
+            .block
+            .yields
+            .iter()
+            .map(|y| s.uni.get(y.index()).copied().unwrap_or(Uniformity::Varying))
+            .collect())
+    }
+
+    fn define(&self, s: &mut Scope, v: ValueId, loc: Option<Loc>) -> R<()> {
+        let i = v.index();
+        if i >= s.defined.len() {
+            return Err(self.err(
+                loc,
+                format!("{v} is not in the value table ({} values)", s.defined.len()),
+            ));
+        }
+        if s.defined[i] {
+            return Err(self.err(loc, format!("{v} is defined more than once")));
+        }
+        s.defined[i] = true;
+        s.visible[i] = true;
+        Ok(())
+    }
+
+    fn use_(&self, s: &Scope, v: ValueId, loc: Option<Loc>, what: &str) -> R<Type> {
+        let i = v.index();
+        if i >= s.visible.len() {
+            return Err(self.err(loc, format!("{what} {v} is not in the value table")));
+        }
+        if !s.visible[i] {
+            let why = if s.defined[i] {
+                "its definition does not dominate this use"
+            } else {
+                "it is not defined before this use"
+            };
+            return Err(self.err(loc, format!("{what} uses {v}, but {why}")));
+        }
+        Ok(s.body.ty(v))
+    }
+
+    fn block(&mut self, s: &mut Scope, b: &Block, ctrl: Uniformity, owner: Option<Loc>) -> R<()> {
+        let mut local: Vec<ValueId> = Vec::new();
+        for &a in &b.args {
+            self.define(s, a, owner)?;
+            local.push(a);
+        }
+        for inst in &b.insts {
+            self.inst(s, inst, ctrl)?;
+            local.extend(inst.results.iter().copied());
+        }
+        for &y in &b.yields {
+            self.use_(s, y, owner, "a yield")?;
+        }
+        // Nothing defined in a region is visible after it.
+        for v in local {
+            s.visible[v.index()] = false;
+        }
+        Ok(())
+    }
+
+    fn mem(&self, s: &Scope, m: MemRef, loc: Option<Loc>, write: bool) -> R<Scalar> {
+        match m {
+            MemRef::Param(i) => {
+                let Some(params) = self.params else {
+                    // A function checked alone: the calling kernel checks the reference.
+                    return Ok(Scalar::U32);
+                };
+                match params.get(i as usize).map(|p| p.kind) {
+                    Some(ParamKind::Tensor { elem, writable }) => {
+                        if write && !writable {
+                            return Err(self.err(
+                                loc,
+                                format!(
+                                    "writes the read-only tensor `{}`",
+                                    params[i as usize].name
+                                ),
+                            ));
+                        }
+                        Ok(elem)
+                    }
+                    Some(ParamKind::Scalar(_)) => Err(self.err(
+                        loc,
+                        format!(
+                            "`{}` is a scalar parameter, not a tensor",
+                            params[i as usize].name
+                        ),
+                    )),
+                    None => Err(self.err(
+                        loc,
+                        format!(
+                            "tensor parameter {i} does not exist ({} params)",
+                            params.len()
+                        ),
+                    )),
+                }
+            }
+            MemRef::Shared(i) => s
+                .body
+                .shared
+                .get(i as usize)
+                .map(|a| a.elem)
+                .ok_or_else(|| self.err(loc, format!("threadgroup array {i} does not exist"))),
+            MemRef::Local(i) => s
+                .body
+                .locals
+                .get(i as usize)
+                .map(|a| a.elem)
+                .ok_or_else(|| self.err(loc, format!("stack array {i} does not exist"))),
+        }
+    }
+
+    /// The element type a memory reference holds, accepting any type for tensors of a
+    /// function checked alone.
+    fn elem_matches(&self, m: MemRef, elem: Scalar, have: Scalar) -> bool {
+        matches!(m, MemRef::Param(_)) && self.params.is_none() || elem == have
+    }
+
+    fn inst(&mut self, s: &mut Scope, inst: &Inst, ctrl: Uniformity) -> R<()> {
+        let loc = inst.loc;
+        let name = op_name(&inst.op);
+        let mut operand_types = Vec::new();
+        for v in inst.op.operands() {
+            operand_types.push(self.use_(s, v, loc, &format!("`{name}`"))?);
+        }
+        let expected = self.result_types(s, inst, &operand_types)?;
+        if let Some(exp) = expected {
+            if exp.len() != inst.results.len() {
+                return Err(self.err(
+                    loc,
+                    format!(
+                        "`{name}` has {} result(s), expected {}",
+                        inst.results.len(),
+                        exp.len()
+                    ),
+                ));
+            }
+            for (&r, &t) in inst.results.iter().zip(&exp) {
+                let have = s.body.values.get(r.index()).copied();
+                if have.is_some() && have != Some(t) {
+                    return Err(self.err(
+                        loc,
+                        format!(
+                            "result {r} of `{name}` is typed {}, expected {t}",
+                            s.body.ty(r)
+                        ),
+                    ));
+                }
+            }
+        }
+        // Collective placement.
+        match &inst.op {
+            Op::Barrier | Op::GroupReduce(..) if ctrl < Uniformity::Threadgroup => {
+                return Err(self.err(
+                    loc,
+                    format!(
+                        "`{name}` is under control flow that is not uniform across the \
+                         threadgroup (an `if` condition or loop bound depends on the thread); \
+                         every thread must reach it: move it out of the branch or loop"
+                    ),
+                ));
+            }
+            Op::Simd(..) | Op::Shuffle { .. } if ctrl < Uniformity::Simdgroup => {
+                return Err(self.err(
+                    loc,
+                    format!(
+                        "`{name}` is under control flow that is not uniform across the \
+                         simdgroup (an `if` condition or loop bound depends on the lane); \
+                         every lane must reach it: move it out of the branch or loop"
+                    ),
+                ));
+            }
+            _ => {}
+        }
+        // Regions.
+        match &inst.op {
+            Op::If {
+                cond,
+                then_block,
+                else_block,
+            } => {
+                let inner = ctrl.min(s.uni[cond.index()]);
+                for (b, which) in [(then_block, "then"), (else_block, "else")] {
+                    if !b.args.is_empty() {
+                        return Err(
+                            self.err(loc, format!("the {which} block of `if` has arguments"))
+                        );
+                    }
+                    self.check_yields(
+                        s,
+                        b,
+                        &inst.results,
+                        loc,
+                        &format!("the {which} block of `if`"),
+                    )?;
+                    self.block(s, b, inner, loc)?;
+                }
+            }
+            Op::For {
+                start,
+                end,
+                step,
+                inits,
+                body,
+            } => {
+                let bound = [start, end, step]
+                    .iter()
+                    .map(|v| s.uni[v.index()])
+                    .min()
+                    .unwrap_or(Uniformity::Threadgroup);
+                let inner = ctrl.min(bound);
+                if body.args.len() != inits.len() + 1 {
+                    return Err(self.err(
+                        loc,
+                        format!(
+                            "`for` body has {} argument(s), expected the induction variable and {} carried",
+                            body.args.len(),
+                            inits.len()
+                        ),
+                    ));
+                }
+                let iv_ty = s.body.ty(*start);
+                if body.args.first().map(|&a| s.body.ty(a)) != Some(iv_ty) {
+                    return Err(self.err(
+                        loc,
+                        format!("the induction variable of `for` must be {iv_ty}"),
+                    ));
+                }
+                for (k, (&a, &i)) in body.args[1..].iter().zip(inits).enumerate() {
+                    if s.body.ty(a) != s.body.ty(i) {
+                        return Err(self.err(
+                            loc,
+                            format!(
+                                "carried value {k} of `for` is {} in the body but its init is {}",
+                                s.body.ty(a),
+                                s.body.ty(i)
+                            ),
+                        ));
+                    }
+                }
+                self.check_yields(s, body, &inst.results, loc, "the body of `for`")?;
+                self.block(s, body, inner, loc)?;
+            }
+            Op::Call { func, args } => {
+                let key = (
+                    std::sync::Arc::as_ptr(func) as usize,
+                    args.iter().map(|a| s.uni[a.index()]).collect::<Vec<_>>(),
+                    ctrl,
+                );
+                if !self.seen.contains(&key) {
+                    let outer_loc = self.call_loc;
+                    if self.call_loc.is_none() {
+                        self.call_loc = loc;
+                    }
+                    self.func_stack.push(func.name.clone());
+                    let r = self.body(&func.body, &key.1, ctrl);
+                    self.func_stack.pop();
+                    self.call_loc = outer_loc;
+                    r?;
+                    self.seen.insert(key);
+                }
+            }
+            _ => {}
+        }
+        for &r in &inst.results {
+            self.define(s, r, loc)?;
+        }
+        Ok(())
+    }
+
+    fn check_yields(
+        &self,
+        s: &Scope,
+        b: &Block,
+        results: &[ValueId],
+        loc: Option<Loc>,
+        what: &str,
+    ) -> R<()> {
+        if b.yields.len() != results.len() {
+            return Err(self.err(
+                loc,
+                format!(
+                    "{what} yields {} value(s) for {} result(s)",
+                    b.yields.len(),
+                    results.len()
+                ),
+            ));
+        }
+        for (k, (&y, &r)) in b.yields.iter().zip(results).enumerate() {
+            let (ty, tr) = (s.body.values.get(y.index()), s.body.values.get(r.index()));
+            if ty.is_none() || ty != tr {
+                return Err(self.err(
+                    loc,
+                    format!("{what} yields {y} as value {k}, whose type does not match result {r}"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The result types an op must have, given its operand types, or an error if the
+    /// operands are ill-typed. `None` for ops whose results are checked elsewhere.
+    fn result_types(&self, s: &Scope, inst: &Inst, ops: &[Type]) -> R<Option<Vec<Type>>> {
+        let loc = inst.loc;
+        let name = op_name(&inst.op);
+        let bad = |msg: String| Err(self.err(loc, format!("`{name}`: {msg}")));
+        let scalar = |t: Type| -> R<Scalar> {
+            t.scalar().ok_or_else(|| {
+                self.err(loc, format!("`{name}`: expected a scalar operand, got {t}"))
+            })
+        };
+        let one = |t: Scalar| Ok(Some(vec![Type::Scalar(t)]));
+        match &inst.op {
+            Op::Const(l) => one(l.ty()),
+            Op::Builtin(_) => one(Scalar::U32),
+            Op::Param(i) => match self.params {
+                None => bad("a DSL function cannot read kernel parameters".into()),
+                Some(ps) => match ps.get(*i as usize).map(|p| p.kind) {
+                    Some(ParamKind::Scalar(t)) => one(t),
+                    Some(ParamKind::Tensor { .. }) => {
+                        bad(format!("parameter {i} is a tensor; load from it instead"))
+                    }
+                    None => bad(format!("parameter {i} does not exist")),
+                },
+            },
+            Op::Unary(op, _) => {
+                let t = scalar(ops[0])?;
+                let ok = match op {
+                    UnaryOp::Not => t.is_int() || t == Scalar::Bool,
+                    UnaryOp::Neg | UnaryOp::Abs => t.is_numeric(),
+                    _ => t.is_float(),
+                };
+                if !ok {
+                    return bad(format!("not defined on {t}"));
+                }
+                one(if matches!(op, UnaryOp::IsNan | UnaryOp::IsInf) {
+                    Scalar::Bool
+                } else {
+                    t
+                })
+            }
+            Op::Binary(op, _, _) => {
+                let (a, b) = (scalar(ops[0])?, scalar(ops[1])?);
+                if a != b {
+                    return bad(format!("operands have different types, {a} and {b}"));
+                }
+                if !binary_defined(*op, a) {
+                    return bad(format!("not defined on {a}"));
+                }
+                one(if op.is_comparison() { Scalar::Bool } else { a })
+            }
+            Op::Fma(..) => {
+                let t = scalar(ops[0])?;
+                if !t.is_float() || ops.iter().any(|&o| o != Type::Scalar(t)) {
+                    return bad(format!(
+                        "expects three operands of one float type, got {ops:?}"
+                    ));
+                }
+                one(t)
+            }
+            Op::Select(..) => {
+                if ops[0] != Type::Scalar(Scalar::Bool) {
+                    return bad(format!("the condition must be bool, got {}", ops[0]));
+                }
+                if ops[1] != ops[2] {
+                    return bad(format!(
+                        "the two values have different types, {} and {}",
+                        ops[1], ops[2]
+                    ));
+                }
+                Ok(Some(vec![ops[1]]))
+            }
+            Op::Cast(_, to) => {
+                scalar(ops[0])?;
+                one(*to)
+            }
+            Op::Load { mem, .. } => {
+                let elem = self.mem(s, *mem, loc, false)?;
+                self.index_u32(ops[0], loc, name)?;
+                if self.params.is_none() && matches!(mem, MemRef::Param(_)) {
+                    return Ok(None);
+                }
+                one(elem)
+            }
+            Op::Store { mem, .. } => {
+                let elem = self.mem(s, *mem, loc, true)?;
+                self.index_u32(ops[0], loc, name)?;
+                if !self.elem_matches(*mem, elem, ops[1].elem()) || ops[1].scalar().is_none() {
+                    return bad(format!("stores a {} into {elem} memory", ops[1]));
+                }
+                Ok(Some(vec![]))
+            }
+            Op::VecLoad { mem, width, .. } => {
+                let elem = self.mem(s, *mem, loc, false)?;
+                self.index_u32(ops[0], loc, name)?;
+                check_width(*width as usize)
+                    .map_err(|m| self.err(loc, format!("`{name}`: {m}")))?;
+                if self.params.is_none() && matches!(mem, MemRef::Param(_)) {
+                    return Ok(None);
+                }
+                Ok(Some(vec![Type::Vector(elem, *width)]))
+            }
+            Op::VecStore { mem, .. } => {
+                let elem = self.mem(s, *mem, loc, true)?;
+                self.index_u32(ops[0], loc, name)?;
+                let Type::Vector(e, w) = ops[1] else {
+                    return bad(format!(
+                        "stores the scalar type {}; expected a vector",
+                        ops[1]
+                    ));
+                };
+                check_width(w as usize).map_err(|m| self.err(loc, format!("`{name}`: {m}")))?;
+                if !self.elem_matches(*mem, elem, e) {
+                    return bad(format!("stores {} into {elem} memory", ops[1]));
+                }
+                Ok(Some(vec![]))
+            }
+            Op::Extract(_, lane) => match ops[0] {
+                Type::Vector(e, w) if (*lane as usize) < w as usize => one(e),
+                t => bad(format!("lane {lane} of {t}")),
+            },
+            Op::Pack(_) => {
+                let Some(&first) = ops.first() else {
+                    return bad("packs no values".into());
+                };
+                let e = scalar(first)?;
+                if ops.iter().any(|&o| o != first) {
+                    return bad("packs values of different types".into());
+                }
+                check_width(ops.len()).map_err(|m| self.err(loc, format!("`{name}`: {m}")))?;
+                Ok(Some(vec![Type::Vector(e, ops.len() as u8)]))
+            }
+            Op::Atomic { op, mem, .. } => {
+                if matches!(mem, MemRef::Local(_)) {
+                    return bad("atomics need device or threadgroup memory".into());
+                }
+                let elem = self.mem(s, *mem, loc, true)?;
+                self.index_u32(ops[0], loc, name)?;
+                let v = scalar(ops[1])?;
+                if !self.elem_matches(*mem, elem, v) {
+                    return bad(format!("operand is {v}, memory holds {elem}"));
+                }
+                let ok = match op {
+                    AtomicOp::Add => matches!(v, Scalar::F32 | Scalar::U32 | Scalar::I32),
+                    AtomicOp::Max | AtomicOp::Min | AtomicOp::And | AtomicOp::Or => {
+                        matches!(v, Scalar::U32 | Scalar::I32)
+                    }
+                    AtomicOp::Exchange => v.size_bytes() == 4,
+                };
+                if !ok {
+                    return bad(format!("not available on {v}"));
+                }
+                one(v)
+            }
+            Op::Barrier => Ok(Some(vec![])),
+            Op::Simd(op, _) => {
+                let t = scalar(ops[0])?;
+                let ok = match op {
+                    SimdOp::Sum
+                    | SimdOp::Prod
+                    | SimdOp::Max
+                    | SimdOp::Min
+                    | SimdOp::PrefixSum
+                    | SimdOp::PrefixExclusiveSum => t.is_numeric(),
+                    SimdOp::And | SimdOp::Or | SimdOp::Xor => t.is_int() || t == Scalar::Bool,
+                    SimdOp::All | SimdOp::Any => t == Scalar::Bool,
+                };
+                if !ok {
+                    return bad(format!("not defined on {t}"));
+                }
+                one(t)
+            }
+            Op::Shuffle { .. } => {
+                let t = scalar(ops[0])?;
+                if ops[1] != Type::Scalar(Scalar::U32) {
+                    return bad(format!("the lane argument must be u32, got {}", ops[1]));
+                }
+                one(t)
+            }
+            Op::GroupReduce(_, _) => {
+                let t = scalar(ops[0])?;
+                if !t.is_numeric() {
+                    return bad(format!("not defined on {t}"));
+                }
+                one(t)
+            }
+            Op::If { .. } => {
+                if ops[0] != Type::Scalar(Scalar::Bool) {
+                    return bad(format!("the condition must be bool, got {}", ops[0]));
+                }
+                Ok(None)
+            }
+            Op::For { .. } => {
+                let t = ops[0];
+                if !matches!(t, Type::Scalar(Scalar::U32 | Scalar::I32))
+                    || ops[1] != t
+                    || ops[2] != t
+                {
+                    return bad(format!(
+                        "start, end and step must share one type, u32 or i32; got {}, {}, {}",
+                        ops[0], ops[1], ops[2]
+                    ));
+                }
+                Ok(Some(ops[3..].to_vec()))
+            }
+            Op::Call { func, .. } => {
+                let params = func.param_types();
+                if params.as_slice() != ops {
+                    return bad(format!(
+                        "`{}` takes ({}), called with ({})",
+                        func.name,
+                        list(&params),
+                        list(ops)
+                    ));
+                }
+                if func
+                    .body
+                    .block
+                    .yields
+                    .iter()
+                    .any(|y| y.index() >= func.body.values.len())
+                {
+                    return bad(format!("`{}` yields a value outside its table", func.name));
+                }
+                Ok(Some(func.return_types()))
+            }
+        }
+    }
+
+    fn index_u32(&self, t: Type, loc: Option<Loc>, name: &str) -> R<()> {
+        if t != Type::Scalar(Scalar::U32) {
+            return Err(self.err(loc, format!("`{name}`: the index must be u32, got {t}")));
+        }
+        Ok(())
+    }
+}
+
+fn list(ts: &[Type]) -> String {
+    ts.iter()
+        .map(|t| t.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn check_width(w: usize) -> Result<(), String> {
+    if matches!(w, 2 | 4 | 8) {
+        Ok(())
+    } else {
+        Err(format!("vector width must be 2, 4 or 8, got {w}"))
+    }
+}
+
+/// True if `op` is defined on operands of type `t`.
+pub fn binary_defined(op: BinaryOp, t: Scalar) -> bool {
+    match op {
+        BinaryOp::Add
+        | BinaryOp::Sub
+        | BinaryOp::Mul
+        | BinaryOp::Div
+        | BinaryOp::Rem
+        | BinaryOp::Min
+        | BinaryOp::Max
+        | BinaryOp::Lt
+        | BinaryOp::Le
+        | BinaryOp::Gt
+        | BinaryOp::Ge => t.is_numeric(),
+        BinaryOp::Pow => t.is_float(),
+        BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => t.is_int() || t == Scalar::Bool,
+        BinaryOp::Shl | BinaryOp::Shr => t.is_int(),
+        BinaryOp::Eq | BinaryOp::Ne => true,
+    }
+}
+
+/// A short name of an op for messages.
+pub fn op_name(op: &Op) -> &'static str {
+    match op {
+        Op::Const(_) => "const",
+        Op::Builtin(b) => b.name(),
+        Op::Param(_) => "param",
+        Op::Unary(u, _) => u.name(),
+        Op::Binary(b, _, _) => b.name(),
+        Op::Fma(..) => "fma",
+        Op::Select(..) => "select",
+        Op::Cast(..) => "cast",
+        Op::Load { .. } => "load",
+        Op::Store { .. } => "store",
+        Op::VecLoad { .. } => "vload",
+        Op::VecStore { .. } => "vstore",
+        Op::Extract(..) => "extract",
+        Op::Pack(_) => "pack",
+        Op::Atomic { op, .. } => op.name(),
+        Op::Barrier => "barrier",
+        Op::Simd(s, _) => s.name(),
+        Op::Shuffle { kind, .. } => kind.name(),
+        Op::GroupReduce(r, _) => r.name(),
+        Op::If { .. } => "if",
+        Op::For { .. } => "for",
+        Op::Call { .. } => "call",
+    }
+}
+
+/// The uniformity analysis: a monotone descent from "everything threadgroup-uniform"
+/// (block args of the top block preset by the caller) to a fixpoint.
+struct Analysis<'u> {
+    uni: &'u mut Vec<Uniformity>,
+    changed: bool,
+}
+
+impl Analysis<'_> {
+    fn get(&self, v: ValueId) -> Uniformity {
+        self.uni
+            .get(v.index())
+            .copied()
+            .unwrap_or(Uniformity::Varying)
+    }
+
+    fn lower(&mut self, v: ValueId, u: Uniformity) {
+        if let Some(slot) = self.uni.get_mut(v.index()) {
+            if u < *slot {
+                *slot = u;
+                self.changed = true;
+            }
+        }
+    }
+
+    fn fixpoint(&mut self, b: &Block) {
+        // Each round can only lower values; three levels bound the rounds per value, but a
+        // fixed cap keeps malformed IR from looping.
+        for _ in 0..(3 * self.uni.len() + 2) {
+            self.changed = false;
+            self.block(b, Uniformity::Threadgroup);
+            if !self.changed {
+                break;
+            }
+        }
+    }
+
+    fn min_of(&self, vs: &[ValueId]) -> Uniformity {
+        vs.iter()
+            .map(|&v| self.get(v))
+            .min()
+            .unwrap_or(Uniformity::Threadgroup)
+    }
+
+    fn block(&mut self, b: &Block, ctrl: Uniformity) {
+        for inst in &b.insts {
+            self.inst(inst, ctrl);
+        }
+    }
+
+    fn inst(&mut self, inst: &Inst, ctrl: Uniformity) {
+        use Uniformity::*;
+        let u = match &inst.op {
+            Op::Const(_) | Op::Param(_) => Threadgroup,
+            Op::Builtin(b) => match b {
+                Builtin::ThreadId | Builtin::GlobalId | Builtin::SimdLane => Varying,
+                Builtin::SimdId => Simdgroup,
+                _ => Threadgroup,
+            },
+            Op::Unary(..)
+            | Op::Binary(..)
+            | Op::Fma(..)
+            | Op::Select(..)
+            | Op::Cast(..)
+            | Op::Extract(..)
+            | Op::Pack(_) => self.min_of(&inst.op.operands()),
+            Op::Load { .. } | Op::VecLoad { .. } | Op::Atomic { .. } => Varying,
+            Op::Store { .. } | Op::VecStore { .. } | Op::Barrier => Threadgroup,
+            Op::Simd(op, _) => match op {
+                SimdOp::PrefixSum | SimdOp::PrefixExclusiveSum => Varying,
+                _ => Simdgroup.max(self.min_of(&inst.op.operands())),
+            },
+            Op::Shuffle { kind, value, arg } => {
+                let v = self.get(*value);
+                match kind {
+                    ShuffleKind::Index if self.get(*arg) >= Simdgroup => v.max(Simdgroup),
+                    _ => v,
+                }
+            }
+            Op::GroupReduce(..) => Threadgroup,
+            Op::If {
+                cond,
+                then_block,
+                else_block,
+            } => {
+                let inner = ctrl.min(self.get(*cond));
+                self.block(then_block, inner);
+                self.block(else_block, inner);
+                let c = self.get(*cond);
+                for (k, &r) in inst.results.iter().enumerate() {
+                    let t = then_block.yields.get(k).map_or(Varying, |&y| self.get(y));
+                    let e = else_block.yields.get(k).map_or(Varying, |&y| self.get(y));
+                    self.lower(r, c.min(t).min(e));
+                }
+                return;
+            }
+            Op::For {
+                start,
+                end,
+                step,
+                inits,
+                body,
+            } => {
+                let bound = self.min_of(&[*start, *end, *step]);
+                if let Some(&iv) = body.args.first() {
+                    self.lower(iv, bound);
+                }
+                for (k, &i) in inits.iter().enumerate() {
+                    let y = body.yields.get(k).map_or(Varying, |&y| self.get(y));
+                    let u = bound.min(self.get(i)).min(y);
+                    if let Some(&a) = body.args.get(k + 1) {
+                        self.lower(a, u);
+                    }
+                    if let Some(&r) = inst.results.get(k) {
+                        self.lower(r, u);
+                    }
+                }
+                self.block(body, ctrl.min(bound));
+                return;
+            }
+            Op::Call { func, args } => {
+                // Results of a call: the callee's yields at these argument uniformities.
+                let mut u = vec![Threadgroup; func.body.values.len()];
+                for (&a, &v) in func.body.block.args.iter().zip(args) {
+                    if let Some(slot) = u.get_mut(a.index()) {
+                        *slot = self.get(v);
+                    }
+                }
+                let mut an = Analysis {
+                    uni: &mut u,
+                    changed: false,
+                };
+                an.fixpoint(&func.body.block);
+                for (&r, &y) in inst.results.iter().zip(&func.body.block.yields) {
+                    let yu = u.get(y.index()).copied().unwrap_or(Varying);
+                    self.lower(r, yu);
+                }
+                return;
+            }
+        };
+        for &r in &inst.results {
+            self.lower(r, u);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::builder::{Builder, Value};
+
+    fn ok_kernel() -> Kernel {
+        let mut b = Builder::kernel("k");
+        let x = b.tensor_param("x", Scalar::F32, false);
+        let out = b.tensor_param("out", Scalar::F32, true);
+        let tid = b.builtin(Builtin::ThreadId);
+        let v = b.load(x, tid).unwrap();
+        let s = b.group_reduce(crate::ops::ReduceOp::Sum, v).unwrap();
+        let (i, c) = b
+            .begin_for(Value::Int(0), Value::Int(4), Value::Int(1), &[s])
+            .unwrap();
+        let f = b.cast(i, Scalar::F32).unwrap();
+        let n = b.binary(BinaryOp::Add, c[0], f).unwrap();
+        b.barrier();
+        let r = b.end_for(&[n]).unwrap();
+        b.store(out, tid, r[0]).unwrap();
+        b.finish_kernel().unwrap()
+    }
+
+    fn msg(k: &Kernel) -> String {
+        verify_kernel(k).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn a_well_formed_kernel_passes() {
+        verify_kernel(&ok_kernel()).unwrap();
+    }
+
+    #[test]
+    fn a_barrier_under_a_thread_dependent_if_is_rejected() {
+        let mut b = Builder::kernel("divergent");
+        let out = b.tensor_param("out", Scalar::F32, true);
+        let tid = b.builtin(Builtin::ThreadId);
+        let c = b.binary(BinaryOp::Lt, tid, Value::Int(3)).unwrap();
+        b.set_loc(12, 9);
+        b.begin_if(c).unwrap();
+        b.barrier();
+        b.begin_else(&[]).unwrap();
+        b.end_if(&[]).unwrap();
+        b.store(out, tid, Value::Float(1.0)).unwrap();
+        let k = b.finish_kernel().unwrap();
+        let m = msg(&k);
+        assert!(m.contains("`divergent`") && m.contains("barrier"), "{m}");
+        assert!(m.contains("12:9"), "{m}");
+    }
+
+    #[test]
+    fn a_barrier_under_a_uniform_if_is_accepted() {
+        let mut b = Builder::kernel("uniform");
+        let out = b.tensor_param("out", Scalar::F32, true);
+        let n = b.scalar_param("n", Scalar::U32);
+        let g = b.builtin(Builtin::GroupIdX);
+        let c = b.binary(BinaryOp::Lt, g, n).unwrap();
+        b.begin_if(c).unwrap();
+        b.barrier();
+        b.begin_else(&[]).unwrap();
+        b.end_if(&[]).unwrap();
+        let tid = b.builtin(Builtin::ThreadId);
+        b.store(out, tid, Value::Float(1.0)).unwrap();
+        verify_kernel(&b.finish_kernel().unwrap()).unwrap();
+    }
+
+    #[test]
+    fn simd_ops_may_depend_on_simd_id_but_barriers_may_not() {
+        let mut b = Builder::kernel("simd");
+        let out = b.tensor_param("out", Scalar::F32, true);
+        let sid = b.builtin(Builtin::SimdId);
+        let c = b.binary(BinaryOp::Eq, sid, Value::Int(0)).unwrap();
+        b.begin_if(c).unwrap();
+        let s = b.simd(SimdOp::Sum, Value::Float(1.0)).unwrap();
+        b.begin_else(&[s]).unwrap();
+        let r = b.end_if(&[Value::Float(0.0)]).unwrap();
+        let tid = b.builtin(Builtin::ThreadId);
+        b.store(out, tid, r[0]).unwrap();
+        let k = b.finish_kernel().unwrap();
+        verify_kernel(&k).unwrap();
+        let mut bad = k.clone();
+        if let Op::If { then_block, .. } = &mut bad.body.block.insts[3].op {
+            then_block.insts.push(Inst {
+                op: Op::Barrier,
+                results: vec![],
+                loc: None,
+            });
+        } else {
+            panic!("expected the if at position 3: {bad}");
+        }
+        assert!(msg(&bad).contains("threadgroup"));
+    }
+
+    #[test]
+    fn a_loop_bound_from_a_loaded_value_makes_collectives_illegal() {
+        let mut b = Builder::kernel("loopy");
+        let x = b.tensor_param("x", Scalar::U32, false);
+        let out = b.tensor_param("out", Scalar::U32, true);
+        let n = b.load(x, Value::Int(0)).unwrap();
+        let (_, c) = b
+            .begin_for(Value::Int(0), n, Value::Int(1), &[Value::Int(0)])
+            .unwrap();
+        let s = b.simd(SimdOp::Sum, c[0]).unwrap();
+        let r = b.end_for(&[s]).unwrap();
+        b.store(out, Value::Int(0), r[0]).unwrap();
+        let m = msg(&b.finish_kernel().unwrap());
+        assert!(m.contains("simd_sum") && m.contains("simdgroup"), "{m}");
+    }
+
+    #[test]
+    fn a_value_used_outside_its_region_is_rejected() {
+        let mut k = ok_kernel();
+        // Store the loop's inner sum (defined inside the body) after the loop.
+        let pos = k
+            .body
+            .block
+            .insts
+            .iter()
+            .position(|i| matches!(i.op, Op::For { .. }))
+            .unwrap();
+        let inner = match &k.body.block.insts[pos].op {
+            Op::For { body, .. } => body.yields[0],
+            _ => unreachable!(),
+        };
+        let last = k.body.block.insts.len() - 1;
+        if let Op::Store { value, .. } = &mut k.body.block.insts[last].op {
+            *value = inner;
+        }
+        assert!(msg(&k).contains("does not dominate"), "{}", msg(&k));
+    }
+
+    #[test]
+    fn a_value_defined_twice_is_rejected() {
+        let mut k = ok_kernel();
+        let first = k.body.block.insts[0].results.clone();
+        k.body.block.insts[2].results = first;
+        assert!(!msg(&k).is_empty());
+    }
+
+    #[test]
+    fn type_errors_are_reported() {
+        let mut k = ok_kernel();
+        let tid = k
+            .body
+            .block
+            .insts
+            .iter()
+            .find(|i| matches!(i.op, Op::Builtin(_)))
+            .and_then(Inst::result)
+            .unwrap();
+        let last = k.body.block.insts.len() - 1;
+        if let Op::Store { value, .. } = &mut k.body.block.insts[last].op {
+            *value = tid;
+        }
+        let m = msg(&k);
+        assert!(m.contains("u32") && m.contains("f32"), "{m}");
+    }
+
+    #[test]
+    fn stores_into_read_only_tensors_are_rejected() {
+        let mut k = ok_kernel();
+        let last = k.body.block.insts.len() - 1;
+        if let Op::Store { mem, .. } = &mut k.body.block.insts[last].op {
+            *mem = MemRef::Param(0);
+        }
+        assert!(msg(&k).contains("read-only"));
+        if let Op::Store { mem, .. } = &mut k.body.block.insts[last].op {
+            *mem = MemRef::Shared(7);
+        }
+        assert!(msg(&k).contains("does not exist"));
+    }
+
+    #[test]
+    fn yields_must_match_results() {
+        let mut k = ok_kernel();
+        for inst in &mut k.body.block.insts {
+            if let Op::For { body, .. } = &mut inst.op {
+                body.yields.clear();
+            }
+        }
+        assert!(msg(&k).contains("yields 0"));
+    }
+
+    #[test]
+    fn functions_are_checked_alone_and_through_calls() {
+        let mut f = Builder::function("f");
+        let a = f.func_arg(Scalar::F32);
+        let s = f.group_reduce(crate::ops::ReduceOp::Max, a).unwrap();
+        let func = std::sync::Arc::new(f.finish_function(&[s], &[Scalar::F32]).unwrap());
+        verify_function(&func).unwrap();
+        let mut b = Builder::kernel("caller");
+        let out = b.tensor_param("out", Scalar::F32, true);
+        let tid = b.builtin(Builtin::ThreadId);
+        let c = b.binary(BinaryOp::Lt, tid, Value::Int(3)).unwrap();
+        b.begin_if(c).unwrap();
+        let r = b.call(func.clone(), &[Value::Float(1.0)]).unwrap();
+        b.begin_else(&[r[0]]).unwrap();
+        let r = b.end_if(&[Value::Float(0.0)]).unwrap();
+        b.store(out, tid, r[0]).unwrap();
+        let m = msg(&b.finish_kernel().unwrap());
+        assert!(
+            m.contains("in function `f`") && m.contains("group_max"),
+            "{m}"
+        );
+        // Called from uniform control flow, the group reduction's result is uniform.
+        let mut b = Builder::kernel("caller2");
+        let out = b.tensor_param("out", Scalar::F32, true);
+        let r = b.call(func, &[Value::Float(1.0)]).unwrap();
+        let c = b.binary(BinaryOp::Gt, r[0], Value::Float(0.0)).unwrap();
+        b.begin_if(c).unwrap();
+        b.barrier();
+        b.begin_else(&[]).unwrap();
+        b.end_if(&[]).unwrap();
+        b.store(out, Value::Int(0), Value::Float(1.0)).unwrap();
+        let k = b.finish_kernel().unwrap();
+        verify_kernel(&k).unwrap();
+        let u = uniformity(&k);
+        assert!(u.contains(&Uniformity::Threadgroup));
+    }
+}
