@@ -1,1 +1,23 @@
-//! tessera-runtime (under construction).
+//! Tessera's runtime: a [`Context`] owns one backend, typed device [`Tensor`]s, a compile
+//! cache, and checked launches (`ctx.launch(&KERNEL).arg("x", &x)….run()`).
+//!
+//! Backends implement [`Backend`]; the CPU backend ([`cpu`]) is always present and is the
+//! reference and sanitizer. GPU backends plug in at [`registry`].
+
+pub mod backend;
+mod cache;
+pub mod context;
+pub mod cpu;
+mod dump;
+pub mod error;
+pub mod launch;
+pub mod registry;
+pub mod tensor;
+
+pub use backend::{Backend, BackendKind, CompiledKernel, DeviceBuffer, DeviceInfo, KernelArg};
+pub use context::Context;
+pub use error::{Result, RuntimeError, SanitizerError, Violation};
+pub use launch::Launch;
+pub use tensor::{Element, Tensor};
+pub use tessera_ir::Scalar as DType;
+pub use tessera_ir::{KernelDef, Literal, Specialization};

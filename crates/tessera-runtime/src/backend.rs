@@ -1,0 +1,222 @@
+//! The interface every backend implements: device memory, compilation of optimised IR,
+//! launches, synchronisation and device-side timing.
+//!
+//! # Contract
+//!
+//! - A backend is shared between threads (`Send + Sync`) and used through
+//!   `Arc<dyn Backend>`; the [`crate::Context`] wraps it and does every check a launch
+//!   needs *before* calling [`Backend::launch`] (argument binding, dtypes, aliasing, grid,
+//!   group size against [`DeviceInfo`] and [`CompiledKernel::max_group_size`], threadgroup
+//!   memory). A backend may assume those hold; it still reports its own failures as
+//!   [`RuntimeError::Backend`] rather than panicking.
+//! - Buffers are untyped bytes. [`Backend::alloc`] returns zero-filled memory. A buffer is
+//!   freed when the last `Arc` to it drops.
+//! - Work is stream-ordered: uploads, launches and downloads on one backend happen in the
+//!   order they were issued. [`Backend::launch`] may return before the kernel finishes;
+//!   [`Backend::download`] returns once the bytes are on the host; [`Backend::synchronize`]
+//!   waits for everything issued so far.
+//! - [`Backend::compile`] receives IR that `tessera_compiler::optimize(kernel, target)` has
+//!   already transformed for [`BackendKind::target`]. Compilation results are cached by the
+//!   context per (kernel, specialisation, backend), so `compile` runs once per key.
+//! - Launch arguments come in the order of [`tessera_ir::Kernel::params`]: a buffer for each
+//!   tensor parameter, a literal of the declared type for each runtime scalar.
+//! - Threadgroups are one-dimensional (`group_size` threads); the grid is three-dimensional.
+
+use crate::error::{Result, RuntimeError};
+use std::any::Any;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+use tessera_compiler::Target;
+use tessera_ir::{Kernel, Literal};
+
+/// Which kind of backend runs the kernels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum BackendKind {
+    /// The lock-step SIMT interpreter: always present, the reference and sanitizer.
+    Cpu,
+    /// NVIDIA GPUs through NVRTC and the CUDA driver.
+    Cuda,
+    /// Apple GPUs through the Metal runtime.
+    Metal,
+    /// Generated MSL run on the CPU under an emulator (checks the Metal emitter off Apple hardware).
+    MetalEmu,
+}
+
+impl BackendKind {
+    /// Every kind, in the order [`crate::Context::new`] prefers them (best first, CPU last).
+    pub const ALL: [BackendKind; 4] = [
+        BackendKind::Cuda,
+        BackendKind::Metal,
+        BackendKind::MetalEmu,
+        BackendKind::Cpu,
+    ];
+
+    /// The spelling used by `TESSERA_BACKEND` and the CLI.
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendKind::Cpu => "cpu",
+            BackendKind::Cuda => "cuda",
+            BackendKind::Metal => "metal",
+            BackendKind::MetalEmu => "metal-emu",
+        }
+    }
+
+    /// Parses `cpu`, `cuda`, `metal` or `metal-emu`.
+    pub fn parse(s: &str) -> Option<BackendKind> {
+        BackendKind::ALL
+            .into_iter()
+            .find(|k| k.name() == s.trim().to_ascii_lowercase())
+    }
+
+    /// The names [`BackendKind::parse`] accepts, for error messages.
+    pub fn allowed_names() -> String {
+        BackendKind::ALL
+            .iter()
+            .map(|k| k.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// The compiler target whose pass pipeline prepares IR for this backend.
+    pub fn target(self) -> Target {
+        match self {
+            BackendKind::Cpu => Target::Cpu,
+            BackendKind::Cuda => Target::Cuda,
+            BackendKind::Metal | BackendKind::MetalEmu => Target::Metal,
+        }
+    }
+}
+
+impl fmt::Display for BackendKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What a device is and what it allows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceInfo {
+    pub kind: BackendKind,
+    /// A human-readable device name: `NVIDIA H100 80GB HBM3`, `cpu (16 threads)`.
+    pub name: String,
+    /// The largest threadgroup the device runs.
+    pub max_threads_per_group: u32,
+    /// Threadgroup memory available to one threadgroup, in bytes.
+    pub max_shared_bytes: usize,
+    /// Lanes per simdgroup: 32 on every backend Tessera supports.
+    pub simd_width: u32,
+    /// Streaming multiprocessors / GPU cores / CPU worker threads.
+    pub compute_units: u32,
+    /// Device memory in bytes, 0 if unknown.
+    pub memory_bytes: u64,
+}
+
+/// A block of device memory owned by a backend. Backends downcast it through
+/// [`DeviceBuffer::as_any`] to their own type; a buffer from another backend is an error.
+pub trait DeviceBuffer: Any + Send + Sync + fmt::Debug {
+    /// Size in bytes.
+    fn size_bytes(&self) -> usize;
+    /// For downcasting to the backend's own buffer type.
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// A kernel compiled by one backend, ready to launch.
+pub trait CompiledKernel: Any + Send + Sync {
+    /// The optimised IR this was compiled from (what the backend runs).
+    fn kernel(&self) -> &Kernel;
+    /// For downcasting to the backend's own type.
+    fn as_any(&self) -> &dyn Any;
+    /// Generated sources worth keeping, as `(file extension, text)`: `("cu", …)`,
+    /// `("ptx", …)`, `("metal", …)`. `TESSERA_DUMP` writes each next to the IR.
+    fn sources(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
+    /// A per-kernel threadgroup-size limit below the device's (register pressure), if any.
+    fn max_group_size(&self) -> Option<u32> {
+        None
+    }
+}
+
+/// One launch argument, in [`tessera_ir::Kernel::params`] order.
+#[derive(Clone, Copy, Debug)]
+pub enum KernelArg<'a> {
+    /// The buffer bound to a tensor parameter.
+    Buffer(&'a dyn DeviceBuffer),
+    /// The value of a runtime scalar parameter, of its declared type.
+    Scalar(Literal),
+}
+
+/// A device that stores buffers and runs compiled kernels. See the module docs for the contract.
+pub trait Backend: Send + Sync {
+    /// What the device is and what it allows.
+    fn info(&self) -> &DeviceInfo;
+
+    /// Allocates `bytes` bytes of zero-filled device memory (`bytes` may be 0).
+    fn alloc(&self, bytes: usize) -> Result<Arc<dyn DeviceBuffer>>;
+
+    /// Copies `src` into `dst` starting at byte `offset`.
+    fn upload(&self, dst: &dyn DeviceBuffer, offset: usize, src: &[u8]) -> Result<()>;
+
+    /// Copies `dst.len()` bytes of `src` starting at byte `offset` to the host, after all
+    /// work issued before it.
+    fn download(&self, src: &dyn DeviceBuffer, offset: usize, dst: &mut [u8]) -> Result<()>;
+
+    /// Compiles optimised IR for this device.
+    fn compile(&self, kernel: &Kernel) -> Result<Arc<dyn CompiledKernel>>;
+
+    /// Runs `kernel` over `grid` threadgroups of `group_size` threads. The arguments have
+    /// been checked against the kernel's parameters by the caller.
+    fn launch(
+        &self,
+        kernel: &dyn CompiledKernel,
+        args: &[KernelArg<'_>],
+        grid: [u32; 3],
+        group_size: u32,
+    ) -> Result<()>;
+
+    /// Waits until all work issued so far has finished.
+    fn synchronize(&self) -> Result<()>;
+
+    /// Times `iters` calls of `f` (each issuing launches) on the device: the elapsed device
+    /// time from before the first to after the last, e.g. between two GPU events. Returns
+    /// `None` where the backend cannot time on the device (the caller then uses wall-clock
+    /// time around [`Backend::synchronize`]). `f`'s errors are returned as they are.
+    fn time_launches(
+        &self,
+        f: &mut dyn FnMut() -> Result<()>,
+        iters: u32,
+    ) -> Result<Option<Duration>>;
+}
+
+/// Downcasts a buffer to a backend's own buffer type, or says which backend expected it.
+pub fn downcast_buffer<B: DeviceBuffer>(
+    buf: &dyn DeviceBuffer,
+    backend: BackendKind,
+) -> Result<&B> {
+    buf.as_any()
+        .downcast_ref::<B>()
+        .ok_or_else(|| RuntimeError::Backend {
+            backend,
+            message: format!(
+                "a buffer of another backend was passed to the {backend} backend; \
+                 create tensors with the context that launches them"
+            ),
+        })
+}
+
+/// Downcasts a compiled kernel to a backend's own type, or says which backend expected it.
+pub fn downcast_kernel<K: CompiledKernel>(
+    k: &dyn CompiledKernel,
+    backend: BackendKind,
+) -> Result<&K> {
+    k.as_any()
+        .downcast_ref::<K>()
+        .ok_or_else(|| RuntimeError::Backend {
+            backend,
+            message: format!(
+                "a kernel compiled by another backend was passed to the {backend} backend; \
+                 launch it through the context that compiled it"
+            ),
+        })
+}

@@ -1,0 +1,208 @@
+//! [`Context`]: one backend, the tensors made on it, its compile cache, and the entry
+//! points for launches.
+
+use crate::backend::{Backend, BackendKind, CompiledKernel, DeviceInfo};
+use crate::cache::{CacheEntry, CacheKey, CompileCache};
+use crate::dump;
+use crate::error::{Result, RuntimeError};
+use crate::launch::Launch;
+use crate::registry;
+use crate::tensor::{self, element_count, Element, Tensor};
+use std::path::PathBuf;
+use std::sync::Arc;
+use tessera_ir::Scalar as DType;
+use tessera_ir::{Kernel, KernelDef, Op, Specialization};
+
+struct Inner {
+    backend: Arc<dyn Backend>,
+    cache: CompileCache,
+    dump_dir: Option<PathBuf>,
+}
+
+/// A handle on one backend. Cloning is cheap and shares the backend and the compile cache.
+#[derive(Clone)]
+pub struct Context {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Context({})", self.info().name)
+    }
+}
+
+impl Context {
+    /// The backend named by `TESSERA_BACKEND` if set, else the best present: CUDA, Metal,
+    /// else the CPU.
+    pub fn new() -> Result<Context> {
+        if let Some(name) = std::env::var("TESSERA_BACKEND")
+            .ok()
+            .filter(|s| !s.trim().is_empty())
+        {
+            return Context::by_name(&name);
+        }
+        for kind in [BackendKind::Cuda, BackendKind::Metal] {
+            if let Ok(backend) = registry::open(kind, 0) {
+                return Ok(Context::with_backend(backend));
+            }
+        }
+        Context::by_kind(BackendKind::Cpu, 0)
+    }
+
+    /// The CPU backend (always available).
+    pub fn cpu() -> Context {
+        Context::with_backend(Arc::new(crate::cpu::CpuBackend::new()))
+    }
+
+    /// CUDA device `ordinal`.
+    pub fn cuda(ordinal: usize) -> Result<Context> {
+        Context::by_kind(BackendKind::Cuda, ordinal)
+    }
+
+    /// The default Metal device.
+    pub fn metal() -> Result<Context> {
+        Context::by_kind(BackendKind::Metal, 0)
+    }
+
+    /// A backend by its name: `cpu`, `cuda`, `metal` or `metal-emu`.
+    pub fn by_name(name: &str) -> Result<Context> {
+        let kind = BackendKind::parse(name).ok_or_else(|| RuntimeError::UnknownBackend {
+            name: name.to_string(),
+            allowed: BackendKind::allowed_names(),
+        })?;
+        Context::by_kind(kind, 0)
+    }
+
+    /// Device `ordinal` of a backend kind.
+    pub fn by_kind(kind: BackendKind, ordinal: usize) -> Result<Context> {
+        Ok(Context::with_backend(registry::open(kind, ordinal)?))
+    }
+
+    /// Wraps a backend someone opened directly.
+    pub fn with_backend(backend: Arc<dyn Backend>) -> Context {
+        Context {
+            inner: Arc::new(Inner {
+                backend,
+                cache: CompileCache::default(),
+                dump_dir: dump::dump_dir_from_env(),
+            }),
+        }
+    }
+
+    pub fn backend(&self) -> &Arc<dyn Backend> {
+        &self.inner.backend
+    }
+
+    pub fn kind(&self) -> BackendKind {
+        self.info().kind
+    }
+
+    pub fn info(&self) -> &DeviceInfo {
+        self.inner.backend.info()
+    }
+
+    /// Waits for all work issued so far.
+    pub fn synchronize(&self) -> Result<()> {
+        self.inner.backend.synchronize()
+    }
+
+    // ── tensors ──────────────────────────────────────────────────────────────
+
+    /// A tensor holding `data` (row-major) with `shape`.
+    pub fn tensor<T: Element>(&self, data: &[T], shape: &[usize]) -> Result<Tensor> {
+        let n = element_count(shape)?;
+        if n != data.len() {
+            return Err(RuntimeError::LengthMismatch {
+                what: format!("creating a {} tensor of shape {shape:?}", T::DTYPE),
+                expected: n,
+                got: data.len(),
+            });
+        }
+        let t = Tensor::alloc(&self.inner.backend, T::DTYPE, shape)?;
+        t.write(data)?;
+        Ok(t)
+    }
+
+    /// A zero-filled tensor.
+    pub fn zeros(&self, dtype: DType, shape: &[usize]) -> Result<Tensor> {
+        Tensor::alloc(&self.inner.backend, dtype, shape)
+    }
+
+    /// A tensor filled with NaN (floats) or all-ones bits (integers): poisons an output so
+    /// an element the kernel does not write fails the comparison.
+    pub fn full_nan(&self, dtype: DType, shape: &[usize]) -> Result<Tensor> {
+        let t = Tensor::alloc(&self.inner.backend, dtype, shape)?;
+        let bytes = tensor::nan_pattern(dtype).repeat(t.len());
+        t.write_bytes(&bytes)?;
+        Ok(t)
+    }
+
+    /// A tensor from raw little-endian bytes of `dtype`.
+    pub fn tensor_from_bytes(&self, dtype: DType, bytes: &[u8], shape: &[usize]) -> Result<Tensor> {
+        let t = Tensor::alloc(&self.inner.backend, dtype, shape)?;
+        t.write_bytes(bytes)?;
+        Ok(t)
+    }
+
+    // ── launches ─────────────────────────────────────────────────────────────
+
+    /// Starts a launch of a `#[kernel]`: name its dtypes, constexprs, arguments, grid and
+    /// group size, then `.run()`.
+    pub fn launch<'a>(&'a self, def: &'a KernelDef) -> Launch<'a> {
+        Launch::new(self, crate::launch::Source::Def(def))
+    }
+
+    /// Starts a launch of already-built IR (hand-built kernels, pass tests). The IR goes
+    /// through the compiler's pipeline unless `.no_optimize()` is called; it is not cached.
+    pub fn launch_ir<'a>(&'a self, kernel: &'a Kernel) -> Launch<'a> {
+        Launch::new(self, crate::launch::Source::Ir(kernel))
+    }
+
+    /// Number of compiled kernels in the cache.
+    pub fn cached_kernels(&self) -> usize {
+        self.inner.cache.len()
+    }
+
+    /// Builds, optimises and compiles `def` for `spec`, or takes it from the cache.
+    pub(crate) fn compiled(&self, def: &KernelDef, spec: &Specialization) -> Result<CacheEntry> {
+        let key = CacheKey {
+            kernel: def.name().to_string(),
+            spec: spec.clone(),
+            backend: self.kind(),
+        };
+        if let Some(e) = self.inner.cache.get(&key) {
+            return Ok(e);
+        }
+        let kernel = def.build(spec)?;
+        let entry = self.compile_ir(kernel, true)?;
+        self.inner.cache.insert(key, entry.clone());
+        Ok(entry)
+    }
+
+    /// Optimises (if asked) and compiles IR, and dumps it when `TESSERA_DUMP` is set.
+    pub(crate) fn compile_ir(&self, kernel: Kernel, optimize: bool) -> Result<CacheEntry> {
+        let before_needs = needs_simd_multiple(&kernel);
+        let kernel = if optimize {
+            tessera_compiler::optimize(kernel, self.kind().target())?
+        } else {
+            kernel
+        };
+        let compiled: Arc<dyn CompiledKernel> = self.inner.backend.compile(&kernel)?;
+        if let Some(dir) = &self.inner.dump_dir {
+            dump::dump(dir, compiled.kernel(), &*compiled)?;
+        }
+        Ok(CacheEntry {
+            needs_simd_multiple: before_needs || needs_simd_multiple(compiled.kernel()),
+            shared_bytes: compiled.kernel().body.shared_bytes(),
+            compiled,
+        })
+    }
+}
+
+/// Simdgroup collectives or threadgroup reductions need whole simdgroups.
+fn needs_simd_multiple(k: &Kernel) -> bool {
+    k.uses_simdgroups()
+        || k.body
+            .block
+            .any(&mut |op| matches!(op, Op::GroupReduce(..)))
+}

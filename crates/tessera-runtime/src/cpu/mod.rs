@@ -1,0 +1,135 @@
+//! The CPU backend: runs kernels by interpreting their IR one threadgroup at a time in
+//! lock-step (per-lane registers, active-lane masks), threadgroups in parallel, and
+//! checks everything a GPU would leave undefined (see [`crate::Violation`]).
+
+mod memory;
+
+pub use memory::CpuBuffer;
+
+use crate::backend::{
+    downcast_buffer, downcast_kernel, Backend, BackendKind, CompiledKernel, DeviceBuffer,
+    DeviceInfo, KernelArg,
+};
+use crate::error::{Result, RuntimeError};
+use std::any::Any;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tessera_ir::Kernel;
+
+/// The lock-step SIMT interpreter backend.
+pub struct CpuBackend {
+    info: DeviceInfo,
+}
+
+impl Default for CpuBackend {
+    fn default() -> Self {
+        CpuBackend::new()
+    }
+}
+
+impl CpuBackend {
+    pub fn new() -> CpuBackend {
+        let threads = rayon::current_num_threads() as u32;
+        CpuBackend {
+            info: DeviceInfo {
+                kind: BackendKind::Cpu,
+                name: format!("cpu ({threads} threads, lock-step SIMT interpreter)"),
+                max_threads_per_group: 1024,
+                // The smallest limit among the GPUs supported (Apple: 32 KiB), so a kernel
+                // that passes here fits everywhere.
+                max_shared_bytes: 32 * 1024,
+                simd_width: 32,
+                compute_units: threads,
+                memory_bytes: 0,
+            },
+        }
+    }
+}
+
+/// A kernel prepared for the interpreter.
+pub struct CpuKernel {
+    kernel: Kernel,
+}
+
+impl CompiledKernel for CpuKernel {
+    fn kernel(&self) -> &Kernel {
+        &self.kernel
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+fn check_range(buf: &dyn DeviceBuffer, offset: usize, len: usize, what: &str) -> Result<()> {
+    let end = offset.checked_add(len);
+    if end.is_none_or(|e| e > buf.size_bytes()) {
+        return Err(RuntimeError::Backend {
+            backend: BackendKind::Cpu,
+            message: format!(
+                "{what} of {len} bytes at offset {offset} does not fit a buffer of {} bytes",
+                buf.size_bytes()
+            ),
+        });
+    }
+    Ok(())
+}
+
+impl Backend for CpuBackend {
+    fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    fn alloc(&self, bytes: usize) -> Result<Arc<dyn DeviceBuffer>> {
+        Ok(Arc::new(CpuBuffer::new(bytes)))
+    }
+
+    fn upload(&self, dst: &dyn DeviceBuffer, offset: usize, src: &[u8]) -> Result<()> {
+        check_range(dst, offset, src.len(), "an upload")?;
+        downcast_buffer::<CpuBuffer>(dst, BackendKind::Cpu)?.write_bytes(offset, src);
+        Ok(())
+    }
+
+    fn download(&self, src: &dyn DeviceBuffer, offset: usize, dst: &mut [u8]) -> Result<()> {
+        check_range(src, offset, dst.len(), "a download")?;
+        downcast_buffer::<CpuBuffer>(src, BackendKind::Cpu)?.read_bytes(offset, dst);
+        Ok(())
+    }
+
+    fn compile(&self, kernel: &Kernel) -> Result<Arc<dyn CompiledKernel>> {
+        Ok(Arc::new(CpuKernel {
+            kernel: kernel.clone(),
+        }))
+    }
+
+    fn launch(
+        &self,
+        kernel: &dyn CompiledKernel,
+        _args: &[KernelArg<'_>],
+        _grid: [u32; 3],
+        _group_size: u32,
+    ) -> Result<()> {
+        let _k = downcast_kernel::<CpuKernel>(kernel, BackendKind::Cpu)?;
+        Err(RuntimeError::Backend {
+            backend: BackendKind::Cpu,
+            message: "the interpreter is not wired in yet".into(),
+        })
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// Launches run synchronously on the CPU, so wall-clock time is device time.
+    fn time_launches(
+        &self,
+        f: &mut dyn FnMut() -> Result<()>,
+        iters: u32,
+    ) -> Result<Option<Duration>> {
+        let t = Instant::now();
+        for _ in 0..iters {
+            f()?;
+        }
+        Ok(Some(t.elapsed()))
+    }
+}

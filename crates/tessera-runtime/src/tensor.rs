@@ -1,0 +1,218 @@
+//! Typed device tensors: a dtype, a shape and a buffer on one backend, with host
+//! conversions in and out.
+
+use crate::backend::{Backend, DeviceBuffer};
+use crate::error::{Result, RuntimeError};
+use half::{bf16, f16};
+use std::fmt;
+use std::sync::Arc;
+use tessera_ir::Scalar as DType;
+
+/// A host element type a tensor can be created from and read back as.
+pub trait Element: bytemuck::Pod + Send + Sync + 'static {
+    const DTYPE: DType;
+    /// The value as f64 (exact for every supported type).
+    fn to_f64(self) -> f64;
+}
+
+macro_rules! element {
+    ($($t:ty => $d:ident, |$v:ident| $conv:expr;)*) => {$(
+        impl Element for $t {
+            const DTYPE: DType = DType::$d;
+            fn to_f64(self) -> f64 {
+                let $v = self;
+                $conv
+            }
+        }
+    )*};
+}
+
+element! {
+    f32 => F32, |v| v as f64;
+    f16 => F16, |v| v.to_f64();
+    bf16 => BF16, |v| v.to_f64();
+    u32 => U32, |v| v as f64;
+    i32 => I32, |v| v as f64;
+    u8 => U8, |v| v as f64;
+    i8 => I8, |v| v as f64;
+}
+
+/// A typed tensor in one backend's memory. Cloning shares the buffer.
+#[derive(Clone)]
+pub struct Tensor {
+    pub(crate) backend: Arc<dyn Backend>,
+    pub(crate) buffer: Arc<dyn DeviceBuffer>,
+    dtype: DType,
+    shape: Vec<usize>,
+}
+
+impl fmt::Debug for Tensor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "Tensor<{}>{:?} on {}",
+            self.dtype,
+            self.shape,
+            self.backend.info().kind
+        )
+    }
+}
+
+/// Number of elements of a shape, or an error if it overflows.
+pub(crate) fn element_count(shape: &[usize]) -> Result<usize> {
+    shape
+        .iter()
+        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+        .ok_or_else(|| RuntimeError::InvalidShape {
+            shape: shape.to_vec(),
+            reason: "the element count overflows usize".into(),
+        })
+}
+
+impl Tensor {
+    /// Allocates a zero-filled tensor.
+    pub(crate) fn alloc(
+        backend: &Arc<dyn Backend>,
+        dtype: DType,
+        shape: &[usize],
+    ) -> Result<Tensor> {
+        let n = element_count(shape)?;
+        let bytes =
+            n.checked_mul(dtype.size_bytes())
+                .ok_or_else(|| RuntimeError::InvalidShape {
+                    shape: shape.to_vec(),
+                    reason: "the size in bytes overflows usize".into(),
+                })?;
+        let buffer = backend.alloc(bytes)?;
+        Ok(Tensor {
+            backend: backend.clone(),
+            buffer,
+            dtype,
+            shape: shape.to_vec(),
+        })
+    }
+
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn size_bytes(&self) -> usize {
+        self.len() * self.dtype.size_bytes()
+    }
+
+    /// The device buffer (for backends and advanced callers).
+    pub fn buffer(&self) -> &Arc<dyn DeviceBuffer> {
+        &self.buffer
+    }
+
+    /// True if both tensors share one buffer.
+    pub fn same_buffer(&self, other: &Tensor) -> bool {
+        std::ptr::addr_eq(Arc::as_ptr(&self.buffer), Arc::as_ptr(&other.buffer))
+    }
+
+    /// True if this tensor lives on `backend`.
+    pub(crate) fn is_on(&self, backend: &Arc<dyn Backend>) -> bool {
+        std::ptr::addr_eq(Arc::as_ptr(&self.backend), Arc::as_ptr(backend))
+    }
+
+    fn check_type<T: Element>(&self, what: &str) -> Result<()> {
+        if T::DTYPE != self.dtype {
+            return Err(RuntimeError::DTypeMismatch {
+                what: format!("{what} a {}{:?} tensor", self.dtype, self.shape),
+                expected: self.dtype,
+                got: T::DTYPE,
+            });
+        }
+        Ok(())
+    }
+
+    /// Overwrites the whole tensor with host data of its dtype and length.
+    pub fn write<T: Element>(&self, data: &[T]) -> Result<()> {
+        self.check_type::<T>("writing host data into")?;
+        if data.len() != self.len() {
+            return Err(RuntimeError::LengthMismatch {
+                what: format!("writing into a {}{:?} tensor", self.dtype, self.shape),
+                expected: self.len(),
+                got: data.len(),
+            });
+        }
+        self.backend
+            .upload(&*self.buffer, 0, bytemuck::cast_slice(data))
+    }
+
+    /// Overwrites the tensor with raw bytes (exactly its size).
+    pub fn write_bytes(&self, bytes: &[u8]) -> Result<()> {
+        if bytes.len() != self.size_bytes() {
+            return Err(RuntimeError::LengthMismatch {
+                what: format!("writing bytes into a {}{:?} tensor", self.dtype, self.shape),
+                expected: self.size_bytes(),
+                got: bytes.len(),
+            });
+        }
+        self.backend.upload(&*self.buffer, 0, bytes)
+    }
+
+    /// The raw bytes of the tensor.
+    pub fn to_bytes(&self) -> Result<Vec<u8>> {
+        let mut out = vec![0u8; self.size_bytes()];
+        self.backend.download(&*self.buffer, 0, &mut out)?;
+        Ok(out)
+    }
+
+    /// Reads the tensor back as host values of its own dtype.
+    pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
+        self.check_type::<T>("reading back")?;
+        let mut out = vec![T::zeroed(); self.len()];
+        self.backend
+            .download(&*self.buffer, 0, bytemuck::cast_slice_mut(&mut out))?;
+        Ok(out)
+    }
+
+    /// Reads the tensor back as f64, whatever its dtype (bools as 0 / 1): for references.
+    pub fn to_f64_vec(&self) -> Result<Vec<f64>> {
+        let bytes = self.to_bytes()?;
+        Ok(bytes_to_f64(self.dtype, &bytes))
+    }
+}
+
+/// Decodes little-endian elements of `dtype` to f64.
+pub(crate) fn bytes_to_f64(dtype: DType, bytes: &[u8]) -> Vec<f64> {
+    let w = dtype.size_bytes();
+    bytes
+        .chunks_exact(w)
+        .map(|c| match dtype {
+            DType::Bool => (c[0] != 0) as u8 as f64,
+            DType::U8 => c[0] as f64,
+            DType::I8 => c[0] as i8 as f64,
+            DType::F16 => f16::from_le_bytes([c[0], c[1]]).to_f64(),
+            DType::BF16 => bf16::from_le_bytes([c[0], c[1]]).to_f64(),
+            DType::U32 => u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64,
+            DType::I32 => i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64,
+            DType::F32 => f32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64,
+        })
+        .collect()
+}
+
+/// The byte pattern `full_nan` fills one element with: a quiet NaN for floats, all ones
+/// (an implausible value) for integers and bools.
+pub(crate) fn nan_pattern(dtype: DType) -> Vec<u8> {
+    match dtype {
+        DType::F32 => f32::NAN.to_le_bytes().to_vec(),
+        DType::F16 => f16::NAN.to_le_bytes().to_vec(),
+        DType::BF16 => bf16::NAN.to_le_bytes().to_vec(),
+        other => vec![0xFF; other.size_bytes()],
+    }
+}
