@@ -1,5 +1,7 @@
 //! Tessera's compiler: optimisation passes over the IR and per-target source emitters.
 
+pub mod passes;
+
 use tessera_ir::{IrError, Kernel};
 use thiserror::Error;
 
