@@ -8,6 +8,7 @@ pub mod backend;
 mod cache;
 pub mod context;
 pub mod cpu;
+pub mod cuda;
 mod dump;
 pub mod error;
 pub mod launch;

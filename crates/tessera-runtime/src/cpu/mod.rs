@@ -2,7 +2,14 @@
 //! lock-step (per-lane registers, active-lane masks), threadgroups in parallel, and
 //! checks everything a GPU would leave undefined (see [`crate::Violation`]).
 
+mod collective;
+mod group;
+mod mask;
+mod memops;
 mod memory;
+mod program;
+mod run;
+mod scalar;
 
 pub use memory::CpuBuffer;
 
@@ -48,12 +55,12 @@ impl CpuBackend {
 
 /// A kernel prepared for the interpreter.
 pub struct CpuKernel {
-    kernel: Kernel,
+    program: program::Program,
 }
 
 impl CompiledKernel for CpuKernel {
     fn kernel(&self) -> &Kernel {
-        &self.kernel
+        &self.program.kernel
     }
 
     fn as_any(&self) -> &dyn Any {
@@ -98,22 +105,19 @@ impl Backend for CpuBackend {
 
     fn compile(&self, kernel: &Kernel) -> Result<Arc<dyn CompiledKernel>> {
         Ok(Arc::new(CpuKernel {
-            kernel: kernel.clone(),
+            program: program::Program::new(kernel.clone())?,
         }))
     }
 
     fn launch(
         &self,
         kernel: &dyn CompiledKernel,
-        _args: &[KernelArg<'_>],
-        _grid: [u32; 3],
-        _group_size: u32,
+        args: &[KernelArg<'_>],
+        grid: [u32; 3],
+        group_size: u32,
     ) -> Result<()> {
-        let _k = downcast_kernel::<CpuKernel>(kernel, BackendKind::Cpu)?;
-        Err(RuntimeError::Backend {
-            backend: BackendKind::Cpu,
-            message: "the interpreter is not wired in yet".into(),
-        })
+        let k = downcast_kernel::<CpuKernel>(kernel, BackendKind::Cpu)?;
+        run::run(&k.program, args, grid, group_size)
     }
 
     fn synchronize(&self) -> Result<()> {

@@ -1,0 +1,41 @@
+//! Helpers shared by the runtime's tests: a small seeded PRNG and tolerance checks.
+#![allow(dead_code)]
+
+/// xorshift64*: deterministic per seed, no dependency.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    pub fn u32_below(&mut self, n: u32) -> u32 {
+        (self.next_u64() % n as u64) as u32
+    }
+
+    /// Uniform in [-1, 1).
+    pub fn f32(&mut self) -> f32 {
+        ((self.next_u64() >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+    }
+
+    pub fn vec_f32(&mut self, n: usize) -> Vec<f32> {
+        (0..n).map(|_| self.f32()).collect()
+    }
+}
+
+pub fn assert_close(got: &[f64], want: &[f64], tol: f64) {
+    assert_eq!(got.len(), want.len(), "lengths differ");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        let ok = (g - w).abs() <= tol * (1.0 + w.abs());
+        assert!(ok, "element {i}: got {g}, want {w} (tolerance {tol})");
+    }
+}
