@@ -1,0 +1,52 @@
+//! The fixed part of every emitted CUDA C file: integer helpers with the IR's wrapping
+//! rules, NaN / infinity tests, and — only where the kernel uses them — the f16 and bf16
+//! types with their conversions. Nothing here includes a header: NVRTC alone compiles it.
+
+/// Helpers every kernel gets.
+pub const CORE: &str = r#"#define TS_FULL 0xffffffffu
+// i32 division and remainder that wrap on INT_MIN / -1 as the IR requires.
+static __device__ __forceinline__ int ts_div_i32(int a, int b) { return b == -1 ? (int)(0u - (unsigned int)a) : a / b; }
+static __device__ __forceinline__ int ts_rem_i32(int a, int b) { return b == -1 ? 0 : a % b; }
+static __device__ __forceinline__ int ts_clamp_i32(int x, int lo, int hi) { return x < lo ? lo : (x > hi ? hi : x); }
+static __device__ __forceinline__ bool ts_isnan(float x) { return x != x; }
+static __device__ __forceinline__ bool ts_isinf(float x) { return fabsf(x) == __uint_as_float(0x7f800000u); }
+"#;
+
+/// IEEE binary16 held as its bits; conversions are the hardware's round-to-nearest-even.
+pub const F16: &str = r#"// f16: IEEE binary16 as bits. Math happens in f32; conversions round to nearest even.
+struct ts_f16 { unsigned short bits; };
+static __device__ __forceinline__ float ts_f16_to_f32(ts_f16 h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h.bits));
+  return f;
+}
+static __device__ __forceinline__ ts_f16 ts_f16_from_f32(float f) {
+  ts_f16 h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.bits) : "f"(f));
+  return h;
+}
+"#;
+
+/// bfloat16 held as its bits: widening is a shift; narrowing rounds to nearest even (in
+/// hardware from sm_80, in integer code before).
+pub const BF16: &str = r#"// bf16: the high half of an f32. Narrowing rounds to nearest even; NaN stays NaN.
+struct ts_bf16 { unsigned short bits; };
+static __device__ __forceinline__ float ts_bf16_to_f32(ts_bf16 h) {
+  return __uint_as_float(((unsigned int)h.bits) << 16);
+}
+static __device__ __forceinline__ ts_bf16 ts_bf16_from_f32(float f) {
+  ts_bf16 h;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h.bits) : "f"(f));
+#else
+  unsigned int u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) {
+    h.bits = (unsigned short)((u >> 16) | 0x0040u);
+  } else {
+    u += 0x7fffu + ((u >> 16) & 1u);
+    h.bits = (unsigned short)(u >> 16);
+  }
+#endif
+  return h;
+}
+"#;
