@@ -19,7 +19,9 @@ pub use error::IrError;
 pub use kernel::{ArrayDecl, Block, Body, Function, Inst, Kernel, Loc, Param, ParamKind, ValueId};
 pub use literal::Literal;
 pub use ops::{AtomicOp, BinaryOp, Builtin, MemRef, Op, ReduceOp, ShuffleKind, SimdOp, UnaryOp};
-pub use signature::{ConstexprSig, KernelDef, KernelSignature, ParamSig, Specialization, TypeSig};
+pub use signature::{
+    ConstexprSig, DslFunction, KernelDef, KernelSignature, ParamSig, Specialization, TypeSig,
+};
 pub use types::{Scalar, Type};
 pub use verify::{verify_function, verify_kernel, Uniformity};
 

@@ -201,3 +201,16 @@ pub fn parse_literal(ty: Scalar, s: &str) -> Option<Literal> {
         Scalar::F16 | Scalar::BF16 | Scalar::F32 => Literal::from_f64(ty, s.parse().ok()?),
     })
 }
+
+/// Implemented by every `#[func]`: builds the function's IR for its argument dtypes
+/// (`None` for an untyped literal argument).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a Tessera DSL function",
+    label = "called from a kernel",
+    note = "mark the function #[func], or use a DSL builtin (exp, max, select, simd_sum, load, …)"
+)]
+pub trait DslFunction {
+    fn build(
+        arg_types: &[Option<crate::Scalar>],
+    ) -> Result<std::sync::Arc<crate::Function>, IrError>;
+}

@@ -1,0 +1,172 @@
+//! `#[func]`: a reusable DSL function with scalar arguments and results, instantiated for
+//! the argument dtypes at each call and inlined by the compiler at any depth.
+
+use crate::body::{err, Lower};
+use crate::kernel::check_fn_shape;
+use crate::paths::{builder_ident, ir_crate};
+use crate::types::{generic_dtypes, TypeScope};
+use proc_macro2::TokenStream;
+use quote::quote;
+use syn::spanned::Spanned;
+
+pub fn expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
+    if !attr.is_empty() {
+        return err(attr.span(), "#[func] takes no arguments");
+    }
+    let f: syn::ItemFn = syn::parse2(item)?;
+    check_fn_shape(&f.sig, "DSL function")?;
+    let ir = ir_crate();
+    let b = builder_ident();
+    let generics = generic_dtypes(&f.sig.generics)?;
+    let scope = TypeScope {
+        generics: generics.clone(),
+    };
+
+    let mut args = Vec::new();
+    for arg in &f.sig.inputs {
+        let syn::FnArg::Typed(pt) = arg else {
+            return err(arg.span(), "a DSL function takes no `self`");
+        };
+        if let Some(a) = pt.attrs.first() {
+            return err(
+                a.span(),
+                "DSL function arguments take no attributes (#[constexpr] belongs on kernel parameters)",
+            );
+        }
+        let (name, mutability) = match &*pt.pat {
+            syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
+                (pi.ident.clone(), pi.mutability)
+            }
+            other => return err(other.span(), "an argument is a plain name: `x: f32`"),
+        };
+        if let syn::Type::Path(p) = &*pt.ty {
+            if p.path.segments.last().is_some_and(|s| s.ident == "Tensor") {
+                return err(
+                    pt.ty.span(),
+                    "DSL functions take scalar values, not tensors: load in the kernel and pass the values",
+                );
+            }
+        }
+        args.push((name, mutability, (*pt.ty).clone()));
+    }
+
+    // Each generic is bound to the dtype of the first argument declared with it.
+    let mut generic_binds = Vec::new();
+    for g in &generics {
+        let Some(pos) = args
+            .iter()
+            .position(|(_, _, ty)| matches!(ty, syn::Type::Path(p) if p.path.is_ident(g)))
+        else {
+            return err(
+                g.span(),
+                "a generic dtype of a DSL function must be the type of one of its arguments",
+            );
+        };
+        let fname = f.sig.ident.to_string();
+        let msg = format!(
+            "cannot infer `{g}` of `{fname}`: argument {pos} is an untyped literal; give it a type (`1.0f32`) or cast it"
+        );
+        generic_binds.push(quote!(
+            let #g: #ir::Scalar = match __arg_types.get(#pos).copied().flatten() {
+                ::core::option::Option::Some(t) => t,
+                ::core::option::Option::None => return ::core::result::Result::Err(#b.error(#msg)),
+            };
+        ));
+    }
+    let mut arg_binds = Vec::new();
+    for (name, mutability, ty) in &args {
+        let sty = scope.scalar_expr(ty, &ir)?;
+        arg_binds.push(quote!(let #mutability #name = #b.func_arg(#sty);));
+    }
+
+    let ret_types: Vec<syn::Type> = match &f.sig.output {
+        syn::ReturnType::Default => vec![],
+        syn::ReturnType::Type(_, ty) => match &**ty {
+            syn::Type::Tuple(t) => t.elems.iter().cloned().collect(),
+            other => vec![other.clone()],
+        },
+    };
+    let ret_scalars: Vec<TokenStream> = ret_types
+        .iter()
+        .map(|t| scope.scalar_expr(t, &ir))
+        .collect::<syn::Result<_>>()?;
+
+    let lower = Lower {
+        ir: ir.clone(),
+        b: b.clone(),
+        scope: &scope,
+        read_only: vec![],
+    };
+    let stmts = &f.block.stmts;
+    let (body, returns) = if ret_types.is_empty() {
+        (lower.stmts(stmts, false)?.0, quote!())
+    } else {
+        // The final expression gives the results; a tuple gives several.
+        let (init, last) =
+            match stmts.split_last() {
+                Some((syn::Stmt::Expr(e, None), init)) => (init, e),
+                _ => return err(
+                    f.block.span(),
+                    "a DSL function returns its final expression: end the body with it (no `;`)",
+                ),
+            };
+        let (code, _) = lower.stmts(init, false)?;
+        let values: Vec<TokenStream> = match last {
+            syn::Expr::Tuple(t) => t
+                .elems
+                .iter()
+                .map(|e| lower.expr(e))
+                .collect::<syn::Result<_>>()?,
+            e => vec![lower.expr(e)?],
+        };
+        if values.len() != ret_types.len() {
+            return err(
+                last.span(),
+                &format!(
+                    "the function declares {} result(s) but returns {}",
+                    ret_types.len(),
+                    values.len()
+                ),
+            );
+        }
+        (code, quote!(#(#values),*))
+    };
+
+    let name = &f.sig.ident;
+    let name_str = name.to_string();
+    let vis = &f.vis;
+    let docs: Vec<&syn::Attribute> = f
+        .attrs
+        .iter()
+        .filter(|a| a.path().is_ident("doc"))
+        .collect();
+    let n_args = args.len();
+    Ok(quote! {
+        #(#docs)*
+        #[allow(non_camel_case_types)]
+        #[derive(Clone, Copy, Debug)]
+        #vis struct #name;
+
+        impl #ir::DslFunction for #name {
+            #[allow(non_snake_case, unused_mut, unused_variables, unused_assignments, unused_braces, clippy::all)]
+            fn build(
+                __arg_types: &[::core::option::Option<#ir::Scalar>],
+            ) -> ::core::result::Result<::std::sync::Arc<#ir::Function>, #ir::IrError> {
+                let __guard = #ir::FunctionDepthGuard::enter(#name_str)?;
+                let mut #b = #ir::Builder::function(#name_str);
+                if __arg_types.len() != #n_args {
+                    return ::core::result::Result::Err(#b.error(::std::format!(
+                        "`{}` takes {} argument(s), {} given", #name_str, #n_args, __arg_types.len()
+                    )));
+                }
+                #(#generic_binds)*
+                #(#arg_binds)*
+                #body
+                let __returns: ::std::vec::Vec<#ir::Value> = ::std::vec![#returns];
+                ::core::result::Result::Ok(::std::sync::Arc::new(
+                    #b.finish_function(&__returns, &[#(#ret_scalars),*])?,
+                ))
+            }
+        }
+    })
+}

@@ -1,0 +1,29 @@
+//! Finds the path under which generated code reaches the IR crate: `::tessera::ir` for
+//! users of the facade crate, `::tessera_ir` for crates that depend on the IR directly.
+
+use proc_macro2::{Span, TokenStream};
+use proc_macro_crate::{crate_name, FoundCrate};
+use quote::quote;
+
+pub fn ir_crate() -> TokenStream {
+    if let Ok(found) = crate_name("tessera") {
+        let name = match found {
+            FoundCrate::Itself => "tessera".to_string(),
+            FoundCrate::Name(n) => n,
+        };
+        let ident = syn::Ident::new(&name, Span::call_site());
+        return quote!(::#ident::ir);
+    }
+    match crate_name("tessera-ir") {
+        Ok(FoundCrate::Name(n)) => {
+            let ident = syn::Ident::new(&n, Span::call_site());
+            quote!(::#ident)
+        }
+        _ => quote!(::tessera_ir),
+    }
+}
+
+/// The hygienic name of the builder variable in generated code.
+pub fn builder_ident() -> syn::Ident {
+    syn::Ident::new("__tessera_builder", Span::mixed_site())
+}

@@ -1,0 +1,8 @@
+//! Every construct the frontend does not handle is a compile error at its span that
+//! says what to write instead.
+
+#[test]
+fn unsupported_constructs_are_compile_errors() {
+    let t = trybuild::TestCases::new();
+    t.compile_fail("tests/ui/*.rs");
+}

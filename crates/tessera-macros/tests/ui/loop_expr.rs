@@ -1,0 +1,10 @@
+use tessera_macros::kernel;
+
+#[kernel]
+fn k(mut out: Tensor<f32>) {
+    loop {
+        store(out[0], 1.0);
+    }
+}
+
+fn main() {}
