@@ -76,15 +76,15 @@ impl Dce<'_> {
                     .types
                     .get(d.index())
                     .is_some_and(|t| !t.elem().is_float());
-                int && !self
+                int && self
                     .consts
                     .get(d)
-                    .is_some_and(|l| l.as_i64().is_some_and(|v| v != 0))
+                    .is_none_or(|l| l.as_i64().is_none_or(|v| v == 0))
             }
-            Op::For { step, .. } => !self
+            Op::For { step, .. } => self
                 .consts
                 .get(step)
-                .is_some_and(|l| l.as_i64().is_some_and(|v| v > 0)),
+                .is_none_or(|l| l.as_i64().is_none_or(|v| v <= 0)),
             _ => false,
         }
     }

@@ -207,9 +207,9 @@ fn identity(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tessera_ir::{verify_kernel, Builder, Builtin, MemRef, Value};
+    use tessera_ir::{verify_kernel, Builder, Builtin, MemRef, Scalar, Value};
 
-    fn find<'a>(k: &'a Kernel, f: impl Fn(&Op) -> bool) -> Vec<&'a Inst> {
+    fn find(k: &Kernel, f: impl Fn(&Op) -> bool) -> Vec<&Inst> {
         let mut v = Vec::new();
         fn go<'a>(b: &'a Block, f: &dyn Fn(&Op) -> bool, v: &mut Vec<&'a Inst>) {
             for i in &b.insts {

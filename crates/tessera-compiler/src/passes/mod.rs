@@ -11,6 +11,7 @@ pub mod lower_group_reduce;
 pub mod promote_locals;
 pub mod unroll;
 pub(crate) mod util;
+pub mod vectorize;
 
 pub use cse::cse;
 pub use dce::dce;
@@ -19,3 +20,4 @@ pub use inline::inline;
 pub use lower_group_reduce::lower_group_reduce;
 pub use promote_locals::promote_locals;
 pub use unroll::unroll;
+pub use vectorize::vectorize;
