@@ -1,5 +1,6 @@
 //! Tessera's compiler: optimisation passes over the IR and per-target source emitters.
 
+pub mod cuda;
 pub mod passes;
 
 use tessera_ir::{verify_kernel, IrError, Kernel};
