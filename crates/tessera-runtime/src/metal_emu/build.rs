@@ -2,7 +2,10 @@
 //! programs are cached on disk under a digest of everything that goes into them.
 
 use super::harness;
-use super::toolchain::{backend_error, cache_dir, compiler_id, cxx, digest, include_dir, temp_sibling, FLAGS, RUNTIME, SHIM};
+use super::toolchain::{
+    backend_error, cache_dir, compiler_id, cxx, digest, include_dir, temp_sibling, FLAGS, RUNTIME,
+    SHIM,
+};
 use crate::error::Result;
 use std::collections::HashMap;
 use std::path::PathBuf;

@@ -25,7 +25,10 @@ pub(crate) fn program(source: &MslSource, nparams: usize, local_bytes: usize) ->
                 ..
             } => {
                 let c = if *writable { "" } else { "const " };
-                call.push(format!("({c}{}*)tsr_slots[{param}]", msl_scalar_type(*elem)));
+                call.push(format!(
+                    "({c}{}*)tsr_slots[{param}]",
+                    msl_scalar_type(*elem)
+                ));
                 if let Some(t) = is_tensor.get_mut(*param) {
                     *t = "true";
                 }

@@ -58,16 +58,21 @@ pub(crate) fn compiler_id() -> Result<String> {
             )),
         }
     });
-    id.clone().map_err(|reason| RuntimeError::BackendUnavailable {
-        backend: BackendKind::MetalEmu,
-        reason,
-    })
+    id.clone()
+        .map_err(|reason| RuntimeError::BackendUnavailable {
+            backend: BackendKind::MetalEmu,
+            reason,
+        })
 }
 
 /// Where built programs live: `$TESSERA_CACHE_DIR/metal-emu`, else
 /// `$XDG_CACHE_HOME/tessera/metal-emu`, `$HOME/.cache/tessera/metal-emu`, or the temp dir.
 pub(crate) fn cache_dir() -> PathBuf {
-    let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let var = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
     let root = var("TESSERA_CACHE_DIR")
         .or_else(|| var("XDG_CACHE_HOME").map(|p| p.join("tessera")))
         .or_else(|| var("HOME").map(|p| p.join(".cache").join("tessera")))
@@ -82,7 +87,9 @@ pub(crate) fn digest(parts: &[&[u8]]) -> String {
     for part in parts {
         for &byte in part.iter().chain(&[0xffu8]) {
             a = (a ^ byte as u64).wrapping_mul(0x0000_0100_0000_01b3);
-            b = (b ^ byte as u64).wrapping_mul(0x0000_0100_0000_01b3).rotate_left(5);
+            b = (b ^ byte as u64)
+                .wrapping_mul(0x0000_0100_0000_01b3)
+                .rotate_left(5);
         }
     }
     format!("{a:016x}{b:016x}")

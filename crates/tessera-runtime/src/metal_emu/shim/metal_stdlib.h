@@ -367,7 +367,7 @@ void resolve_shuffle(const void* const* ins, void* const* outs, const unsigned* 
         case Shuffle::Down: src = long(i) + long(a); if (src >= 32) src = i; break;
         }
         if (src < 0 || src >= n) {
-            if (S == Shuffle::Index || S == Shuffle::Xor) trap(3, -1);
+            if (S == Shuffle::Index || S == Shuffle::Xor) trap(3, int(src & 0x7fffffff));
             src = i;
         }
         *static_cast<T*>(outs[i]) = *static_cast<const T*>(ins[src]);
