@@ -1,6 +1,7 @@
 //! Tessera's compiler: optimisation passes over the IR and per-target source emitters.
 
 pub mod cuda;
+pub mod msl;
 pub mod passes;
 
 use tessera_ir::{verify_kernel, IrError, Kernel};

@@ -12,6 +12,7 @@ pub mod cuda;
 mod dump;
 pub mod error;
 pub mod launch;
+pub mod metal_emu;
 pub mod registry;
 pub mod tensor;
 

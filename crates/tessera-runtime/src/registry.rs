@@ -20,7 +20,7 @@ pub fn open(kind: BackendKind, ordinal: usize) -> Result<Arc<dyn Backend>> {
         // The Metal backend plugs in here (macOS only).
         BackendKind::Metal => Err(unavailable(kind, ordinal)),
         // The Metal emulator plugs in here.
-        BackendKind::MetalEmu => Err(unavailable(kind, ordinal)),
+        BackendKind::MetalEmu => Ok(Arc::new(crate::metal_emu::MetalEmuBackend::new()?)),
     }
 }
 
