@@ -108,7 +108,7 @@ impl Group<'_> {
         let idx = &self.regs[s * n..s * n + n];
         for l in lanes_of(m, n) {
             let i = idx[l] as u64;
-            if width > 1 && i % width as u64 != 0 {
+            if width > 1 && !i.is_multiple_of(width as u64) {
                 return Err(self.fail(
                     inst,
                     l as u32,

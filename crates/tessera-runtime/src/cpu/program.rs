@@ -153,13 +153,11 @@ impl Program {
             | Op::VecLoad { mem, .. }
             | Op::VecStore { mem, .. }
             | Op::Atomic { mem, .. } => self.check_mem(k, *mem)?,
-            Op::Extract(v, lane) => {
-                if *lane >= self.values[v.index()].width {
-                    return Err(malformed(
-                        k,
-                        format!("`extract {v}.{lane}` reads past the vector's width"),
-                    ));
-                }
+            Op::Extract(v, lane) if *lane >= self.values[v.index()].width => {
+                return Err(malformed(
+                    k,
+                    format!("`extract {v}.{lane}` reads past the vector's width"),
+                ));
             }
             Op::Pack(vs) => {
                 one()?;
