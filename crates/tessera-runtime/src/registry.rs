@@ -16,7 +16,7 @@ pub fn open(kind: BackendKind, ordinal: usize) -> Result<Arc<dyn Backend>> {
     match kind {
         BackendKind::Cpu => Ok(Arc::new(CpuBackend::new())),
         // The CUDA backend plugs in here.
-        BackendKind::Cuda => Err(unavailable(kind, ordinal)),
+        BackendKind::Cuda => crate::cuda::open(ordinal),
         // The Metal backend plugs in here (macOS only).
         BackendKind::Metal => Err(unavailable(kind, ordinal)),
         // The Metal emulator plugs in here.

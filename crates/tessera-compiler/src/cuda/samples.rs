@@ -35,6 +35,10 @@ pub enum Check {
     Close { abs: f64, rel: f64 },
 }
 
+/// Outputs computed on the host: tensor arguments' initial values in, every tensor's final
+/// values out (both in parameter order).
+pub type HostReference = fn(&[Vec<f64>]) -> Vec<Vec<f64>>;
+
 /// A kernel with everything needed to run and check it.
 #[derive(Clone, Debug)]
 pub struct Sample {
@@ -44,6 +48,10 @@ pub struct Sample {
     pub grid: [u32; 3],
     pub group_size: u32,
     pub check: Check,
+    /// Computes the outputs on the host from the tensor arguments' initial values (as f64,
+    /// in parameter order), for samples the CPU backend cannot run (it allows less
+    /// threadgroup memory than a GPU).
+    pub host_reference: Option<HostReference>,
 }
 
 type R<T> = Result<T, IrError>;
@@ -121,6 +129,7 @@ pub fn simd_float() -> R<Sample> {
             abs: 2e-2,
             rel: 1e-3,
         },
+        host_reference: None,
     })
 }
 
@@ -172,6 +181,7 @@ pub fn simd_int() -> R<Sample> {
         grid: [1, 1, 1],
         group_size: 128,
         check: Check::Exact,
+        host_reference: None,
     })
 }
 
@@ -222,6 +232,7 @@ pub fn shuffles() -> R<Sample> {
         grid: [2, 1, 1],
         group_size: 64,
         check: Check::Exact,
+        host_reference: None,
     })
 }
 
@@ -283,6 +294,7 @@ pub fn strided_loop() -> R<Sample> {
         grid: [1, 1, 1],
         group_size: 96,
         check: CLOSE,
+        host_reference: None,
     })
 }
 
@@ -340,6 +352,7 @@ pub fn threadgroup_reduce() -> R<Sample> {
             abs: 1e-4,
             rel: 1e-5,
         },
+        host_reference: None,
     })
 }
 
@@ -422,6 +435,7 @@ pub fn half_casts() -> R<Sample> {
         grid: [2, 1, 1],
         group_size: 128,
         check: Check::Exact,
+        host_reference: None,
     })
 }
 
@@ -515,6 +529,7 @@ pub fn int_semantics() -> R<Sample> {
         grid: [1, 1, 1],
         group_size: 128,
         check: Check::Exact,
+        host_reference: None,
     })
 }
 
@@ -577,6 +592,7 @@ pub fn float_math() -> R<Sample> {
             abs: 1e-5,
             rel: 1e-5,
         },
+        host_reference: None,
     })
 }
 
@@ -636,6 +652,7 @@ pub fn atomics() -> R<Sample> {
         grid: [4, 1, 1],
         group_size: 128,
         check: Check::Exact,
+        host_reference: None,
     })
 }
 
@@ -758,6 +775,7 @@ pub fn vector_access() -> R<Sample> {
         grid: [2, 1, 1],
         group_size: 64,
         check: Check::Exact,
+        host_reference: None,
     })
 }
 
@@ -809,5 +827,28 @@ pub fn dynamic_shared() -> R<Sample> {
             abs: 1e-4,
             rel: 1e-5,
         },
+        host_reference: Some(dynamic_shared_reference),
     })
+}
+
+/// What [`dynamic_shared`] computes, from `x`: each group's slice reversed, then per thread
+/// the sum of the values it read plus the index the mirrored thread stored.
+fn dynamic_shared_reference(inputs: &[Vec<f64>]) -> Vec<Vec<f64>> {
+    const LEN: usize = 16384;
+    let x = &inputs[0];
+    let mut out = vec![0.0; 2 * LEN + 512];
+    for grp in 0..2 {
+        let off = grp * LEN;
+        for i in 0..LEN {
+            out[off + i] = x[off + LEN - 1 - i];
+        }
+        for tid in 0..256 {
+            let mut acc = 0.0f32;
+            for i in (tid..LEN).step_by(256) {
+                acc += x[off + LEN - 1 - i] as f32;
+            }
+            out[2 * LEN + grp * 256 + tid] = (acc + (255 - tid) as f32) as f64;
+        }
+    }
+    vec![x.clone(), out]
 }
