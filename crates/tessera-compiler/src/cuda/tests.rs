@@ -98,8 +98,10 @@ fn loops_carry_values_in_variables_and_guard_runtime_steps() {
     assert!(src.contains("ts_next0"), "{src}");
     // A runtime bound advances without wrapping past it.
     assert!(src.contains(" > p_step) ? "), "{src}");
-    // The i32 loop with constant bounds and step just adds.
-    assert!(src.contains(" += 2)"), "{src}");
+    // The i32 loop compares distances as unsigned, so negative bounds work.
+    assert!(src.contains("for (int "), "{src}");
+    assert!(src.contains(" = (-3); "), "{src}");
+    assert!(src.contains("> (unsigned int)2) ? "), "{src}");
     assert!(src.contains("if ("), "{src}");
     assert!(src.contains("} else {"), "{src}");
 }
@@ -205,4 +207,89 @@ fn constants_are_inlined_with_their_types() {
     let src = emit(&b.finish_kernel().unwrap()).unwrap().source;
     assert!(src.contains("(unsigned int)(-2147483647 - 1)"), "{src}");
     assert!(src.contains("(unsigned int)(-3)"), "{src}");
+}
+
+#[test]
+fn the_vectorize_pass_widened_accesses_reach_the_source() {
+    // out[4g + k] = x[4g + k] * 2 for k in 0..4, and bf16 y[8g + k] copied for k in 0..8.
+    let mut b = Builder::kernel("widen");
+    let x = b.tensor_param("x", Scalar::F32, false);
+    let y = b.tensor_param("y", Scalar::BF16, false);
+    let out = b.tensor_param("out", Scalar::F32, true);
+    let outb = b.tensor_param("outb", Scalar::BF16, true);
+    let g = b.builtin(Builtin::GlobalId);
+    let base = b.binary(BinaryOp::Mul, g, Value::Int(4)).unwrap();
+    let vals: Vec<Value> = (0..4)
+        .map(|k| {
+            let i = b.binary(BinaryOp::Add, base, Value::Int(k)).unwrap();
+            b.load(x, i).unwrap()
+        })
+        .collect();
+    for (k, v) in vals.into_iter().enumerate() {
+        let d = b.binary(BinaryOp::Mul, v, Value::Float(2.0)).unwrap();
+        let i = b.binary(BinaryOp::Add, base, Value::Int(k as i64)).unwrap();
+        b.store(out, i, d).unwrap();
+    }
+    let base8 = b.binary(BinaryOp::Mul, g, Value::Int(8)).unwrap();
+    let hs: Vec<Value> = (0..8)
+        .map(|k| {
+            let i = b.binary(BinaryOp::Add, base8, Value::Int(k)).unwrap();
+            b.load(y, i).unwrap()
+        })
+        .collect();
+    for (k, h) in hs.into_iter().enumerate() {
+        let i = b
+            .binary(BinaryOp::Add, base8, Value::Int(k as i64))
+            .unwrap();
+        b.store(outb, i, h).unwrap();
+    }
+    let k = crate::optimize(b.finish_kernel().unwrap(), crate::Target::Cuda).unwrap();
+    let src = emit(&k).unwrap().source;
+    assert!(
+        src.contains("*reinterpret_cast<const ts_f32x4*>(&p_x["),
+        "{src}"
+    );
+    assert!(
+        src.contains("*reinterpret_cast<ts_f32x4*>(&p_out["),
+        "{src}"
+    );
+    assert!(
+        src.contains("*reinterpret_cast<const ts_bf16x8*>(&p_y["),
+        "{src}"
+    );
+    assert!(
+        src.contains("*reinterpret_cast<ts_bf16x8*>(&p_outb["),
+        "{src}"
+    );
+}
+
+#[test]
+fn every_sample_still_emits_after_the_optimiser() {
+    for s in samples::all().unwrap() {
+        let k = crate::optimize(s.kernel.clone(), crate::Target::Cuda)
+            .unwrap_or_else(|e| panic!("{}: {e}", s.name));
+        emit(&k).unwrap_or_else(|e| panic!("{}: {e}", s.name));
+    }
+}
+
+#[test]
+fn constant_bounds_that_cannot_overflow_just_add() {
+    let mut b = Builder::kernel("sum64");
+    let out = b.tensor_param("out", Scalar::U32, true);
+    let t = b.builtin(Builtin::ThreadId);
+    let (i, c) = b
+        .begin_for(
+            Value::Int(0),
+            Value::Int(64),
+            Value::Int(4),
+            &[Value::Int(0)],
+        )
+        .unwrap();
+    let acc = b.binary(BinaryOp::Add, c[0], i).unwrap();
+    let r = b.end_for(&[acc]).unwrap();
+    b.store(out, t, r[0]).unwrap();
+    let src = emit(&b.finish_kernel().unwrap()).unwrap().source;
+    assert!(src.contains(" < 64u; v"), "{src}");
+    assert!(src.contains(" += 4u) {"), "{src}");
+    assert!(!src.contains("__trap"), "{src}");
 }

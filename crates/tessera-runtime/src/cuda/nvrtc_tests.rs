@@ -100,3 +100,15 @@ fn fmad_is_off_so_mul_add_rounds_twice() {
     let ptx = n.compile(src, "k", "compute_90", &[]).unwrap().text;
     assert!(ptx.contains("fma.rn.f32"), "{ptx}");
 }
+
+#[test]
+fn every_optimised_sample_compiles_too() {
+    let Some(n) = nvrtc() else { return };
+    for s in samples::all().unwrap() {
+        let k = tessera_compiler::optimize(s.kernel.clone(), tessera_compiler::Target::Cuda)
+            .unwrap_or_else(|e| panic!("{}: {e}", s.name));
+        let src = emit(&k).unwrap();
+        n.compile(&src.source, s.name, "compute_90", &src.options)
+            .unwrap_or_else(|e| panic!("{e}\n--- source ---\n{}", src.source));
+    }
+}
