@@ -49,7 +49,14 @@ pub(crate) struct Emitter<'k> {
     current: String,
     /// Every constant of the kernel.
     consts: HashMap<ValueId, Literal>,
+    /// Vector values held whole in one MSL vector variable (a load of at most 4 lanes).
+    whole: HashMap<ValueId, String>,
+    /// The body reads the global thread index.
+    uses_global_id: bool,
 }
+
+/// The local holding `group_id_x * group_size + thread_id` (wrapping).
+const GLOBAL_ID: &str = "tsr_gid";
 
 impl<'k> Emitter<'k> {
     pub(crate) fn new(k: &'k Kernel) -> Emitter<'k> {
@@ -97,6 +104,8 @@ impl<'k> Emitter<'k> {
         Emitter {
             k,
             consts,
+            whole: HashMap::new(),
+            uses_global_id: false,
             body: String::new(),
             depth: 1,
             lanes: HashMap::new(),
@@ -271,7 +280,13 @@ impl<'k> Emitter<'k> {
             return Err(self.invalid("a kernel's top block has no arguments or yields"));
         }
         self.block(&self.k.body.block)?;
-        let body = std::mem::take(&mut self.body);
+        let mut body = std::mem::take(&mut self.body);
+        if self.uses_global_id {
+            body.insert_str(
+                0,
+                &format!("    const uint {GLOBAL_ID} = tsr_tgid.x * tsr_tpg.x + tsr_tid.x;\n"),
+            );
+        }
         Ok(self.assemble(body))
     }
 
@@ -385,10 +400,11 @@ impl<'k> Emitter<'k> {
                 if xa.len() != xb.len() || self.ty(*b)?.elem() != t {
                     return Err(self.invalid("operands have different types"));
                 }
+                let b_const = self.const_int(*b);
                 let mut out = Vec::new();
                 for (x, y) in xa.iter().zip(&xb) {
                     let mut ops = ScalarOps { helpers: &mut self.helpers };
-                    out.push(ops.binary(*op, t, x, y).map_err(|m| self.invalid(m))?);
+                    out.push(ops.binary(*op, t, x, y, b_const).map_err(|m| self.invalid(m))?);
                 }
                 self.define(r, out)?;
             }
@@ -544,10 +560,11 @@ impl<'k> Emitter<'k> {
             Builtin::NumGroupsY => format!("{}.y", self.builtin(M::ThreadgroupsPerGrid)),
             Builtin::NumGroupsZ => format!("{}.z", self.builtin(M::ThreadgroupsPerGrid)),
             Builtin::GlobalId => {
-                let g = self.builtin(M::ThreadgroupPositionInGrid);
-                let s = self.builtin(M::ThreadsPerThreadgroup);
-                let t = self.builtin(M::ThreadPositionInThreadgroup);
-                format!("({g}.x * {s}.x + {t}.x)")
+                self.builtin(M::ThreadgroupPositionInGrid);
+                self.builtin(M::ThreadsPerThreadgroup);
+                self.builtin(M::ThreadPositionInThreadgroup);
+                self.uses_global_id = true;
+                GLOBAL_ID.to_string()
             }
             Builtin::SimdLane => self.builtin(M::ThreadIndexInSimdgroup).to_string(),
             Builtin::SimdId => self.builtin(M::SimdgroupIndexInThreadgroup).to_string(),
@@ -616,6 +633,9 @@ impl<'k> Emitter<'k> {
                     "const {vt} {var} = *(({c}{kw} {vt}*)({name} + {at}));"
                 ));
                 lanes.extend((0..w).map(|k| format!("{var}[{k}]")));
+                if chunks.len() == 1 {
+                    self.whole.insert(r, var.clone());
+                }
             }
         }
         self.lanes.insert(r, lanes);
@@ -637,6 +657,11 @@ impl<'k> Emitter<'k> {
         let kw = Self::space_kw(space);
         let i = self.val(index)?;
         let lanes = self.lanes_of(value)?.to_vec();
+        if let Some(var) = self.whole.get(&value).cloned() {
+            let vt = vector(elem, lanes.len());
+            self.line(&format!("*(({kw} {vt}*)({name} + {i})) = {var};"));
+            return Ok(());
+        }
         for (off, w) in Self::chunks(lanes.len()) {
             let at = if off == 0 {
                 i.clone()
@@ -871,10 +896,13 @@ impl<'k> Emitter<'k> {
             matches!((step_const, end_const), (Some(st), Some(en)) if st > 0 && en + st - 1 <= max);
         let next = if plain {
             format!("{iv} += {st}")
+        } else if ivt == Scalar::U32 {
+            format!("{iv} = {e} - {iv} > {st} ? {iv} + {st} : {e}")
         } else {
+            // The distance as u32 is exact for any i32 pair with iv < end.
             format!("{iv} = uint({e}) - uint({iv}) > uint({st}) ? {iv} + {st} : {e}")
         };
-        let guarded = !step_const.is_some_and(|c| c > 0);
+        let guarded = step_const.is_none_or(|c| c <= 0);
         if guarded {
             // A zero (or negative) step would never end: the loop does not run, and the
             // emulator reports it (TESSERA_TRAP is a no-op on Metal).

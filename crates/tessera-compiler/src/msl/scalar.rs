@@ -61,8 +61,15 @@ impl ScalarOps<'_> {
         })
     }
 
-    /// `a op b`, both of type `t`.
-    pub fn binary(&mut self, op: BinaryOp, t: Scalar, a: &str, b: &str) -> Result<String, String> {
+    /// `a op b`, both of type `t`; `b_const` is `b`'s value when it is a known integer.
+    pub fn binary(
+        &mut self,
+        op: BinaryOp,
+        t: Scalar,
+        a: &str,
+        b: &str,
+        b_const: Option<i64>,
+    ) -> Result<String, String> {
         let bad = || Err(format!("`{}` is not defined on {t}", op.name()));
         if let Some(c) = comparison(op) {
             return Ok(if t.is_float() {
@@ -109,6 +116,14 @@ impl ScalarOps<'_> {
             BinaryOp::Xor => arith("^"),
             BinaryOp::Min => format!("({a} < {b} ? {a} : {b})"),
             BinaryOp::Max => format!("({a} > {b} ? {a} : {b})"),
+            // A known divisor that is neither 0 nor -1 needs no guard.
+            BinaryOp::Div | BinaryOp::Rem if b_const.is_some_and(|c| c != 0 && c != -1) => {
+                let sym = if op == BinaryOp::Div { "/" } else { "%" };
+                match t {
+                    Scalar::I32 | Scalar::U32 => format!("{a} {sym} {b}"),
+                    _ => format!("{ty}({a} {sym} {b})"),
+                }
+            }
             BinaryOp::Div | BinaryOp::Rem => {
                 let div = op == BinaryOp::Div;
                 match t {

@@ -283,13 +283,19 @@ inline void run_group(std::vector<Fiber>& fibers, const unsigned gid[3]) {
     }
 }
 
-inline char* map_with_guard(size_t bytes, char** guard_out) {
+// Maps `bytes` (a whole number of pages is added) followed by an inaccessible guard zone
+// large enough that a read a long way past the end faults rather than landing in another
+// buffer. Returns the mapping; `*guard_out` is where the guard zone starts.
+constexpr size_t kGuardBytes = size_t(64) << 20;
+
+inline char* map_with_guard(size_t bytes, char** guard_out, size_t guard = kGuardBytes) {
     size_t page = size_t(sysconf(_SC_PAGESIZE));
     size_t body = (bytes + page - 1) / page * page;
-    char* base = static_cast<char*>(mmap(nullptr, body + page, PROT_READ | PROT_WRITE,
+    char* base = static_cast<char*>(mmap(nullptr, body + guard, PROT_NONE,
                                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
     if (base == MAP_FAILED) fail("kind=host detail=out_of_memory");
-    mprotect(base + body, page, PROT_NONE);
+    if (body && mprotect(base, body, PROT_READ | PROT_WRITE) != 0)
+        fail("kind=host detail=out_of_memory");
     *guard_out = base + body;
     return base;
 }
@@ -298,8 +304,10 @@ inline void on_fault(int, siginfo_t* si, void*) {
     char* addr = static_cast<char*>(si->si_addr);
     size_t page = size_t(sysconf(_SC_PAGESIZE));
     const char* what = "unknown";
-    for (auto& g : g_launch.guards)
-        if (addr >= g.first && addr < g.first + page) what = g.second.c_str();
+    for (auto& g : g_launch.guards) {
+        size_t zone = g.second == "fiber_stack_overflow" ? page : kGuardBytes;
+        if (addr >= g.first && addr < g.first + zone) what = g.second.c_str();
+    }
     unsigned thread = t_current ? t_current->info.tid : 0;
     char buf[512];
     int len = snprintf(buf, sizeof buf,
@@ -322,7 +330,7 @@ inline void worker() {
     size_t page = size_t(sysconf(_SC_PAGESIZE));
     size_t per = g_launch.stack_bytes + page;
     char* guard;
-    char* stacks = map_with_guard(per * n, &guard);
+    char* stacks = map_with_guard(per * n, &guard, page);
     {
         std::lock_guard<std::mutex> lock(g_launch.regions_lock);
         for (unsigned t = 0; t < n; ++t) {
