@@ -1,2 +1,56 @@
-//! The `tessera` command line.
-fn main() {}
+//! The `tessera` command line: list the standard library, emit a kernel's IR or source,
+//! check every registered case on a backend, compile every kernel for a target, benchmark,
+//! and describe the devices present.
+
+mod bench;
+mod check;
+mod device;
+mod emit;
+mod kernels;
+mod list;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "tessera",
+    version,
+    about = "Tessera: LLM-inference kernels written once, run on CPU, CUDA and Metal"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Every registered op and kernel, with dtypes and parameters.
+    List(list::Args),
+    /// A kernel's IR or generated source for one specialisation.
+    Emit(emit::Args),
+    /// Runs every registered correctness and rejection case on a backend.
+    Check(check::Args),
+    /// Times the registered benchmark shapes on a backend.
+    Bench(bench::Args),
+    /// The backends present, their devices and limits.
+    Device,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::List(a) => list::run(a),
+        Command::Emit(a) => emit::run(a),
+        Command::Check(a) => check::run(a),
+        Command::Bench(a) => bench::run(a),
+        Command::Device => device::run(),
+    };
+    match result {
+        Ok(code) => code,
+        Err(msg) => {
+            eprintln!("error: {msg}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,1 +1,16 @@
-//! tessera-std (under construction).
+//! Tessera's standard library: LLM-inference kernels written in the DSL, the op wrappers an
+//! engine calls (which check every dispatch invariant and pick the kernel variant and
+//! geometry), f64 references written from the math, and the registered correctness and
+//! benchmark cases that `tessera check` and `tessera bench` run.
+
+pub mod bandwidth;
+pub mod elementwise;
+pub mod error;
+pub mod norm;
+pub mod registry;
+pub mod runner;
+pub mod testing;
+pub mod validate;
+
+pub use error::OpError;
+pub use registry::{ops, BenchCase, Case, CaseKind, KernelUse, OpEntry, Outcome};

@@ -1,0 +1,5 @@
+//! Elementwise ops.
+
+pub mod add;
+
+pub use add::add;

@@ -1,0 +1,557 @@
+//! Registered cases of the norm family: correctness over every float dtype and several
+//! shapes, a rejection for every invariant of every op, the specialisations to compile,
+//! and the benchmark shapes.
+
+use super::gated_mixer_norm::{gated_mixer_norm, gated_mixer_norm_kernel};
+use super::reference;
+use super::rms_norm::{
+    rms_norm, rms_norm_small, rms_norm_small_kernel, rms_norm_tpg4, rms_norm_tpg4_kernel,
+    rms_norm_wide, rms_norm_wide_kernel,
+};
+use crate::error::OpError;
+use crate::registry::{BenchCase, Case, CaseKind, KernelUse, OpEntry, PreparedBench};
+use crate::testing::{compare, expect_rejection, random_tensor, tolerance, CaseRng};
+use crate::validate::FLOAT_DTYPES;
+use tessera_ir::{KernelDef, Literal, Specialization};
+use tessera_runtime::{Context, DType, Tensor};
+
+type RmsFn = fn(&Context, &Tensor, &Tensor, &Tensor, f32) -> Result<(), OpError>;
+
+const EPS: f32 = 1e-5;
+
+fn err(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+fn rms_case(op: &'static str, f: RmsFn, dtype: DType, rows: usize, n: usize) -> Case {
+    Case {
+        op,
+        kind: CaseKind::Correctness,
+        dtype: Some(dtype),
+        name: format!("rows={rows} n={n}"),
+        run: Box::new(move |ctx, rng| {
+            let (x, xv) = random_tensor(ctx, rng, dtype, &[rows, n], -3.0, 3.0)?;
+            let (w, wv) = random_tensor(ctx, rng, dtype, &[n], 0.5, 1.5)?;
+            let out = ctx.full_nan(dtype, &[rows, n]).map_err(err)?;
+            f(ctx, &x, &w, &out, EPS).map_err(err)?;
+            let got = out.to_f64_vec().map_err(err)?;
+            compare(
+                &got,
+                &reference::rms_norm(&xv, &wv, n, EPS as f64),
+                tolerance(dtype),
+            )
+        }),
+    }
+}
+
+/// Inputs for a rejection case: (x, w, out, eps), any of them deliberately wrong.
+type BadInputs = fn(&Context, &mut CaseRng) -> Result<(Tensor, Tensor, Tensor, f32), String>;
+
+fn rms_reject(
+    op: &'static str,
+    f: RmsFn,
+    what: &str,
+    reason: &'static str,
+    inputs: BadInputs,
+) -> Case {
+    Case {
+        op,
+        kind: CaseKind::Rejection,
+        dtype: None,
+        name: what.to_string(),
+        run: Box::new(move |ctx, rng| {
+            let (x, w, out, eps) = inputs(ctx, rng)?;
+            expect_rejection(&out, reason, || f(ctx, &x, &w, &out, eps))
+        }),
+    }
+}
+
+fn good(
+    ctx: &Context,
+    rng: &mut CaseRng,
+    rows: usize,
+    n: usize,
+) -> Result<(Tensor, Tensor, Tensor), String> {
+    let (x, _) = random_tensor(ctx, rng, DType::F32, &[rows, n], -1.0, 1.0)?;
+    let (w, _) = random_tensor(ctx, rng, DType::F32, &[n], -1.0, 1.0)?;
+    let out = ctx.full_nan(DType::F32, &[rows, n]).map_err(err)?;
+    Ok((x, w, out))
+}
+
+/// Rejections every RMSNorm entry point shares.
+fn common_rejections(op: &'static str, f: RmsFn) -> Vec<Case> {
+    vec![
+        rms_reject(
+            op,
+            f,
+            "weight length != n",
+            "`w` must have shape [128]",
+            |ctx, rng| {
+                let (x, _, out) = good(ctx, rng, 2, 128)?;
+                let w = ctx.zeros(DType::F32, &[64]).map_err(err)?;
+                Ok((x, w, out, EPS))
+            },
+        ),
+        rms_reject(
+            op,
+            f,
+            "out shape != x shape",
+            "`out` must have shape [2, 128]",
+            |ctx, rng| {
+                let (x, w, _) = good(ctx, rng, 2, 128)?;
+                let out = ctx.full_nan(DType::F32, &[3, 128]).map_err(err)?;
+                Ok((x, w, out, EPS))
+            },
+        ),
+        rms_reject(
+            op,
+            f,
+            "weight dtype != x dtype",
+            "`w` must be f32",
+            |ctx, rng| {
+                let (x, _, out) = good(ctx, rng, 2, 128)?;
+                let w = ctx.zeros(DType::F16, &[128]).map_err(err)?;
+                Ok((x, w, out, EPS))
+            },
+        ),
+        rms_reject(
+            op,
+            f,
+            "integer dtype",
+            "`x` must be one of f32, f16, bf16",
+            |ctx, _rng| {
+                let x = ctx.zeros(DType::U32, &[2, 128]).map_err(err)?;
+                let w = ctx.zeros(DType::U32, &[128]).map_err(err)?;
+                let out = ctx.zeros(DType::U32, &[2, 128]).map_err(err)?;
+                Ok((x, w, out, EPS))
+            },
+        ),
+        rms_reject(op, f, "eps is NaN", "`eps` must be finite", |ctx, rng| {
+            let (x, w, out) = good(ctx, rng, 2, 128)?;
+            Ok((x, w, out, f32::NAN))
+        }),
+        rms_reject(
+            op,
+            f,
+            "negative eps",
+            "`eps` must be finite and >= 0",
+            |ctx, rng| {
+                let (x, w, out) = good(ctx, rng, 2, 128)?;
+                Ok((x, w, out, -1e-5))
+            },
+        ),
+        rms_reject(op, f, "out aliases x", "`out` aliases `x`", |ctx, rng| {
+            let (x, w, _) = good(ctx, rng, 2, 128)?;
+            Ok((x.clone(), w, x, EPS))
+        }),
+        rms_reject(op, f, "no rows", "must not be empty", |ctx, _rng| {
+            let x = ctx.zeros(DType::F32, &[0, 128]).map_err(err)?;
+            let w = ctx.zeros(DType::F32, &[128]).map_err(err)?;
+            let out = ctx.zeros(DType::F32, &[0, 128]).map_err(err)?;
+            Ok((x, w, out, EPS))
+        }),
+        rms_reject(
+            op,
+            f,
+            "scalar input",
+            "at least one dimension",
+            |ctx, _rng| {
+                let x = ctx.zeros(DType::F32, &[]).map_err(err)?;
+                let w = ctx.zeros(DType::F32, &[1]).map_err(err)?;
+                let out = ctx.zeros(DType::F32, &[]).map_err(err)?;
+                Ok((x, w, out, EPS))
+            },
+        ),
+    ]
+}
+
+fn length_rejection(op: &'static str, f: RmsFn, n: usize, reason: &'static str) -> Case {
+    Case {
+        op,
+        kind: CaseKind::Rejection,
+        dtype: None,
+        name: format!("n = {n} unsupported"),
+        run: Box::new(move |ctx, rng| {
+            let (x, w, out) = good(ctx, rng, 2, n)?;
+            expect_rejection(&out, reason, || f(ctx, &x, &w, &out, EPS))
+        }),
+    }
+}
+
+fn specs(def: &'static KernelDef, ns: &[u32]) -> Vec<KernelUse> {
+    let mut v = Vec::new();
+    for t in FLOAT_DTYPES {
+        if ns.is_empty() {
+            v.push(KernelUse {
+                def,
+                spec: Specialization::new(vec![t], vec![]),
+            });
+        }
+        for &n in ns {
+            v.push(KernelUse {
+                def,
+                spec: Specialization::new(vec![t], vec![Literal::U32(n)]),
+            });
+        }
+    }
+    v
+}
+
+fn rms_bench(
+    op: &'static str,
+    kernel: &'static str,
+    f: RmsFn,
+    dtype: DType,
+    rows: usize,
+    n: usize,
+    quick: bool,
+) -> BenchCase {
+    BenchCase {
+        op,
+        kernel,
+        dtype,
+        shape: format!("rows={rows} n={n}"),
+        bytes: ((2 * rows * n + n) * dtype.size_bytes()) as u64,
+        flops: 0,
+        quick,
+        prepare: Box::new(move |ctx, rng| {
+            let (x, xv) = random_tensor(ctx, rng, dtype, &[rows, n], -3.0, 3.0)?;
+            let (w, wv) = random_tensor(ctx, rng, dtype, &[n], 0.5, 1.5)?;
+            let out = ctx.full_nan(dtype, &[rows, n]).map_err(err)?;
+            let (c, o) = (ctx.clone(), out.clone());
+            Ok(PreparedBench {
+                launch: Box::new(move || f(&c, &x, &w, &o, EPS).map_err(err)),
+                output: out,
+                reference: reference::rms_norm(&xv, &wv, n, EPS as f64),
+            })
+        }),
+    }
+}
+
+// ── rms_norm (dispatching) ──────────────────────────────────────────────────
+
+fn rms_norm_cases() -> Vec<Case> {
+    let mut v = Vec::new();
+    for t in FLOAT_DTYPES {
+        for (rows, n) in [(4, 4096), (16, 64), (2, 3000), (3, 640)] {
+            v.push(rms_case("rms_norm", rms_norm, t, rows, n));
+        }
+    }
+    v.extend(common_rejections("rms_norm", rms_norm));
+    v
+}
+
+fn rms_norm_kernels() -> Vec<KernelUse> {
+    let mut v = specs(&rms_norm_tpg4_kernel::DEF, &[4096]);
+    v.extend(specs(&rms_norm_small_kernel::DEF, &[64, 640]));
+    v.extend(specs(&rms_norm_wide_kernel::DEF, &[]));
+    v
+}
+
+fn rms_norm_benches() -> Vec<BenchCase> {
+    let mut v = Vec::new();
+    for t in FLOAT_DTYPES {
+        v.push(rms_bench(
+            "rms_norm",
+            "rms_norm_tpg4_kernel",
+            rms_norm,
+            t,
+            64,
+            4096,
+            true,
+        ));
+        v.push(rms_bench(
+            "rms_norm",
+            "rms_norm_small_kernel",
+            rms_norm,
+            t,
+            256,
+            128,
+            true,
+        ));
+        v.push(rms_bench(
+            "rms_norm",
+            "rms_norm_tpg4_kernel",
+            rms_norm,
+            t,
+            1,
+            4096,
+            false,
+        ));
+        v.push(rms_bench(
+            "rms_norm",
+            "rms_norm_tpg4_kernel",
+            rms_norm,
+            t,
+            8192,
+            4096,
+            false,
+        ));
+        v.push(rms_bench(
+            "rms_norm",
+            "rms_norm_tpg4_kernel",
+            rms_norm,
+            t,
+            32768,
+            128,
+            false,
+        ));
+        v.push(rms_bench(
+            "rms_norm",
+            "rms_norm_wide_kernel",
+            rms_norm,
+            t,
+            4096,
+            8192,
+            false,
+        ));
+    }
+    v
+}
+
+// ── explicit variants ───────────────────────────────────────────────────────
+
+fn tpg4_cases() -> Vec<Case> {
+    let mut v = Vec::new();
+    for t in FLOAT_DTYPES {
+        for (rows, n) in [(3, 128), (5, 1024), (2, 4096)] {
+            v.push(rms_case("rms_norm_tpg4", rms_norm_tpg4, t, rows, n));
+        }
+    }
+    v.extend(common_rejections("rms_norm_tpg4", rms_norm_tpg4));
+    v.push(length_rejection(
+        "rms_norm_tpg4",
+        rms_norm_tpg4,
+        192,
+        "must be a multiple of 128",
+    ));
+    v.push(length_rejection(
+        "rms_norm_tpg4",
+        rms_norm_tpg4,
+        8192,
+        "at most 4096",
+    ));
+    v
+}
+
+fn small_cases() -> Vec<Case> {
+    let mut v = Vec::new();
+    for t in FLOAT_DTYPES {
+        for (rows, n) in [(7, 64), (3, 256)] {
+            v.push(rms_case("rms_norm_small", rms_norm_small, t, rows, n));
+        }
+    }
+    v.extend(common_rejections("rms_norm_small", rms_norm_small));
+    v.push(length_rejection(
+        "rms_norm_small",
+        rms_norm_small,
+        96,
+        "must be a multiple of 64",
+    ));
+    v.push(length_rejection(
+        "rms_norm_small",
+        rms_norm_small,
+        4096,
+        "at most 2048",
+    ));
+    v
+}
+
+fn wide_cases() -> Vec<Case> {
+    let mut v = Vec::new();
+    for t in FLOAT_DTYPES {
+        for (rows, n) in [(3, 100), (2, 5376), (1, 33)] {
+            v.push(rms_case("rms_norm_wide", rms_norm_wide, t, rows, n));
+        }
+    }
+    v.extend(common_rejections("rms_norm_wide", rms_norm_wide));
+    v
+}
+
+// ── gated_mixer_norm ────────────────────────────────────────────────────────
+
+fn gated_case(dtype: DType, rows: usize, n: usize) -> Case {
+    Case {
+        op: "gated_mixer_norm",
+        kind: CaseKind::Correctness,
+        dtype: Some(dtype),
+        name: format!("rows={rows} n={n}"),
+        run: Box::new(move |ctx, rng| {
+            let (y, yv) = random_tensor(ctx, rng, DType::F32, &[rows, n], -3.0, 3.0)?;
+            let (z, zv) = random_tensor(ctx, rng, dtype, &[rows, n], -4.0, 4.0)?;
+            let (w, wv) = random_tensor(ctx, rng, dtype, &[n], 0.5, 1.5)?;
+            let out = ctx.full_nan(dtype, &[rows, n]).map_err(err)?;
+            gated_mixer_norm(ctx, &y, &z, &w, &out, EPS).map_err(err)?;
+            let got = out.to_f64_vec().map_err(err)?;
+            let want = reference::gated_mixer_norm(&yv, &zv, &wv, n, EPS as f64);
+            compare(&got, &want, tolerance(dtype))
+        }),
+    }
+}
+
+type GatedInputs = fn(&Context) -> Result<[Tensor; 4], String>;
+
+fn gated_reject(what: &str, reason: &'static str, inputs: GatedInputs) -> Case {
+    Case {
+        op: "gated_mixer_norm",
+        kind: CaseKind::Rejection,
+        dtype: None,
+        name: what.to_string(),
+        run: Box::new(move |ctx, _rng| {
+            let [y, z, w, out] = inputs(ctx)?;
+            expect_rejection(&out, reason, || {
+                gated_mixer_norm(ctx, &y, &z, &w, &out, EPS)
+            })
+        }),
+    }
+}
+
+fn gated_inputs(
+    ctx: &Context,
+    ydt: DType,
+    zdt: DType,
+    n: usize,
+    zrows: usize,
+    wn: usize,
+) -> Result<[Tensor; 4], String> {
+    Ok([
+        ctx.zeros(ydt, &[2, n]).map_err(err)?,
+        ctx.zeros(zdt, &[zrows, n]).map_err(err)?,
+        ctx.zeros(zdt, &[wn]).map_err(err)?,
+        ctx.full_nan(zdt, &[2, n]).map_err(err)?,
+    ])
+}
+
+fn gated_cases() -> Vec<Case> {
+    let mut v = Vec::new();
+    for t in FLOAT_DTYPES {
+        for (rows, n) in [(3, 128), (2, 4096), (4, 512)] {
+            v.push(gated_case(t, rows, n));
+        }
+    }
+    v.push(gated_reject("y not f32", "`y` must be f32", |ctx| {
+        gated_inputs(ctx, DType::F16, DType::F16, 128, 2, 128)
+    }));
+    v.push(gated_reject(
+        "z shape != y shape",
+        "`z` must have shape [2, 128]",
+        |ctx| gated_inputs(ctx, DType::F32, DType::F16, 128, 3, 128),
+    ));
+    v.push(gated_reject(
+        "weight length != n",
+        "`w` must have shape [128]",
+        |ctx| gated_inputs(ctx, DType::F32, DType::BF16, 128, 2, 256),
+    ));
+    v.push(gated_reject(
+        "n not a multiple of 128",
+        "must be a multiple of 128",
+        |ctx| gated_inputs(ctx, DType::F32, DType::F16, 192, 2, 192),
+    ));
+    v.push(gated_reject("n above 4096", "at most 4096", |ctx| {
+        gated_inputs(ctx, DType::F32, DType::F16, 8192, 2, 8192)
+    }));
+    v.push(gated_reject(
+        "out dtype != z dtype",
+        "`out` must be f16",
+        |ctx| {
+            let [y, z, w, _] = gated_inputs(ctx, DType::F32, DType::F16, 128, 2, 128)?;
+            Ok([y, z, w, ctx.full_nan(DType::F32, &[2, 128]).map_err(err)?])
+        },
+    ));
+    v.push(gated_reject("out aliases z", "`out` aliases `z`", |ctx| {
+        let [y, z, w, _] = gated_inputs(ctx, DType::F32, DType::F16, 128, 2, 128)?;
+        Ok([y, z.clone(), w, z])
+    }));
+    v
+}
+
+fn gated_benches() -> Vec<BenchCase> {
+    let mut v = Vec::new();
+    for t in FLOAT_DTYPES {
+        for (rows, n, quick) in [(64, 128, true), (32768, 128, false), (8192, 4096, false)] {
+            v.push(BenchCase {
+                op: "gated_mixer_norm",
+                kernel: "gated_mixer_norm_kernel",
+                dtype: t,
+                shape: format!("rows={rows} n={n}"),
+                bytes: (rows * n * (4 + 2 * t.size_bytes()) + n * t.size_bytes()) as u64,
+                flops: 0,
+                quick,
+                prepare: Box::new(move |ctx, rng| {
+                    let (y, yv) = random_tensor(ctx, rng, DType::F32, &[rows, n], -3.0, 3.0)?;
+                    let (z, zv) = random_tensor(ctx, rng, t, &[rows, n], -4.0, 4.0)?;
+                    let (w, wv) = random_tensor(ctx, rng, t, &[n], 0.5, 1.5)?;
+                    let out = ctx.full_nan(t, &[rows, n]).map_err(err)?;
+                    let (c, o) = (ctx.clone(), out.clone());
+                    Ok(PreparedBench {
+                        launch: Box::new(move || {
+                            gated_mixer_norm(&c, &y, &z, &w, &o, EPS).map_err(err)
+                        }),
+                        output: out,
+                        reference: reference::gated_mixer_norm(&yv, &zv, &wv, n, EPS as f64),
+                    })
+                }),
+            });
+        }
+    }
+    v
+}
+
+fn none_benches() -> Vec<BenchCase> {
+    Vec::new()
+}
+
+inventory::submit! {
+    OpEntry {
+        name: "rms_norm",
+        family: "norm",
+        summary: "RMSNorm over the last dimension; picks the 4-per-thread, 2-per-thread or strided kernel by n",
+        kernels: rms_norm_kernels,
+        cases: rms_norm_cases,
+        benches: rms_norm_benches,
+    }
+}
+
+inventory::submit! {
+    OpEntry {
+        name: "rms_norm_tpg4",
+        family: "norm",
+        summary: "RMSNorm, 4 elements per thread: n a multiple of 128, at most 4096",
+        kernels: || specs(&rms_norm_tpg4_kernel::DEF, &[128, 1024, 4096]),
+        cases: tpg4_cases,
+        benches: none_benches,
+    }
+}
+
+inventory::submit! {
+    OpEntry {
+        name: "rms_norm_small",
+        family: "norm",
+        summary: "RMSNorm, 2 elements per thread (head_dim rows): n a multiple of 64, at most 2048",
+        kernels: || specs(&rms_norm_small_kernel::DEF, &[64, 256]),
+        cases: small_cases,
+        benches: none_benches,
+    }
+}
+
+inventory::submit! {
+    OpEntry {
+        name: "rms_norm_wide",
+        family: "norm",
+        summary: "RMSNorm for any n, each thread striding over the row",
+        kernels: || specs(&rms_norm_wide_kernel::DEF, &[]),
+        cases: wide_cases,
+        benches: none_benches,
+    }
+}
+
+inventory::submit! {
+    OpEntry {
+        name: "gated_mixer_norm",
+        family: "norm",
+        summary: "out = rms_norm(y, w) · silu(z), y in f32; n a multiple of 128, at most 4096",
+        kernels: || specs(&gated_mixer_norm_kernel::DEF, &[128, 512, 4096]),
+        cases: gated_cases,
+        benches: gated_benches,
+    }
+}
