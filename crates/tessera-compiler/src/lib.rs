@@ -4,7 +4,7 @@ pub mod cuda;
 pub mod msl;
 pub mod passes;
 
-use tessera_ir::{verify_kernel, IrError, Kernel};
+use tessera_ir::{verify_kernel, verify_lowered_kernel, IrError, Kernel};
 use thiserror::Error;
 
 /// What the optimised IR is for.
@@ -91,13 +91,27 @@ pub fn optimize(kernel: Kernel, target: Target) -> Result<Kernel, CompileError> 
 pub fn optimize_with(mut kernel: Kernel, options: &PassOptions) -> Result<Kernel, CompileError> {
     verify_kernel(&kernel)?;
     let o = options;
-    let step = |kernel: &mut Kernel, on: bool, name: &'static str, pass: fn(&mut Kernel)| {
+    // Once threadgroup reductions are lowered, their results are only provably
+    // simdgroup-uniform; barriers were fully checked on the IR before lowering.
+    let mut lowered = false;
+    let mut step = |kernel: &mut Kernel, on: bool, name: &'static str, pass: fn(&mut Kernel)| {
         if !on {
             return Ok(());
         }
+        if name == "lower_group_reduce" {
+            lowered = kernel
+                .body
+                .block
+                .any(&mut |op| matches!(op, tessera_ir::Op::GroupReduce(..)));
+        }
         pass(kernel);
         if o.verify_each {
-            verify_kernel(kernel).map_err(|error| CompileError::Pass { pass: name, error })?;
+            let r = if lowered {
+                verify_lowered_kernel(kernel)
+            } else {
+                verify_kernel(kernel)
+            };
+            r.map_err(|error| CompileError::Pass { pass: name, error })?;
         }
         Ok::<(), CompileError>(())
     };

@@ -23,6 +23,6 @@ pub use signature::{
     ConstexprSig, DslFunction, KernelDef, KernelSignature, ParamSig, Specialization, TypeSig,
 };
 pub use types::{Scalar, Type};
-pub use verify::{verify_function, verify_kernel, Uniformity};
+pub use verify::{verify_function, verify_kernel, verify_lowered_kernel, Uniformity};
 
 pub use half;

@@ -35,6 +35,19 @@ pub fn verify_kernel(kernel: &Kernel) -> Result<(), IrError> {
     Ok(())
 }
 
+/// Checks a kernel whose threadgroup reductions have been lowered to simdgroup ops,
+/// threadgroup memory and barriers. A lowered reduction's result is the same on every
+/// thread, but the analysis can only prove it simdgroup-uniform (it comes from a
+/// `simd_sum` of values read back from threadgroup memory), so here a barrier needs
+/// control flow that is at least simdgroup-uniform. Everything else is checked as in
+/// [`verify_kernel`]; run that on the IR before lowering to check barriers fully.
+pub fn verify_lowered_kernel(kernel: &Kernel) -> Result<(), IrError> {
+    let mut v = Verifier::new(&kernel.specialized_name(), Some(&kernel.params));
+    v.barrier_level = Uniformity::Simdgroup;
+    v.body(&kernel.body, &[], Uniformity::Threadgroup)?;
+    Ok(())
+}
+
 /// Checks a DSL function on its own (its arguments assumed varying). Tensor references
 /// cannot be checked without the calling kernel; they are checked when a kernel that
 /// calls the function is verified.
@@ -66,6 +79,8 @@ struct Verifier<'a> {
     func_stack: Vec<String>,
     /// Location of the outermost call being checked, or of the current instruction.
     call_loc: Option<Loc>,
+    /// The control-flow uniformity a barrier or threadgroup reduction needs.
+    barrier_level: Uniformity,
 }
 
 type R<T> = Result<T, IrError>;
@@ -86,6 +101,7 @@ impl<'a> Verifier<'a> {
             seen: HashSet::new(),
             func_stack: Vec::new(),
             call_loc: None,
+            barrier_level: Uniformity::Threadgroup,
         }
     }
 
@@ -285,7 +301,7 @@ impl<'a> Verifier<'a> {
         }
         // Collective placement.
         match &inst.op {
-            Op::Barrier | Op::GroupReduce(..) if ctrl < Uniformity::Threadgroup => {
+            Op::Barrier | Op::GroupReduce(..) if ctrl < self.barrier_level => {
                 return Err(self.err(
                     loc,
                     format!(

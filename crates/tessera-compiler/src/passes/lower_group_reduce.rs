@@ -5,9 +5,9 @@
 //! 2. lane 0 of every simdgroup writes its partial to slot `simd_id` of a 32-slot
 //!    threadgroup scratch array (one array per reduction site);
 //! 3. a barrier;
-//! 4. every simdgroup reads the partials (lane `l` reads slot `l`, lanes at or past
-//!    `simd_groups` take the identity element through a `select`) and reduces them again,
-//!    so every thread holds the result without a second barrier.
+//! 4. every simdgroup reads the partials (lane `l` reads slot `l`; lanes at or past
+//!    `simd_groups` read slot 0 instead, masked by the identity element for a sum) and
+//!    reduces them again, so every thread holds the result without a second barrier.
 //!
 //! A reduction inside a loop gets a trailing barrier as well, so the next iteration's
 //! writes to the scratch slots cannot overtake a slower simdgroup's reads. Needs the
@@ -33,9 +33,11 @@ pub fn lower_group_reduce(kernel: &mut Kernel) -> usize {
     l.count
 }
 
-/// The identity element of a reduction on `ty`.
+/// The identity element of a reduction on `ty` (`-0.0` for a float sum: `x + -0.0` is
+/// `x` for every `x`, `-0.0` included).
 pub fn identity(op: ReduceOp, ty: Scalar) -> Literal {
     match op {
+        ReduceOp::Sum if ty.is_float() => Literal::from_f64(ty, -0.0),
         ReduceOp::Sum => Literal::zero(ty),
         ReduceOp::Max | ReduceOp::Min => {
             let low = op == ReduceOp::Max;
@@ -174,16 +176,26 @@ impl Lowering {
             None,
         );
         e.push(Op::Barrier, None);
+        // Lanes past the last simdgroup read slot 0, which is always written, so no lane
+        // reads unwritten memory. For min / max that duplicate is harmless (and keeps a
+        // NaN-only input NaN, where an infinite identity would not); a sum masks it with
+        // its identity.
+        let present = e.push(Op::Binary(BinaryOp::Lt, lane, groups), boolt);
+        let slot_index = e.push(Op::Select(present, lane, zero), u32t);
         let read = e.push(
             Op::Load {
                 mem: scratch,
-                index: lane,
+                index: slot_index,
             },
             t,
         );
-        let present = e.push(Op::Binary(BinaryOp::Lt, lane, groups), boolt);
-        let ident = e.push(Op::Const(identity(op, ty)), t);
-        let masked = e.push(Op::Select(present, read, ident), t);
+        let masked = match op {
+            ReduceOp::Sum => {
+                let ident = e.push(Op::Const(identity(op, ty)), t);
+                e.push(Op::Select(present, read, ident), t)
+            }
+            ReduceOp::Max | ReduceOp::Min => read,
+        };
         let total = e.push(Op::Simd(simd_op(op), masked), t);
         if in_loop {
             e.push(Op::Barrier, None);
@@ -226,15 +238,16 @@ mod tests {
         assert_eq!(k.body.shared.len(), 2);
         assert!(k.body.shared.iter().all(|a| a.len == 32));
         let text = k.to_string();
-        assert!(text.contains("const -inff32"), "{text}");
+        assert!(text.contains("simd_max"), "{text}");
     }
 
     #[test]
     fn identities_are_neutral() {
         assert_eq!(
             identity(ReduceOp::Sum, Scalar::F16),
-            Literal::zero(Scalar::F16)
+            Literal::F16(tessera_ir::half::f16::from_f32(-0.0))
         );
+        assert_eq!(identity(ReduceOp::Sum, Scalar::I32), Literal::I32(0));
         assert_eq!(identity(ReduceOp::Max, Scalar::I32), Literal::I32(i32::MIN));
         assert_eq!(identity(ReduceOp::Min, Scalar::U32), Literal::U32(u32::MAX));
         assert_eq!(
