@@ -152,3 +152,28 @@ fn invalid_input_ir_is_reported_before_any_pass() {
     let e = optimize(k, Target::Cpu).unwrap_err().to_string();
     assert!(e.contains("rms_norm"), "{e}");
 }
+
+#[test]
+fn a_barrier_guarded_by_a_group_reduction_survives_lowering() {
+    let mut b = Builder::kernel("guarded");
+    let x = b.tensor_param("x", Scalar::F32, false);
+    let out = b.tensor_param("out", Scalar::F32, true);
+    let tid = b.builtin(Builtin::ThreadId);
+    let v = b.load(x, tid).unwrap();
+    let m = b.group_reduce(ReduceOp::Max, v).unwrap();
+    let c = b.binary(BinaryOp::Gt, m, Value::Float(0.0)).unwrap();
+    b.begin_if(c).unwrap();
+    b.barrier();
+    b.begin_else(&[]).unwrap();
+    b.end_if(&[]).unwrap();
+    b.store(out, tid, m).unwrap();
+    let k = optimize_with(
+        b.finish_kernel().unwrap(),
+        &PassOptions {
+            verify_each: true,
+            ..PassOptions::default()
+        },
+    )
+    .unwrap();
+    assert!(!k.to_string().contains("group_max"), "{k}");
+}

@@ -1114,4 +1114,32 @@ mod tests {
         let u = uniformity(&k);
         assert!(u.contains(&Uniformity::Threadgroup));
     }
+
+    #[test]
+    fn lowered_kernels_need_simdgroup_uniform_control_around_barriers() {
+        let build = |thread_dependent: bool| {
+            let mut b = Builder::kernel("lowered");
+            let out = b.tensor_param("out", Scalar::F32, true);
+            let c = if thread_dependent {
+                let t = b.builtin(Builtin::ThreadId);
+                b.binary(BinaryOp::Lt, t, Value::Int(3)).unwrap()
+            } else {
+                let t = b.builtin(Builtin::ThreadId);
+                let s = b.simd(SimdOp::Sum, t).unwrap();
+                b.binary(BinaryOp::Gt, s, Value::Int(40)).unwrap()
+            };
+            b.begin_if(c).unwrap();
+            b.barrier();
+            b.begin_else(&[]).unwrap();
+            b.end_if(&[]).unwrap();
+            b.store(out, Value::Int(0), Value::Float(1.0)).unwrap();
+            b.finish_kernel().unwrap()
+        };
+        let simd = build(false);
+        assert!(verify_kernel(&simd).is_err());
+        verify_lowered_kernel(&simd).unwrap();
+        let thread = build(true);
+        assert!(verify_kernel(&thread).is_err());
+        assert!(verify_lowered_kernel(&thread).is_err());
+    }
 }
