@@ -128,9 +128,14 @@ pub fn optimize_with(mut kernel: Kernel, options: &PassOptions) -> Result<Kernel
     step(&mut kernel, o.fold, "fold", passes::fold)?;
     step(&mut kernel, o.cse, "cse", passes::cse)?;
     step(&mut kernel, o.dce, "dce", passes::dce)?;
-    step(&mut kernel, o.lower_group_reduce, "lower_group_reduce", |k| {
-        passes::lower_group_reduce(k);
-    })?;
+    step(
+        &mut kernel,
+        o.lower_group_reduce,
+        "lower_group_reduce",
+        |k| {
+            passes::lower_group_reduce(k);
+        },
+    )?;
     step(&mut kernel, o.vectorize, "vectorize", |k| {
         passes::vectorize(k);
     })?;
