@@ -4,6 +4,7 @@
 
 mod bench;
 mod check;
+mod compile;
 mod device;
 mod emit;
 mod kernels;
@@ -31,6 +32,8 @@ enum Command {
     Emit(emit::Args),
     /// Runs every registered correctness and rejection case on a backend.
     Check(check::Args),
+    /// Compiles every registered kernel for a target (CUDA through NVRTC, MSL through g++).
+    Compile(compile::Args),
     /// Times the registered benchmark shapes on a backend.
     Bench(bench::Args),
     /// The backends present, their devices and limits.
@@ -43,6 +46,7 @@ fn main() -> ExitCode {
         Command::List(a) => list::run(a),
         Command::Emit(a) => emit::run(a),
         Command::Check(a) => check::run(a),
+        Command::Compile(a) => compile::run(a),
         Command::Bench(a) => bench::run(a),
         Command::Device => device::run(),
     };

@@ -1,0 +1,125 @@
+//! `tessera compile --target cuda|msl [--filter S]`: compiles every registered kernel ×
+//! dtype × specialisation for a target without running it — CUDA C through NVRTC (no GPU
+//! needed), MSL through the C++ model of Metal (`g++ -fsyntax-only`) — and prints
+//! `N passed, N failed`.
+
+use crate::kernels::all_uses;
+use std::process::ExitCode;
+use std::time::Instant;
+use tessera_compiler::{optimize, Target};
+use tessera_runtime::cuda::nvrtc::Nvrtc;
+use tessera_std::KernelUse;
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum CompileTarget {
+    Cuda,
+    Msl,
+}
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[arg(long, value_enum)]
+    target: CompileTarget,
+    /// Only kernels whose name contains this.
+    #[arg(long)]
+    filter: Option<String>,
+    /// CUDA virtual architecture to compile for.
+    #[arg(long, default_value = "compute_90")]
+    arch: String,
+}
+
+/// Each specialisation's label and whether it compiled (with the compiler's message if not).
+type Results = Vec<(String, Result<(), String>)>;
+
+fn label(u: &KernelUse) -> String {
+    format!("{}[{}]", u.def.name(), u.spec.describe(&u.def.signature))
+}
+
+fn report(name: &str, result: &Result<(), String>) {
+    match result {
+        Ok(()) => println!("ok   {name}"),
+        Err(e) => println!("FAIL {name}\n     {}", e.replace('\n', "\n     ")),
+    }
+}
+
+/// Builds and optimises a use's IR for `target`.
+fn lower(u: &KernelUse, target: Target) -> Result<tessera_ir::Kernel, String> {
+    let k = u.def.build(&u.spec).map_err(|e| e.to_string())?;
+    optimize(k, target).map_err(|e| e.to_string())
+}
+
+fn compile_cuda(uses: &[KernelUse], arch: &str) -> Result<Results, String> {
+    let nvrtc = Nvrtc::get().map_err(|e| {
+        format!("{e}\nInstall NVRTC with `scripts/install-nvrtc.sh` and point TESSERA_NVRTC_PATH at the library it prints.")
+    })?;
+    let (major, minor) = nvrtc.version();
+    println!("NVRTC {major}.{minor}, arch {arch}");
+    Ok(uses
+        .iter()
+        .map(|u| {
+            let r = lower(u, Target::Cuda).and_then(|k| {
+                let src = tessera_compiler::cuda::emit(&k).map_err(|e| e.to_string())?;
+                nvrtc
+                    .compile(&src.source, &src.entry, arch, &src.options)
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            });
+            (label(u), r)
+        })
+        .collect())
+}
+
+fn compile_msl(uses: &[KernelUse]) -> Result<Results, String> {
+    let mut results = Vec::new();
+    let mut sources = Vec::new();
+    let mut names = Vec::new();
+    for u in uses {
+        match lower(u, Target::Metal)
+            .and_then(|k| tessera_compiler::msl::emit(&k).map_err(|e| e.to_string()))
+        {
+            Ok(src) => {
+                sources.push(src);
+                names.push(label(u));
+            }
+            Err(e) => results.push((label(u), Err(e))),
+        }
+    }
+    let checked =
+        tessera_runtime::metal_emu::syntax_check_all(&sources).map_err(|e| e.to_string())?;
+    results.extend(names.into_iter().zip(checked));
+    Ok(results)
+}
+
+pub fn run(args: Args) -> Result<ExitCode, String> {
+    let uses: Vec<KernelUse> = all_uses()
+        .into_iter()
+        .filter(|u| {
+            args.filter
+                .as_deref()
+                .is_none_or(|f| u.def.name().contains(f))
+        })
+        .collect();
+    if uses.is_empty() {
+        return Err("no registered kernel matched the filter".into());
+    }
+    let start = Instant::now();
+    let results = match args.target {
+        CompileTarget::Cuda => compile_cuda(&uses, &args.arch)?,
+        CompileTarget::Msl => compile_msl(&uses)?,
+    };
+    for (name, r) in &results {
+        report(name, r);
+    }
+    let failed = results.iter().filter(|(_, r)| r.is_err()).count();
+    println!(
+        "compiled {} kernel specialisations in {:.1} s",
+        results.len(),
+        start.elapsed().as_secs_f64()
+    );
+    println!("{} passed, {failed} failed", results.len() - failed);
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh clone: installs what the tests need (NVRTC from the
+# `nvidia-cuda-nvrtc` wheel, so every kernel's CUDA C compiles without a GPU or toolkit),
+# runs every crate's tests, compiles every registered kernel for CUDA (NVRTC) and Metal
+# (g++ against the Metal model header), and runs every registered case on the CPU backend
+# and under the Metal emulator.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+TESSERA_NVRTC_PATH="$(scripts/install-nvrtc.sh)"
+export TESSERA_NVRTC_PATH
+export TESSERA_REQUIRE_NVRTC=1
+export TESSERA_CACHE_DIR="${TESSERA_CACHE_DIR:-$PWD/target/tessera-cache}"
+
+cargo test --workspace
+cargo build -p tessera-cli
+tessera=target/debug/tessera
+"$tessera" device
+"$tessera" compile --target cuda
+"$tessera" compile --target msl
+"$tessera" check --backend cpu
+"$tessera" check --backend metal-emu
