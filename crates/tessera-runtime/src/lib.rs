@@ -12,6 +12,8 @@ pub mod cuda;
 mod dump;
 pub mod error;
 pub mod launch;
+#[cfg(target_os = "macos")]
+pub mod metal;
 pub mod metal_emu;
 pub mod registry;
 pub mod tensor;

@@ -18,6 +18,9 @@ pub fn open(kind: BackendKind, ordinal: usize) -> Result<Arc<dyn Backend>> {
         // The CUDA backend plugs in here.
         BackendKind::Cuda => crate::cuda::open(ordinal),
         // The Metal backend plugs in here (macOS only).
+        #[cfg(target_os = "macos")]
+        BackendKind::Metal => crate::metal::open(ordinal),
+        #[cfg(not(target_os = "macos"))]
         BackendKind::Metal => Err(unavailable(kind, ordinal)),
         // The Metal emulator plugs in here.
         BackendKind::MetalEmu => Ok(Arc::new(crate::metal_emu::MetalEmuBackend::new()?)),
