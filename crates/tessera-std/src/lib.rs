@@ -6,6 +6,7 @@
 pub mod bandwidth;
 pub mod elementwise;
 pub mod error;
+pub mod gdn;
 pub mod norm;
 pub mod registry;
 pub mod runner;

@@ -1,0 +1,12 @@
+//! Gated DeltaNet: the recurrent decode step (plain and fused with its prep), the
+//! chunked prefill, and their f64 references. The state layout `[B, Hv, Dv, Dk]` is
+//! shared by every op, so a prefill's final state is the next decode step's input.
+
+pub mod decode;
+mod decode_cases;
+pub mod prep_decode;
+pub mod reference;
+pub mod validate;
+
+pub use decode::{gdn_decode_step, DecodeArgs};
+pub use prep_decode::{gdn_prep_decode_step, PrepDecodeArgs, PrepDecodeShape};
