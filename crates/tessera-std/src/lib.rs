@@ -3,6 +3,7 @@
 //! geometry), f64 references written from the math, and the registered correctness and
 //! benchmark cases that `tessera check` and `tessera bench` run.
 
+pub mod attention;
 pub mod bandwidth;
 pub mod elementwise;
 pub mod error;

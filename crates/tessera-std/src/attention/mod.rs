@@ -1,0 +1,21 @@
+//! Attention: decode SDPA (GQA, strided cache, sliding window, sinks, learned sink logit,
+//! split-KV, batched), multi-query SDPA over a shared cache, and tiled prefill attention.
+//! One decode kernel family serves every decode-shaped op; the wrappers validate and the
+//! plan picks single pass or split-KV by shape.
+
+mod cases;
+mod checks;
+pub mod decode;
+pub mod decode_kernels;
+pub mod multi_query;
+pub mod plan;
+pub mod prefill;
+pub mod reference;
+pub mod softmax;
+
+pub use decode::{
+    sdpa_decode, sdpa_decode_batched, sdpa_decode_split, sdpa_decode_strided, DecodeOptions,
+};
+pub use multi_query::sdpa_multi_query;
+pub use plan::DecodeWorkspace;
+pub use prefill::sdpa_prefill;

@@ -1,0 +1,298 @@
+//! How a decode call is laid out on the device: the lane geometry for a head_dim and dtype,
+//! the single-pass or split-KV choice, and the launches themselves. The op wrappers
+//! validate first and then describe their call as a [`DecodeCall`].
+
+use super::decode_kernels::{
+    sdpa_decode_combine_kernel, sdpa_decode_kernel, sdpa_decode_partial_kernel,
+};
+use crate::error::{runtime, OpError};
+use tessera_runtime::{Context, DType, Tensor};
+
+/// The head dims the decode kernels are specialised for.
+pub const DECODE_HEAD_DIMS: [u32; 6] = [64, 96, 128, 192, 256, 512];
+
+/// Simdgroups per decode threadgroup.
+pub const DECODE_SIMDGROUPS: u32 = 4;
+
+/// The largest number of KV chunks a split-KV call may use.
+pub const MAX_SPLITS: u32 = 1024;
+
+/// The lane layout of one decode specialisation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Geometry {
+    /// Elements of a K/V row per lane.
+    pub epl: u32,
+    /// Query heads per threadgroup (all sharing one KV head).
+    pub hpt: u32,
+    /// Simdgroups per threadgroup.
+    pub sgs: u32,
+    /// `log2(head_dim / epl)`: shuffle steps of a row's score.
+    pub lg: u32,
+}
+
+/// The layout for `head_dim` in `dtype` with `gqa` query heads per KV head: the fewest
+/// elements per lane that make whole 16-byte loads (so a row takes a power-of-two number
+/// of lanes), and as many heads of the group per threadgroup as registers and threadgroup
+/// memory allow.
+pub fn geometry(dtype: DType, head_dim: u32, gqa: u32) -> Geometry {
+    let vec = (16 / dtype.size_bytes().max(1)) as u32;
+    let candidates = [32u32, 16, 8, 4, 2, 1];
+    let epl = candidates
+        .iter()
+        .filter(|&&lanes| head_dim.is_multiple_of(lanes))
+        .map(|&lanes| head_dim / lanes)
+        .find(|&e| e.is_multiple_of(vec) && e <= 32)
+        .unwrap_or(head_dim.div_ceil(32));
+    let sgs = DECODE_SIMDGROUPS;
+    let mut hpt = 1;
+    for c in 1..=gqa.min(8) {
+        if gqa.is_multiple_of(c) && c * epl <= 64 && sgs * c * head_dim <= 8192 {
+            hpt = c;
+        }
+    }
+    Geometry {
+        epl,
+        hpt,
+        sgs,
+        lg: (head_dim / epl).trailing_zeros(),
+    }
+}
+
+/// Preallocated split-KV scratch: partial outputs, their (max, sum) pairs, and a lengths
+/// placeholder. An engine keeps one per shape to launch without allocating.
+pub struct DecodeWorkspace {
+    part_o: Tensor,
+    part_ml: Tensor,
+    lens: Tensor,
+}
+
+impl DecodeWorkspace {
+    /// Scratch for up to `rows` query rows × `n_q_heads` heads × `splits` chunks of `head_dim`.
+    pub fn new(
+        ctx: &Context,
+        rows: usize,
+        n_q_heads: usize,
+        head_dim: usize,
+        splits: usize,
+    ) -> Result<DecodeWorkspace, OpError> {
+        const OP: &str = "DecodeWorkspace";
+        let slots = rows * n_q_heads * splits.max(1);
+        Ok(DecodeWorkspace {
+            part_o: ctx
+                .zeros(DType::F32, &[slots * head_dim])
+                .map_err(runtime(OP))?,
+            part_ml: ctx.zeros(DType::F32, &[slots * 2]).map_err(runtime(OP))?,
+            lens: ctx.zeros(DType::U32, &[1]).map_err(runtime(OP))?,
+        })
+    }
+}
+
+/// A validated decode call.
+pub(crate) struct DecodeCall<'a> {
+    pub op: &'static str,
+    pub q: &'a Tensor,
+    pub k: &'a Tensor,
+    pub v: &'a Tensor,
+    pub out: &'a Tensor,
+    pub sinks: Option<&'a Tensor>,
+    /// Per-row lengths on the device (batched decode).
+    pub kv_lens: Option<&'a Tensor>,
+    pub rows: u32,
+    pub n_q_heads: u32,
+    pub n_kv_heads: u32,
+    pub head_dim: u32,
+    pub kv_stride: u32,
+    pub row_cache_rows: u32,
+    pub len0: u32,
+    pub len_step: u32,
+    /// The most keys any row sees (for planning the split).
+    pub max_len: u32,
+    pub window: u32,
+    pub n_sink: u32,
+    pub scale: f32,
+}
+
+impl DecodeCall<'_> {
+    fn geometry(&self) -> Geometry {
+        geometry(
+            self.q.dtype(),
+            self.head_dim,
+            self.n_q_heads / self.n_kv_heads,
+        )
+    }
+
+    /// Visible keys of a row that holds `n`.
+    fn visible(&self, n: u32) -> u32 {
+        let lo = if self.window > 0 && n > self.window {
+            n - self.window
+        } else {
+            0
+        };
+        self.n_sink.min(lo) + n - lo
+    }
+
+    /// Threadgroups of a single-pass launch.
+    fn groups(&self) -> u32 {
+        let g = self.geometry();
+        self.n_q_heads / g.hpt * self.rows
+    }
+
+    /// The split count the wrappers pick: one pass when the single-pass grid already fills
+    /// the device or the context is short, else enough chunks (of at least 256 keys) for
+    /// about two threadgroups per compute unit.
+    pub fn auto_splits(&self, ctx: &Context) -> u32 {
+        let units = ctx.info().compute_units.max(1);
+        let groups = self.groups().max(1);
+        let visible = self.visible(self.max_len);
+        let target = 2 * units;
+        if groups >= target || visible < 512 {
+            return 1;
+        }
+        target
+            .div_ceil(groups)
+            .min(visible.div_ceil(256))
+            .clamp(1, MAX_SPLITS)
+    }
+
+    /// Runs in one pass (`splits == 1`, and no per-row lengths) or split-KV plus combine.
+    pub fn run(
+        &self,
+        ctx: &Context,
+        splits: u32,
+        ws: Option<&DecodeWorkspace>,
+    ) -> Result<(), OpError> {
+        if splits <= 1 && self.kv_lens.is_none() {
+            self.single(ctx)
+        } else {
+            match ws {
+                Some(ws) => self.split(ctx, splits.max(1), ws),
+                None => {
+                    let ws = DecodeWorkspace::new(
+                        ctx,
+                        self.rows as usize,
+                        self.n_q_heads as usize,
+                        self.head_dim as usize,
+                        splits.max(1) as usize,
+                    )?;
+                    self.split(ctx, splits.max(1), &ws)
+                }
+            }
+        }
+    }
+
+    fn single(&self, ctx: &Context) -> Result<(), OpError> {
+        let g = self.geometry();
+        ctx.launch(&sdpa_decode_kernel::DEF)
+            .constexpr("head_dim", self.head_dim)
+            .constexpr("epl", g.epl)
+            .constexpr("hpt", g.hpt)
+            .constexpr("sgs", g.sgs)
+            .constexpr("lg", g.lg)
+            .arg("q", self.q)
+            .arg("k", self.k)
+            .arg("v", self.v)
+            .arg("sinks", self.sinks.unwrap_or(self.q))
+            .arg("out", self.out)
+            .scalar("n_q_heads", self.n_q_heads)
+            .scalar("gqa", self.n_q_heads / self.n_kv_heads)
+            .scalar("kv_stride", self.kv_stride)
+            .scalar("row_cache_rows", self.row_cache_rows)
+            .scalar("len0", self.len0)
+            .scalar("len_step", self.len_step)
+            .scalar("window", self.window)
+            .scalar("n_sink", self.n_sink)
+            .scalar("has_sink_logit", u32::from(self.sinks.is_some()))
+            .scalar("scale", self.scale)
+            .grid([self.n_q_heads / g.hpt, self.rows, 1])
+            .group_size(g.sgs * 32)
+            .run()
+            .map_err(runtime(self.op))
+    }
+
+    fn split(&self, ctx: &Context, splits: u32, ws: &DecodeWorkspace) -> Result<(), OpError> {
+        let g = self.geometry();
+        let slots = self.rows as usize * self.n_q_heads as usize * splits as usize;
+        if ws.part_o.len() < slots * self.head_dim as usize || ws.part_ml.len() < slots * 2 {
+            return Err(OpError::invalid(
+                self.op,
+                format!(
+                    "the workspace holds {} partial outputs, this call needs {slots} \
+                     (rows × heads × splits); make it with DecodeWorkspace::new for this shape",
+                    ws.part_ml.len() / 2
+                ),
+            ));
+        }
+        let step = g.sgs * 32 / (self.head_dim / g.epl);
+        let chunk = self
+            .visible(self.max_len)
+            .div_ceil(splits)
+            .next_multiple_of(step)
+            .max(step);
+        ctx.launch(&sdpa_decode_partial_kernel::DEF)
+            .constexpr("head_dim", self.head_dim)
+            .constexpr("epl", g.epl)
+            .constexpr("hpt", g.hpt)
+            .constexpr("sgs", g.sgs)
+            .constexpr("lg", g.lg)
+            .constexpr("per_row_lens", u32::from(self.kv_lens.is_some()))
+            .arg("q", self.q)
+            .arg("k", self.k)
+            .arg("v", self.v)
+            .arg("kv_lens", self.kv_lens.unwrap_or(&ws.lens))
+            .arg("part_o", &ws.part_o)
+            .arg("part_ml", &ws.part_ml)
+            .scalar("n_q_heads", self.n_q_heads)
+            .scalar("gqa", self.n_q_heads / self.n_kv_heads)
+            .scalar("kv_stride", self.kv_stride)
+            .scalar("row_cache_rows", self.row_cache_rows)
+            .scalar("len0", self.len0)
+            .scalar("len_step", self.len_step)
+            .scalar("window", self.window)
+            .scalar("n_sink", self.n_sink)
+            .scalar("chunk", chunk)
+            .scalar("scale", self.scale)
+            .grid([self.n_q_heads / g.hpt, self.rows, splits])
+            .group_size(g.sgs * 32)
+            .run()
+            .map_err(runtime(self.op))?;
+        ctx.launch(&sdpa_decode_combine_kernel::DEF)
+            .constexpr("head_dim", self.head_dim)
+            .arg("part_o", &ws.part_o)
+            .arg("part_ml", &ws.part_ml)
+            .arg("sinks", self.sinks.unwrap_or(self.q))
+            .arg("out", self.out)
+            .scalar("n_q_heads", self.n_q_heads)
+            .scalar("splits", splits)
+            .scalar("has_sink_logit", u32::from(self.sinks.is_some()))
+            .grid([self.n_q_heads, self.rows, 1])
+            .group_size(self.head_dim.next_multiple_of(32))
+            .run()
+            .map_err(runtime(self.op))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_take_whole_16_byte_loads() {
+        assert_eq!(geometry(DType::F16, 128, 4).epl, 8);
+        assert_eq!(geometry(DType::F32, 128, 4).epl, 4);
+        assert_eq!(geometry(DType::BF16, 64, 1).epl, 8);
+        assert_eq!(geometry(DType::F16, 96, 1).epl, 24);
+        assert_eq!(geometry(DType::F32, 96, 1).epl, 12);
+        assert_eq!(geometry(DType::F16, 512, 1).epl, 16);
+    }
+
+    #[test]
+    fn a_threadgroup_serves_a_divisor_of_the_group() {
+        let g = geometry(DType::F16, 128, 4);
+        assert_eq!(g.hpt, 4);
+        assert_eq!(g.lg, 4);
+        assert_eq!(geometry(DType::F16, 128, 6).hpt, 6);
+        assert_eq!(geometry(DType::F16, 128, 7).hpt, 7);
+        assert_eq!(geometry(DType::F16, 512, 8).hpt, 4);
+        assert_eq!(geometry(DType::F32, 128, 1).hpt, 1);
+    }
+}

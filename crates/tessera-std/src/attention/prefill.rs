@@ -1,0 +1,208 @@
+//! Prefill attention: tiled flash attention over a whole prompt, causal or full, with GQA
+//! and f32 accumulation. A threadgroup of `sgs` simdgroups serves `sgs·rq` consecutive
+//! query rows of one head; K/V tiles of `bk` keys are staged through threadgroup memory (K
+//! rows padded by one element so lane j reading key j hits its own bank; V is read
+//! straight from memory, 32 consecutive elements per load). Lane j scores
+//! key j of the tile for each of its simdgroup's `rq` rows, the online softmax runs per
+//! row, and each lane accumulates the output dims `e·32 + lane`, the probabilities
+//! broadcast by shuffles. (Matrix fragments would replace the two inner products.)
+
+use super::checks::{dims, gqa, indexable, same_dim, same_float_dtype, scale_ok};
+use super::softmax::part_weight;
+use crate::error::{runtime, OpError};
+use crate::validate::shape_is;
+use tessera_macros::kernel;
+use tessera_runtime::{Context, Tensor};
+
+/// Head dims the prefill kernel is specialised for.
+pub const PREFILL_HEAD_DIMS: [u32; 5] = [64, 96, 128, 192, 256];
+
+/// Simdgroups per prefill threadgroup and query rows per simdgroup.
+const SGS: u32 = 4;
+const RQ: u32 = 4;
+
+/// Keys per tile for a head_dim: 32 up to 128, else 16 (the K tile stays under 32 KiB).
+pub fn prefill_tile(head_dim: u32) -> u32 {
+    if head_dim <= 128 {
+        32
+    } else {
+        16
+    }
+}
+
+/// `out[i, h] = softmax_j(scale · q[i, h]·k[j, h/g]) · v[j, h/g]` over keys `j ≤ n_kv -
+/// n_q + i` (causal) or all `n_kv`; q and out `[n_q, n_q_heads, D]`, k and v `[n_kv,
+/// n_kv_heads, D]`. Grid: (query blocks, n_q_heads).
+#[kernel]
+pub fn sdpa_prefill_kernel<T>(
+    q: Tensor<T>,
+    k: Tensor<T>,
+    v: Tensor<T>,
+    mut out: Tensor<T>,
+    n_q: u32,
+    n_kv: u32,
+    n_q_heads: u32,
+    n_kv_heads: u32,
+    causal: u32,
+    scale: f32,
+    #[constexpr] head_dim: u32,
+    #[constexpr] bk: u32,
+    #[constexpr] rq: u32,
+    #[constexpr] sgs: u32,
+) {
+    let epl = head_dim / 32;
+    let lane = simd_lane();
+    let sg = simd_id();
+    let h = group_id_y();
+    let kvh = h / (n_q_heads / n_kv_heads);
+    let block = group_id_x() * sgs * rq;
+    let row0 = block + sg * rq;
+    let offset = n_kv - n_q;
+    let last = min(block + sgs * rq, n_q) - 1 + offset;
+    let kv_end = select(causal != 0, min(last + 1, n_kv), n_kv);
+    let ks = threadgroup_array::<f32>(bk * (head_dim + 1));
+    let os = stack_array::<f32>(rq * epl);
+    let ms = stack_array::<f32>(rq);
+    let ls = stack_array::<f32>(rq);
+    let ps = stack_array::<f32>(rq);
+    for r in 0..rq {
+        store(ms[r], neg_infinity());
+        store(ls[r], 0.0f32);
+        for e in 0..epl {
+            store(os[r * epl + e], 0.0f32);
+        }
+    }
+    for kt in range(0, kv_end, bk) {
+        for i in range(thread_id(), bk * head_dim, sgs * 32) {
+            let j = i / head_dim;
+            let d = i % head_dim;
+            let key = min(kt + j, n_kv - 1);
+            store(
+                ks[j * (head_dim + 1) + d],
+                load(k[(key * n_kv_heads + kvh) * head_dim + d]).cast::<f32>(),
+            );
+        }
+        barrier();
+        // Scores of key `kt + lane` for each row, and the online-softmax update.
+        let key = kt + lane;
+        let kl = select(lane < bk, lane, 0);
+        for r in 0..rq {
+            let row = min(row0 + r, n_q - 1);
+            let valid = lane < bk && key < kv_end && (causal == 0 || key <= row + offset);
+            let qb = (row * n_q_heads + h) * head_dim;
+            let mut s = 0.0f32;
+            for d in 0..head_dim {
+                s += load(q[qb + d]).cast::<f32>() * load(ks[kl * (head_dim + 1) + d]);
+            }
+            let s = s * scale;
+            let m_old = load(ms[r]);
+            let m_new = max(m_old, simd_max(select(valid, s, neg_infinity())));
+            let p = select(valid, exp(s - m_new), 0.0f32);
+            let f = part_weight(m_old, m_new);
+            store(ls[r], load(ls[r]) * f + simd_sum(p));
+            store(ms[r], m_new);
+            store(ps[r], p);
+            for e in 0..epl {
+                store(os[r * epl + e], load(os[r * epl + e]) * f);
+            }
+        }
+        // P·V: V rows straight from memory (32 consecutive elements per load), each
+        // probability broadcast from the lane that scored it.
+        for j in 0..bk {
+            let vrow = (min(kt + j, n_kv - 1) * n_kv_heads + kvh) * head_dim;
+            for e in 0..epl {
+                let vv = load(v[vrow + e * 32 + lane]).cast::<f32>();
+                for r in 0..rq {
+                    let pj = simd_shuffle(load(ps[r]), j);
+                    store(os[r * epl + e], load(os[r * epl + e]) + pj * vv);
+                }
+            }
+        }
+        barrier();
+    }
+    for r in 0..rq {
+        let row = row0 + r;
+        if row < n_q {
+            let l = load(ls[r]);
+            for e in 0..epl {
+                let res = select(l > 0.0f32, load(os[r * epl + e]) / l, 0.0f32);
+                store(
+                    out[(row * n_q_heads + h) * head_dim + e * 32 + lane],
+                    res.cast::<T>(),
+                );
+            }
+        }
+    }
+}
+
+/// Prefill attention: q `[n_q, n_q_heads, D]`, k and v `[n_kv, n_kv_heads, D]` (token
+/// major, the prompt's keys last), out like q. Causal: query i sits at position `n_kv -
+/// n_q + i` and sees keys up to it (needs `n_kv >= n_q`). head_dim 64, 96, 128, 192, 256.
+#[allow(clippy::too_many_arguments)]
+pub fn sdpa_prefill(
+    ctx: &Context,
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    out: &Tensor,
+    causal: bool,
+    scale: Option<f32>,
+) -> Result<(), OpError> {
+    const OP: &str = "sdpa_prefill";
+    same_float_dtype(OP, q, k, v, out)?;
+    let qs = dims(OP, "q", q, "n_q, n_q_heads, head_dim")?;
+    let ks = dims(OP, "k", k, "n_kv, n_kv_heads, head_dim")?;
+    shape_is(OP, "v", v, ks)?;
+    shape_is(OP, "out", out, qs)?;
+    same_dim(OP, "k's head_dim", ks[2], qs[2], "q")?;
+    let head_dim = match PREFILL_HEAD_DIMS.iter().find(|&&d| d as usize == qs[2]) {
+        Some(&d) => d,
+        None => {
+            return Err(OpError::invalid(
+                OP,
+                format!(
+                    "head_dim {} is not supported; expected one of {PREFILL_HEAD_DIMS:?}",
+                    qs[2]
+                ),
+            ))
+        }
+    };
+    gqa(OP, qs[1], ks[1])?;
+    indexable(OP, &[("q", q), ("k", k)])?;
+    if ks[0] < qs[0] {
+        return Err(OpError::invalid(
+            OP,
+            format!(
+                "n_kv = {} must be at least n_q = {} (the prompt's own keys are the last n_q)",
+                ks[0], qs[0]
+            ),
+        ));
+    }
+    let scale = scale.unwrap_or(1.0 / (head_dim as f32).sqrt());
+    scale_ok(OP, scale)?;
+    let n_q = qs[0] as u32;
+    ctx.launch(&sdpa_prefill_kernel::DEF)
+        .constexpr("head_dim", head_dim)
+        .constexpr("bk", prefill_tile(head_dim))
+        .constexpr("rq", RQ)
+        .constexpr("sgs", SGS)
+        .arg("q", q)
+        .arg("k", k)
+        .arg("v", v)
+        .arg("out", out)
+        .scalar("n_q", n_q)
+        .scalar("n_kv", ks[0] as u32)
+        .scalar("n_q_heads", qs[1] as u32)
+        .scalar("n_kv_heads", ks[1] as u32)
+        .scalar("causal", u32::from(causal))
+        .scalar("scale", scale)
+        .grid([n_q.div_ceil(SGS * RQ), qs[1] as u32, 1])
+        .group_size(SGS * 32)
+        .run()
+        .map_err(runtime(OP))
+}
+
+/// The constexprs a prefill specialisation takes, in declaration order.
+pub fn prefill_constexprs(head_dim: u32) -> [u32; 4] {
+    [head_dim, prefill_tile(head_dim), RQ, SGS]
+}

@@ -1,0 +1,33 @@
+//! The online-softmax arithmetic every attention kernel shares: one score folded into a
+//! running (max, sum), and two partial states merged. Written once, inlined everywhere.
+
+use tessera_macros::func;
+
+/// Folds one score `s` into a running max `m`: returns the new max, the factor the old
+/// sum and output are scaled by, and the weight of `s`. An invalid score weighs nothing.
+/// One `exp` per score: whichever of `s` and `m` is smaller is the one rescaled.
+#[func]
+pub fn online_step(m: f32, s: f32, valid: bool) -> (f32, f32, f32) {
+    let bigger = valid && s > m;
+    let e = exp(-abs(s - m));
+    let factor = select(bigger, e, 1.0f32);
+    let weight = select(valid, select(bigger, 1.0f32, e), 0.0f32);
+    (select(bigger, s, m), factor, weight)
+}
+
+/// Merges two partial states with maxima `m_a` and `m_b`: returns the merged max and the
+/// factors each side's sum and output are scaled by (zero for an empty side).
+#[func]
+pub fn merge_factors(m_a: f32, m_b: f32) -> (f32, f32, f32) {
+    let m = max(m_a, m_b);
+    let dead = m == neg_infinity();
+    let a = select(dead, 0.0f32, exp(m_a - m));
+    let b = select(dead, 0.0f32, exp(m_b - m));
+    (m, a, b)
+}
+
+/// `exp(m_part - m_total)`, zero when the part is empty (both maxima −∞).
+#[func]
+pub fn part_weight(m_part: f32, m_total: f32) -> f32 {
+    select(m_total == neg_infinity(), 0.0f32, exp(m_part - m_total))
+}
