@@ -5,12 +5,14 @@
 
 pub mod attention;
 pub mod bandwidth;
+pub mod conv;
 pub mod elementwise;
 pub mod error;
 pub mod gdn;
 pub mod norm;
 pub mod registry;
 pub mod runner;
+pub mod ssm;
 pub mod testing;
 pub mod validate;
 

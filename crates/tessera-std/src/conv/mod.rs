@@ -1,0 +1,8 @@
+//! Causal depthwise conv1d (+SiLU) of Mamba and Gated DeltaNet blocks, in prefill and
+//! decode form, with the rolling state `[B, C, W − 1]` they share.
+
+mod cases;
+pub mod causal_conv1d;
+pub mod reference;
+
+pub use causal_conv1d::{causal_conv1d, causal_conv1d_update, Conv1dArgs};
