@@ -1,11 +1,20 @@
-//! Row normalisations: RMSNorm in three layouts and the gated mixer norm of GDN blocks,
-//! all sharing one threadgroup-wide inverse-RMS reduction.
+//! Row normalisations: RMSNorm in three layouts, RMSNorm fused with the residual add,
+//! LayerNorm, the gated mixer norm of GDN blocks, softmax and logsumexp over the last
+//! dimension.
 
 mod cases;
 pub mod gated_mixer_norm;
+pub mod layer_norm;
 pub mod reference;
 pub mod rms_inv;
 pub mod rms_norm;
+pub mod rms_norm_residual;
+mod row_cases;
+pub mod row_reference;
+pub mod softmax;
 
 pub use gated_mixer_norm::gated_mixer_norm;
+pub use layer_norm::layer_norm;
 pub use rms_norm::{rms_norm, rms_norm_small, rms_norm_tpg4, rms_norm_wide};
+pub use rms_norm_residual::rms_norm_residual;
+pub use softmax::{logsumexp, softmax};

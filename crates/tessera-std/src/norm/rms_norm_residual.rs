@@ -1,0 +1,82 @@
+//! RMSNorm fused with the residual add of a transformer block: `sum = x + residual` is
+//! written (the next residual stream) and `out = rms_norm(sum, w)` alongside, in one pass.
+
+use super::rms_inv::rms_inv;
+use super::rms_norm::check_row_norm;
+use crate::error::{runtime, OpError};
+use crate::validate::{distinct, dtype_is, shape_is};
+use tessera_macros::kernel;
+use tessera_runtime::{Context, Tensor};
+
+/// `sum = x + residual`, `out = sum / rms(sum) · w`, one threadgroup per row, each thread
+/// striding over the row; the sum is kept in f32 between the passes by re-reading it.
+#[kernel]
+pub fn rms_norm_residual_kernel<T>(
+    x: Tensor<T>,
+    residual: Tensor<T>,
+    w: Tensor<T>,
+    mut sum: Tensor<T>,
+    mut out: Tensor<T>,
+    eps: f32,
+    n: u32,
+) {
+    let base = group_id_x() * n;
+    let mut ssq = 0.0f32;
+    for i in range(thread_id(), n, group_size()) {
+        let s = load(x[base + i]).cast::<f32>() + load(residual[base + i]).cast::<f32>();
+        store(sum[base + i], s.cast::<T>());
+        ssq += s * s;
+    }
+    let inv = rms_inv(ssq, eps, n);
+    for i in range(thread_id(), n, group_size()) {
+        let s = load(x[base + i]).cast::<f32>() + load(residual[base + i]).cast::<f32>();
+        store(
+            out[base + i],
+            (s * inv * load(w[i]).cast::<f32>()).cast::<T>(),
+        );
+    }
+}
+
+/// Threads for a strided row kernel: a quarter of the row, whole simdgroups, ≤ 1024.
+pub(crate) fn strided_group(n: u32) -> u32 {
+    n.div_ceil(4).next_multiple_of(32).clamp(32, 1024)
+}
+
+/// `sum = x + residual` and `out = rms_norm(sum, w)`: x, residual, sum and out `[rows…,
+/// n]`, w `[n]`, one float dtype; any n. Neither output may alias an input or the other.
+#[allow(clippy::too_many_arguments)]
+pub fn rms_norm_residual(
+    ctx: &Context,
+    x: &Tensor,
+    residual: &Tensor,
+    w: &Tensor,
+    sum: &Tensor,
+    out: &Tensor,
+    eps: f32,
+) -> Result<(), OpError> {
+    const OP: &str = "rms_norm_residual";
+    let (rows, n) = check_row_norm(OP, x, w, out, eps)?;
+    dtype_is(OP, "residual", residual, x.dtype())?;
+    dtype_is(OP, "sum", sum, x.dtype())?;
+    shape_is(OP, "residual", residual, x.shape())?;
+    shape_is(OP, "sum", sum, x.shape())?;
+    distinct(OP, out, &[("residual", residual), ("sum", sum)])?;
+    if sum.same_buffer(x) || sum.same_buffer(residual) || sum.same_buffer(w) {
+        return Err(OpError::invalid(
+            OP,
+            "`sum` aliases an input; pass a separate tensor for the new residual stream",
+        ));
+    }
+    ctx.launch(&rms_norm_residual_kernel::DEF)
+        .arg("x", x)
+        .arg("residual", residual)
+        .arg("w", w)
+        .arg("sum", sum)
+        .arg("out", out)
+        .scalar("eps", eps)
+        .scalar("n", n)
+        .grid([rows, 1, 1])
+        .group_size(strided_group(n))
+        .run()
+        .map_err(runtime(OP))
+}
