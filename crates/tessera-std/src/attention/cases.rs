@@ -1093,7 +1093,7 @@ fn decode_bench(
                 0,
                 None,
             );
-            let splits = 2 * ctx.info().compute_units.max(1) as usize;
+            let splits = 8 * ctx.info().compute_units.max(1) as usize;
             let ws = DecodeWorkspace::new(ctx, 1, hq, d, splits).map_err(err)?;
             let (c, out) = (ctx.clone(), t.out.clone());
             Ok(PreparedBench {
@@ -1191,7 +1191,7 @@ fn batched_benches() -> Vec<BenchCase> {
                     0,
                     None,
                 );
-                let splits = 2 * ctx.info().compute_units.max(1) as usize;
+                let splits = 8 * ctx.info().compute_units.max(1) as usize;
                 let ws = DecodeWorkspace::new(ctx, b, hq, d, splits).map_err(err)?;
                 let (c, out) = (ctx.clone(), t.out.clone());
                 Ok(PreparedBench {

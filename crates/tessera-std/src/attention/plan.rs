@@ -46,7 +46,7 @@ pub fn geometry(dtype: DType, head_dim: u32, gqa: u32) -> Geometry {
     let sgs = DECODE_SIMDGROUPS;
     let mut hpt = 1;
     for c in 1..=gqa.min(8) {
-        if gqa.is_multiple_of(c) && c * epl <= 64 && sgs * c * head_dim <= 8192 {
+        if gqa.is_multiple_of(c) && c * epl <= 32 && sgs * c * head_dim <= 8192 {
             hpt = c;
         }
     }
@@ -138,19 +138,20 @@ impl DecodeCall<'_> {
     }
 
     /// The split count the wrappers pick: one pass when the single-pass grid already fills
-    /// the device or the context is short, else enough chunks (of at least 256 keys) for
-    /// about two threadgroups per compute unit.
+    /// the device or the context is short, else enough chunks (of at least 128 keys) for
+    /// about eight threadgroups per compute unit: decode is latency-bound on its loads, and
+    /// only many resident warps keep enough of them in flight.
     pub fn auto_splits(&self, ctx: &Context) -> u32 {
         let units = ctx.info().compute_units.max(1);
         let groups = self.groups().max(1);
         let visible = self.visible(self.max_len);
-        let target = 2 * units;
+        let target = 8 * units;
         if groups >= target || visible < 512 {
             return 1;
         }
         target
             .div_ceil(groups)
-            .min(visible.div_ceil(256))
+            .min(visible.div_ceil(128))
             .clamp(1, MAX_SPLITS)
     }
 
@@ -290,9 +291,10 @@ mod tests {
         let g = geometry(DType::F16, 128, 4);
         assert_eq!(g.hpt, 4);
         assert_eq!(g.lg, 4);
-        assert_eq!(geometry(DType::F16, 128, 6).hpt, 6);
-        assert_eq!(geometry(DType::F16, 128, 7).hpt, 7);
-        assert_eq!(geometry(DType::F16, 512, 8).hpt, 4);
+        assert_eq!(geometry(DType::F16, 128, 6).hpt, 3);
+        assert_eq!(geometry(DType::F16, 128, 8).hpt, 4);
+        assert_eq!(geometry(DType::F32, 128, 8).hpt, 8);
+        assert_eq!(geometry(DType::F16, 512, 8).hpt, 2);
         assert_eq!(geometry(DType::F32, 128, 1).hpt, 1);
     }
 }

@@ -1,0 +1,86 @@
+//! The RoPE kernels: plain rotation, and per-head RMSNorm followed by rotation (Qwen3's
+//! q/k norm). One threadgroup per (token, head), one thread per element of the head; an
+//! element rotates with its partner `e ^ 1` (interleaved) or `e ± rot_dim/2` (NeoX).
+
+use tessera_macros::{func, kernel};
+
+/// The partner of element `e`, the pair index, and the sign of the partner's term.
+#[func]
+pub fn rope_pair(e: u32, rot_dim: u32, neox: u32) -> (u32, u32, f32) {
+    let half = rot_dim / 2;
+    let first = select(neox != 0, e < half, e % 2 == 0);
+    let partner = if neox != 0 {
+        select(e < half, e + half, e - half)
+    } else {
+        e ^ 1
+    };
+    let pair = select(neox != 0, e % half, e / 2);
+    (partner, pair, select(first, -1.0f32, 1.0f32))
+}
+
+/// `out = x·cos(pos·f_i) ∓ x_partner·sin(pos·f_i)` (times `mscale`) on the first
+/// `rot_dim` elements of each head, the rest copied. x and out `[tokens, heads, D]`.
+#[kernel]
+pub fn rope_kernel<T>(
+    x: Tensor<T>,
+    positions: Tensor<u32>,
+    inv_freq: Tensor<f32>,
+    mut out: Tensor<T>,
+    n_heads: u32,
+    mscale: f32,
+    #[constexpr] head_dim: u32,
+    #[constexpr] rot_dim: u32,
+    #[constexpr] neox: u32,
+) {
+    let token = group_id_x();
+    let base = (token * n_heads + group_id_y()) * head_dim;
+    let pos = load(positions[token]).cast::<f32>();
+    for e in range(thread_id(), head_dim, group_size()) {
+        let v = load(x[base + e]).cast::<f32>();
+        if e < rot_dim {
+            let (partner, pair, sign) = rope_pair(e, rot_dim, neox);
+            let angle = pos * load(inv_freq[pair]);
+            let p = load(x[base + partner]).cast::<f32>();
+            let r = (v * cos(angle) + sign * p * sin(angle)) * mscale;
+            store(out[base + e], r.cast::<T>());
+        } else {
+            store(out[base + e], v.cast::<T>());
+        }
+    }
+}
+
+/// Per-head RMSNorm with weight `w [D]`, then RoPE: one thread per element (`group_size
+/// = head_dim`), the normalised head staged in threadgroup memory for the partner reads.
+#[kernel]
+pub fn norm_rope_kernel<T>(
+    x: Tensor<T>,
+    w: Tensor<T>,
+    positions: Tensor<u32>,
+    inv_freq: Tensor<f32>,
+    mut out: Tensor<T>,
+    n_heads: u32,
+    eps: f32,
+    mscale: f32,
+    #[constexpr] head_dim: u32,
+    #[constexpr] rot_dim: u32,
+    #[constexpr] neox: u32,
+) {
+    let token = group_id_x();
+    let base = (token * n_heads + group_id_y()) * head_dim;
+    let e = thread_id();
+    let v = load(x[base + e]).cast::<f32>();
+    let inv = rsqrt(group_sum(v * v) / head_dim.cast::<f32>() + eps);
+    let y = v * inv * load(w[e]).cast::<f32>();
+    let staged = threadgroup_array::<f32>(head_dim);
+    store(staged[e], y);
+    barrier();
+    let pos = load(positions[token]).cast::<f32>();
+    if e < rot_dim {
+        let (partner, pair, sign) = rope_pair(e, rot_dim, neox);
+        let angle = pos * load(inv_freq[pair]);
+        let r = (y * cos(angle) + sign * load(staged[partner]) * sin(angle)) * mscale;
+        store(out[base + e], r.cast::<T>());
+    } else {
+        store(out[base + e], y.cast::<T>());
+    }
+}

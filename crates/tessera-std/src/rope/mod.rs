@@ -1,0 +1,12 @@
+//! Rotary position embeddings: interleaved and NeoX layouts, partial rotation, Llama-3
+//! and YaRN frequency scaling through a device-side frequency table, and the fused
+//! per-head q/k RMSNorm + RoPE of Qwen3.
+
+mod cases;
+pub mod kernels;
+pub mod ops;
+pub mod reference;
+pub mod table;
+
+pub use ops::{qk_norm_rope, rope};
+pub use table::{RopeConfig, RopeLayout, RopeScaling, RopeTable};
