@@ -2,6 +2,8 @@
 //! `const` local (vectors are kept as per-lane expressions), `if` / `for` results and
 //! loop-carried values become variables assigned at the end of their blocks.
 
+mod frag;
+
 use super::error::MslError;
 use super::helpers::Helper;
 use super::names::Names;
@@ -53,6 +55,8 @@ pub(crate) struct Emitter<'k> {
     whole: HashMap<ValueId, String>,
     /// The body reads the global thread index.
     uses_global_id: bool,
+    /// The MSL name of each matrix fragment.
+    frag_names: Vec<String>,
 }
 
 /// The local holding `group_id_x * group_size + thread_id` (wrapping).
@@ -95,6 +99,12 @@ impl<'k> Emitter<'k> {
             .iter()
             .map(|a| array(a, Space::Thread, "loc_"))
             .collect();
+        let frag_names = k
+            .body
+            .frags
+            .iter()
+            .map(|f| names.fresh(&format!("frag_{}", f.name)))
+            .collect();
         let mut consts = HashMap::new();
         k.body.block.walk(&mut |i| {
             if let (Op::Const(l), Some(r)) = (&i.op, i.result()) {
@@ -106,6 +116,7 @@ impl<'k> Emitter<'k> {
             consts,
             whole: HashMap::new(),
             uses_global_id: false,
+            frag_names,
             body: String::new(),
             depth: 1,
             lanes: HashMap::new(),
@@ -275,6 +286,7 @@ impl<'k> Emitter<'k> {
             let text = format!("{} {}[{len}];", scalar(a.elem), a.name);
             self.line(&text);
         }
+        self.frag_decls();
         if !self.k.body.block.yields.is_empty() || !self.k.body.block.args.is_empty() {
             self.current = "kernel body".into();
             return Err(self.invalid("a kernel's top block has no arguments or yields"));
@@ -544,6 +556,21 @@ impl<'k> Emitter<'k> {
                 inits,
                 body,
             } => self.emit_for(inst, *start, *end, *step, inits, body)?,
+            Op::FragFill { frag, value } => self.frag_fill(*frag, *value)?,
+            Op::FragLoad {
+                frag,
+                mem,
+                index,
+                stride,
+                transpose,
+            } => self.frag_load(*frag, *mem, *index, *stride, *transpose)?,
+            Op::FragStore {
+                frag,
+                mem,
+                index,
+                stride,
+            } => self.frag_store(*frag, *mem, *index, *stride)?,
+            Op::FragMma { d, a, b, c } => self.frag_mma(*d, *a, *b, *c)?,
         }
         Ok(())
     }
@@ -976,5 +1003,15 @@ fn op_name(op: &Op) -> String {
         Op::If { .. } => "if".into(),
         Op::For { .. } => "for".into(),
         Op::Call { func, .. } => format!("call {}", func.name),
+        Op::FragFill { .. } => "frag_fill".into(),
+        Op::FragLoad { .. } => "frag_load".into(),
+        Op::FragStore { .. } => "frag_store".into(),
+        Op::FragMma { .. } => "frag_mma".into(),
+        #[allow(unreachable_patterns)]
+        other => format!("{other:?}")
+            .split([' ', '(', '{'])
+            .next()
+            .unwrap_or("op")
+            .to_string(),
     }
 }

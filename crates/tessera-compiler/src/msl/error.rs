@@ -13,6 +13,13 @@ pub enum MslError {
         op: String,
         hint: String,
     },
+    /// An op the Metal emitter does not translate yet.
+    #[error("kernel `{kernel}`: the MSL emitter does not support `{op}` yet; {hint}")]
+    Unsupported {
+        kernel: String,
+        op: String,
+        hint: String,
+    },
     /// IR the emitter cannot translate (wrong operand types, bad references).
     #[error("kernel `{kernel}`: cannot emit MSL for `{op}`: {message}")]
     Invalid {
