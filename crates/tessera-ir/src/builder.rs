@@ -6,7 +6,8 @@
 use crate::error::IrError;
 use crate::eval;
 use crate::kernel::{
-    ArrayDecl, Block, Body, Function, Inst, Kernel, Loc, Param, ParamKind, ValueId,
+    ArrayDecl, Block, Body, FragDecl, FragRole, Function, Inst, Kernel, Loc, Param, ParamKind,
+    ValueId,
 };
 use crate::literal::Literal;
 use crate::ops::{AtomicOp, BinaryOp, Builtin, MemRef, Op, ReduceOp, ShuffleKind, SimdOp, UnaryOp};
@@ -31,6 +32,14 @@ pub struct Mem {
     pub mem: MemRef,
     pub elem: Scalar,
     pub writable: bool,
+}
+
+/// A matrix fragment declared in the kernel (see [`FragDecl`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Frag {
+    pub index: u32,
+    pub role: FragRole,
+    pub elem: Scalar,
 }
 
 enum FrameKind {
@@ -637,6 +646,169 @@ impl Builder {
             },
             Type::Scalar(m.elem),
         )))
+    }
+
+    // ── matrix fragments ─────────────────────────────────────────────────────
+
+    /// Declares a 16×16 matrix fragment: an `A` or `B` operand of f16 / bf16, or an f32
+    /// accumulator.
+    pub fn frag(&mut self, name: &str, role: FragRole, elem: Scalar) -> R<Frag> {
+        let ok = match role {
+            FragRole::A | FragRole::B => matches!(elem, Scalar::F16 | Scalar::BF16),
+            FragRole::Acc => elem == Scalar::F32,
+        };
+        if !ok {
+            return Err(self.error(format!(
+                "matrix fragment `{name}`: {} operands hold f16 or bf16 and accumulators f32, \
+                 not {elem}",
+                role.name()
+            )));
+        }
+        if self.body.frags.iter().any(|f| f.name == name) {
+            return Err(self.error(format!("matrix fragment `{name}` is declared twice")));
+        }
+        let index = self.body.frags.len() as u32;
+        self.body.frags.push(FragDecl {
+            name: name.to_string(),
+            role,
+            elem,
+        });
+        Ok(Frag { index, role, elem })
+    }
+
+    fn frag_name(&self, f: Frag) -> String {
+        self.body
+            .frags
+            .get(f.index as usize)
+            .map(|d| d.name.clone())
+            .unwrap_or_default()
+    }
+
+    /// Sets every element of `f` to `value`.
+    pub fn frag_fill(&mut self, f: Frag, value: Value) -> R<()> {
+        let what = format!("the fill value of `{}`", self.frag_name(f));
+        let v = match value {
+            Value::Id(_) => self.coerce(value, Scalar::F32, &what)?,
+            Value::Int(i) => self.constant(Literal::F32(i as f32)),
+            Value::Float(x) => self.constant(Literal::F32(x as f32)),
+        };
+        self.push(
+            Op::FragFill {
+                frag: f.index,
+                value: v,
+            },
+            vec![],
+        );
+        Ok(())
+    }
+
+    fn frag_mem(&mut self, f: Frag, m: Mem, index: Value, stride: Value) -> R<(ValueId, ValueId)> {
+        let (fname, mname) = (self.frag_name(f), self.mem_name(m.mem));
+        if matches!(m.mem, MemRef::Local(_)) {
+            return Err(self.error(format!(
+                "fragment `{fname}`: `{mname}` is a stack array; fragments move to and from \
+                 device or threadgroup memory"
+            )));
+        }
+        if m.elem != f.elem {
+            return Err(self.error(format!(
+                "fragment `{fname}` holds {} but `{mname}` holds {}; stage the data through a \
+                 threadgroup array of {}",
+                f.elem, m.elem, f.elem
+            )));
+        }
+        let i = self.coerce(index, Scalar::U32, &format!("the index into `{mname}`"))?;
+        let st = self.coerce(stride, Scalar::U32, &format!("the row stride of `{mname}`"))?;
+        Ok((i, st))
+    }
+
+    /// Loads `f` from `m`: element `(r, c)` at `index + r·stride + c` (`+ c·stride + r`
+    /// when `transpose`).
+    pub fn frag_load(
+        &mut self,
+        f: Frag,
+        m: Mem,
+        index: Value,
+        stride: Value,
+        transpose: bool,
+    ) -> R<()> {
+        let (index, stride) = self.frag_mem(f, m, index, stride)?;
+        self.push(
+            Op::FragLoad {
+                frag: f.index,
+                mem: m.mem,
+                index,
+                stride,
+                transpose,
+            },
+            vec![],
+        );
+        Ok(())
+    }
+
+    /// Stores accumulator `f` to `m`: element `(r, c)` at `index + r·stride + c`.
+    pub fn frag_store(&mut self, f: Frag, m: Mem, index: Value, stride: Value) -> R<()> {
+        if f.role != FragRole::Acc {
+            return Err(self.error(format!(
+                "`{}` is an operand fragment; only accumulators are stored",
+                self.frag_name(f)
+            )));
+        }
+        if !m.writable {
+            let name = self.mem_name(m.mem);
+            return Err(self.error(format!(
+                "`{name}` is read-only; declare the parameter `mut {name}: Tensor<…>` to write it"
+            )));
+        }
+        let (index, stride) = self.frag_mem(f, m, index, stride)?;
+        self.push(
+            Op::FragStore {
+                frag: f.index,
+                mem: m.mem,
+                index,
+                stride,
+            },
+            vec![],
+        );
+        Ok(())
+    }
+
+    /// `d = a·b + c`.
+    pub fn frag_mma(&mut self, d: Frag, a: Frag, b: Frag, c: Frag) -> R<()> {
+        for (f, role, what) in [
+            (d, FragRole::Acc, "the result"),
+            (a, FragRole::A, "the left operand"),
+            (b, FragRole::B, "the right operand"),
+            (c, FragRole::Acc, "the addend"),
+        ] {
+            if f.role != role {
+                return Err(self.error(format!(
+                    "`matrix_mma(d, a, b, c)`: {what} must be a `{}` fragment, `{}` is `{}`",
+                    role.name(),
+                    self.frag_name(f),
+                    f.role.name()
+                )));
+            }
+        }
+        if a.elem != b.elem {
+            return Err(self.error(format!(
+                "`matrix_mma`: `{}` holds {} but `{}` holds {}",
+                self.frag_name(a),
+                a.elem,
+                self.frag_name(b),
+                b.elem
+            )));
+        }
+        self.push(
+            Op::FragMma {
+                d: d.index,
+                a: a.index,
+                b: b.index,
+                c: c.index,
+            },
+            vec![],
+        );
+        Ok(())
     }
 
     // ── collectives ──────────────────────────────────────────────────────────

@@ -100,6 +100,42 @@ impl ArrayDecl {
     }
 }
 
+/// The side of a multiply-accumulate a matrix fragment takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FragRole {
+    /// The left operand `A` (`M×K`), f16 or bf16.
+    A,
+    /// The right operand `B` (`K×N`), f16 or bf16.
+    B,
+    /// The accumulator `C`/`D` (`M×N`), f32.
+    Acc,
+}
+
+impl FragRole {
+    pub fn name(self) -> &'static str {
+        match self {
+            FragRole::A => "a",
+            FragRole::B => "b",
+            FragRole::Acc => "acc",
+        }
+    }
+}
+
+/// A matrix fragment: a [`FRAG_DIM`]×[`FRAG_DIM`] tile owned by a whole simdgroup,
+/// distributed over its 32 lanes in a layout each backend chooses (registers for
+/// `mma.sync` on CUDA, `simdgroup_matrix` on Metal, the whole tile per simdgroup on the
+/// CPU). It is read and written only by the fragment ops, every lane of the simdgroup
+/// together, so its layout is never observable.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct FragDecl {
+    pub name: String,
+    pub role: FragRole,
+    pub elem: Scalar,
+}
+
+/// Rows and columns of every matrix fragment (and the `K` of one multiply-accumulate).
+pub const FRAG_DIM: u32 = 16;
+
 /// What a kernel or function body owns: the value table, its arrays and its top block.
 #[derive(Clone, Debug, Default)]
 pub struct Body {
@@ -109,6 +145,8 @@ pub struct Body {
     pub shared: Vec<ArrayDecl>,
     /// Per-thread stack arrays, indexed by [`crate::MemRef::Local`].
     pub locals: Vec<ArrayDecl>,
+    /// Matrix fragments, indexed by the `frag` fields of the fragment ops.
+    pub frags: Vec<FragDecl>,
     pub block: Block,
 }
 
@@ -169,9 +207,9 @@ impl Kernel {
     /// True if the kernel uses simdgroup collectives or threadgroup reductions, so its
     /// threadgroup size must be a positive multiple of 32.
     pub fn uses_simdgroups(&self) -> bool {
-        self.body
-            .block
-            .any(&mut |op| matches!(op, Op::Simd(..) | Op::Shuffle { .. } | Op::GroupReduce(..)))
+        self.body.block.any(&mut |op| {
+            matches!(op, Op::Simd(..) | Op::Shuffle { .. } | Op::GroupReduce(..)) || op.is_frag()
+        })
     }
 
     /// A readable identity of the specialisation: `rms_norm[T=f16, n=4096u32]`.

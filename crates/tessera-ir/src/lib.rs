@@ -14,9 +14,12 @@ pub mod signature;
 pub mod types;
 pub mod verify;
 
-pub use builder::{Builder, FunctionDepthGuard, Mem, Value};
+pub use builder::{Builder, Frag, FunctionDepthGuard, Mem, Value};
 pub use error::IrError;
-pub use kernel::{ArrayDecl, Block, Body, Function, Inst, Kernel, Loc, Param, ParamKind, ValueId};
+pub use kernel::{
+    ArrayDecl, Block, Body, FragDecl, FragRole, Function, Inst, Kernel, Loc, Param, ParamKind,
+    ValueId, FRAG_DIM,
+};
 pub use literal::Literal;
 pub use ops::{AtomicOp, BinaryOp, Builtin, MemRef, Op, ReduceOp, ShuffleKind, SimdOp, UnaryOp};
 pub use signature::{

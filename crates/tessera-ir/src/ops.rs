@@ -518,6 +518,39 @@ pub enum Op {
         inits: Vec<ValueId>,
         body: Block,
     },
+    /// Sets every element of fragment `frag` to `value` (f32, rounded to the fragment's
+    /// type). No result. Like every fragment op: every lane of the simdgroup must reach
+    /// it, with simdgroup-uniform operands.
+    FragFill {
+        frag: u32,
+        value: ValueId,
+    },
+    /// Loads fragment `frag`: element `(r, c)` is `mem[index + r·stride + c]`, or
+    /// `mem[index + c·stride + r]` when `transpose`. `mem` is device or threadgroup memory
+    /// of the fragment's element type; `index` and `stride` are u32. No result.
+    FragLoad {
+        frag: u32,
+        mem: MemRef,
+        index: ValueId,
+        stride: ValueId,
+        transpose: bool,
+    },
+    /// Stores accumulator fragment `frag`: `mem[index + r·stride + c] = (r, c)`, into f32
+    /// device or threadgroup memory. No result.
+    FragStore {
+        frag: u32,
+        mem: MemRef,
+        index: ValueId,
+        stride: ValueId,
+    },
+    /// `d = a·b + c` on fragments (roles A, B, Acc, Acc; `d` may be `c`), products and
+    /// sums in f32. No result.
+    FragMma {
+        d: u32,
+        a: u32,
+        b: u32,
+        c: u32,
+    },
     /// Calls a DSL function; results are its returns. Removed by the inline pass.
     Call {
         func: Arc<Function>,
@@ -529,7 +562,13 @@ impl Op {
     /// The values this op reads directly (not those inside its blocks).
     pub fn operands(&self) -> Vec<ValueId> {
         match self {
-            Op::Const(_) | Op::Builtin(_) | Op::Param(_) | Op::Barrier => vec![],
+            Op::Const(_) | Op::Builtin(_) | Op::Param(_) | Op::Barrier | Op::FragMma { .. } => {
+                vec![]
+            }
+            Op::FragFill { value, .. } => vec![*value],
+            Op::FragLoad { index, stride, .. } | Op::FragStore { index, stride, .. } => {
+                vec![*index, *stride]
+            }
             Op::Unary(_, a) | Op::Cast(a, _) | Op::Extract(a, _) => vec![*a],
             Op::Simd(_, a) | Op::GroupReduce(_, a) => vec![*a],
             Op::Binary(_, a, b) => vec![*a, *b],
@@ -559,7 +598,12 @@ impl Op {
     /// Rewrites every operand read directly by this op (not inside its blocks).
     pub fn map_operands(&mut self, mut f: impl FnMut(ValueId) -> ValueId) {
         match self {
-            Op::Const(_) | Op::Builtin(_) | Op::Param(_) | Op::Barrier => {}
+            Op::Const(_) | Op::Builtin(_) | Op::Param(_) | Op::Barrier | Op::FragMma { .. } => {}
+            Op::FragFill { value, .. } => *value = f(*value),
+            Op::FragLoad { index, stride, .. } | Op::FragStore { index, stride, .. } => {
+                *index = f(*index);
+                *stride = f(*stride);
+            }
             Op::Unary(_, a) | Op::Cast(a, _) | Op::Extract(a, _) => *a = f(*a),
             Op::Simd(_, a) | Op::GroupReduce(_, a) => *a = f(*a),
             Op::Binary(_, a, b) => {
@@ -650,6 +694,29 @@ impl Op {
         matches!(
             self,
             Op::Barrier | Op::Simd(..) | Op::Shuffle { .. } | Op::GroupReduce(..)
+        ) || self.is_frag()
+    }
+
+    /// True for the matrix-fragment ops: simdgroup collectives with effects on fragments
+    /// (and, for loads and stores, on memory), never pure.
+    pub fn is_frag(&self) -> bool {
+        matches!(
+            self,
+            Op::FragFill { .. } | Op::FragLoad { .. } | Op::FragStore { .. } | Op::FragMma { .. }
         )
+    }
+
+    /// The memory an op reads or writes directly, if any.
+    pub fn mem(&self) -> Option<MemRef> {
+        match self {
+            Op::Load { mem, .. }
+            | Op::Store { mem, .. }
+            | Op::VecLoad { mem, .. }
+            | Op::VecStore { mem, .. }
+            | Op::Atomic { mem, .. }
+            | Op::FragLoad { mem, .. }
+            | Op::FragStore { mem, .. } => Some(*mem),
+            _ => None,
+        }
     }
 }

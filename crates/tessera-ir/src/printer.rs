@@ -34,6 +34,14 @@ impl Printer<'_> {
         }
     }
 
+    fn frag(&self, i: u32) -> String {
+        self.body
+            .frags
+            .get(i as usize)
+            .map(|f| format!("frag {}", f.name))
+            .unwrap_or_else(|| format!("<frag{i}>"))
+    }
+
     fn ty(&self, v: crate::ValueId) -> String {
         self.body
             .values
@@ -109,6 +117,36 @@ impl Printer<'_> {
             Op::Shuffle { kind, value, arg } => format!("{} {value}, {arg}", kind.name()),
             Op::GroupReduce(op, a) => format!("{} {a}", op.name()),
             Op::Call { func, args } => format!("call {}({})", func.name, Self::list(args)),
+            Op::FragFill { frag, value } => format!("frag_fill {}, {value}", self.frag(*frag)),
+            Op::FragLoad {
+                frag,
+                mem,
+                index,
+                stride,
+                transpose,
+            } => format!(
+                "frag_load{} {}, {}[{index}], stride {stride}",
+                if *transpose { "_t" } else { "" },
+                self.frag(*frag),
+                self.mem(*mem)
+            ),
+            Op::FragStore {
+                frag,
+                mem,
+                index,
+                stride,
+            } => format!(
+                "frag_store {}, {}[{index}], stride {stride}",
+                self.frag(*frag),
+                self.mem(*mem)
+            ),
+            Op::FragMma { d, a, b, c } => format!(
+                "frag_mma {} = {} * {} + {}",
+                self.frag(*d),
+                self.frag(*a),
+                self.frag(*b),
+                self.frag(*c)
+            ),
             Op::If {
                 cond,
                 then_block,
@@ -159,6 +197,16 @@ impl Printer<'_> {
         }
         for a in &self.body.locals {
             let _ = writeln!(self.out, "  local {}: {}[{}]", a.name, a.elem, a.len);
+        }
+        for f in &self.body.frags {
+            let d = crate::kernel::FRAG_DIM;
+            let _ = writeln!(
+                self.out,
+                "  frag {}: {} {}{d}x{d}",
+                f.name,
+                f.role.name(),
+                f.elem
+            );
         }
     }
 }

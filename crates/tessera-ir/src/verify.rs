@@ -12,7 +12,9 @@
 //! collective must not sit under one that is less than simdgroup-uniform.
 
 use crate::error::IrError;
-use crate::kernel::{Block, Body, Function, Inst, Kernel, Loc, Param, ParamKind, ValueId};
+use crate::kernel::{
+    Block, Body, FragDecl, FragRole, Function, Inst, Kernel, Loc, Param, ParamKind, ValueId,
+};
 use crate::ops::{AtomicOp, BinaryOp, Builtin, MemRef, Op, ShuffleKind, SimdOp, UnaryOp};
 use crate::types::{Scalar, Type};
 use std::collections::HashSet;
@@ -311,6 +313,31 @@ impl<'a> Verifier<'a> {
                     ),
                 ));
             }
+            op if op.is_frag() && ctrl < Uniformity::Simdgroup => {
+                return Err(self.err(
+                    loc,
+                    format!(
+                        "`{name}` is under control flow that is not uniform across the \
+                         simdgroup (an `if` condition or loop bound depends on the lane); \
+                         a matrix fragment op needs every lane: move it out of the branch or loop"
+                    ),
+                ));
+            }
+            op if op.is_frag()
+                && op
+                    .operands()
+                    .iter()
+                    .any(|v| s.uni.get(v.index()).copied() < Some(Uniformity::Simdgroup)) =>
+            {
+                return Err(self.err(
+                    loc,
+                    format!(
+                        "`{name}`: its operands must be the same on every lane of the simdgroup \
+                         (computed from constants, parameters, group and simdgroup ids); \
+                         make a loaded or lane-dependent value uniform with `simd_broadcast(x, 0)`"
+                    ),
+                ));
+            }
             Op::Simd(..) | Op::Shuffle { .. } if ctrl < Uniformity::Simdgroup => {
                 return Err(self.err(
                     loc,
@@ -604,6 +631,10 @@ impl<'a> Verifier<'a> {
                 one(v)
             }
             Op::Barrier => Ok(Some(vec![])),
+            Op::FragFill { .. }
+            | Op::FragLoad { .. }
+            | Op::FragStore { .. }
+            | Op::FragMma { .. } => self.frag_op(s, inst, ops),
             Op::Simd(op, _) => {
                 let t = scalar(ops[0])?;
                 let ok = match op {
@@ -678,6 +709,103 @@ impl<'a> Verifier<'a> {
         }
     }
 
+    /// A fragment reference: its declaration, checked to exist.
+    fn frag<'b>(&self, s: &Scope<'b>, i: u32, loc: Option<Loc>) -> R<&'b FragDecl> {
+        s.body
+            .frags
+            .get(i as usize)
+            .ok_or_else(|| self.err(loc, format!("matrix fragment {i} does not exist")))
+    }
+
+    /// Types of a fragment op (none of them has results).
+    fn frag_op(&self, s: &Scope, inst: &Inst, ops: &[Type]) -> R<Option<Vec<Type>>> {
+        let loc = inst.loc;
+        let name = op_name(&inst.op);
+        let bad = |msg: String| self.err(loc, format!("`{name}`: {msg}"));
+        for f in &s.body.frags {
+            let ok = match f.role {
+                FragRole::A | FragRole::B => matches!(f.elem, Scalar::F16 | Scalar::BF16),
+                FragRole::Acc => f.elem == Scalar::F32,
+            };
+            if !ok {
+                return Err(self.err(
+                    loc,
+                    format!(
+                        "matrix fragment `{}` ({}) holds {}: operands are f16 or bf16, \
+                         accumulators f32",
+                        f.name,
+                        f.role.name(),
+                        f.elem
+                    ),
+                ));
+            }
+        }
+        let memory = |mem: MemRef, write: bool, elem: Scalar| -> R<()> {
+            if matches!(mem, MemRef::Local(_)) {
+                return Err(bad("fragments load from and store to device or threadgroup memory, not stack arrays".into()));
+            }
+            let have = self.mem(s, mem, loc, write)?;
+            if !self.elem_matches(mem, elem, have) {
+                return Err(bad(format!(
+                    "the memory holds {have} but the fragment {elem}; stage the data through a \
+                     threadgroup array of {elem}"
+                )));
+            }
+            Ok(())
+        };
+        match &inst.op {
+            Op::FragFill { frag, .. } => {
+                self.frag(s, *frag, loc)?;
+                if ops[0] != Type::Scalar(Scalar::F32) {
+                    return Err(bad(format!("the fill value must be f32, got {}", ops[0])));
+                }
+            }
+            Op::FragLoad { frag, mem, .. } => {
+                let f = self.frag(s, *frag, loc)?;
+                memory(*mem, false, f.elem)?;
+                self.index_u32(ops[0], loc, name)?;
+                self.index_u32(ops[1], loc, name)?;
+            }
+            Op::FragStore { frag, mem, .. } => {
+                let f = self.frag(s, *frag, loc)?;
+                if f.role != FragRole::Acc {
+                    return Err(bad(format!(
+                        "only accumulators are stored; `{}` is an operand",
+                        f.name
+                    )));
+                }
+                memory(*mem, true, f.elem)?;
+                self.index_u32(ops[0], loc, name)?;
+                self.index_u32(ops[1], loc, name)?;
+            }
+            Op::FragMma { d, a, b, c } => {
+                let roles = [
+                    (d, FragRole::Acc, "d"),
+                    (a, FragRole::A, "a"),
+                    (b, FragRole::B, "b"),
+                    (c, FragRole::Acc, "c"),
+                ];
+                for (f, role, what) in roles {
+                    let decl = self.frag(s, *f, loc)?;
+                    if decl.role != role {
+                        return Err(bad(format!(
+                            "`{what}` must be a fragment of role {}, `{}` is {}",
+                            role.name(),
+                            decl.name,
+                            decl.role.name()
+                        )));
+                    }
+                }
+                let (fa, fb) = (self.frag(s, *a, loc)?, self.frag(s, *b, loc)?);
+                if fa.elem != fb.elem {
+                    return Err(bad(format!("`a` holds {} but `b` {}", fa.elem, fb.elem)));
+                }
+            }
+            _ => return Ok(None),
+        }
+        Ok(Some(vec![]))
+    }
+
     fn index_u32(&self, t: Type, loc: Option<Loc>, name: &str) -> R<()> {
         if t != Type::Scalar(Scalar::U32) {
             return Err(self.err(loc, format!("`{name}`: the index must be u32, got {t}")));
@@ -747,6 +875,10 @@ pub fn op_name(op: &Op) -> &'static str {
         Op::If { .. } => "if",
         Op::For { .. } => "for",
         Op::Call { .. } => "call",
+        Op::FragFill { .. } => "frag_fill",
+        Op::FragLoad { .. } => "frag_load",
+        Op::FragStore { .. } => "frag_store",
+        Op::FragMma { .. } => "frag_mma",
     }
 }
 
@@ -817,6 +949,10 @@ impl Analysis<'_> {
             | Op::Pack(_) => self.min_of(&inst.op.operands()),
             Op::Load { .. } | Op::VecLoad { .. } | Op::Atomic { .. } => Varying,
             Op::Store { .. } | Op::VecStore { .. } | Op::Barrier => Threadgroup,
+            Op::FragFill { .. }
+            | Op::FragLoad { .. }
+            | Op::FragStore { .. }
+            | Op::FragMma { .. } => Threadgroup,
             Op::Simd(op, _) => match op {
                 SimdOp::PrefixSum | SimdOp::PrefixExclusiveSum => Varying,
                 _ => Simdgroup.max(self.min_of(&inst.op.operands())),
@@ -1141,5 +1277,97 @@ mod tests {
         let thread = build(true);
         assert!(verify_kernel(&thread).is_err());
         assert!(verify_lowered_kernel(&thread).is_err());
+    }
+
+    /// A kernel with one 16×16 f16 multiply-accumulate; `lane_if` puts the mma under a
+    /// lane-dependent `if`, `lane_index` loads A at a lane-dependent index.
+    fn frag_kernel(lane_if: bool, lane_index: bool) -> Kernel {
+        let mut b = Builder::kernel("frag");
+        let x = b.tensor_param("x", Scalar::F16, false);
+        let out = b.tensor_param("out", Scalar::F32, true);
+        let fa = b
+            .frag("a", crate::kernel::FragRole::A, Scalar::F16)
+            .unwrap();
+        let fb = b
+            .frag("b", crate::kernel::FragRole::B, Scalar::F16)
+            .unwrap();
+        let acc = b
+            .frag("acc", crate::kernel::FragRole::Acc, Scalar::F32)
+            .unwrap();
+        let index = if lane_index {
+            b.builtin(Builtin::SimdLane)
+        } else {
+            b.builtin(Builtin::SimdId)
+        };
+        b.frag_load(fa, x, index, Value::Int(16), false).unwrap();
+        b.frag_load(fb, x, Value::Int(0), Value::Int(16), true)
+            .unwrap();
+        b.frag_fill(acc, Value::Float(0.0)).unwrap();
+        let c = if lane_if {
+            let l = b.builtin(Builtin::SimdLane);
+            b.binary(BinaryOp::Lt, l, Value::Int(16)).unwrap()
+        } else {
+            b.lit(crate::Literal::Bool(true))
+        };
+        b.begin_if(c).unwrap();
+        b.frag_mma(acc, fa, fb, acc).unwrap();
+        b.begin_else(&[]).unwrap();
+        b.end_if(&[]).unwrap();
+        b.frag_store(acc, out, Value::Int(0), Value::Int(16))
+            .unwrap();
+        b.finish_kernel().unwrap()
+    }
+
+    #[test]
+    fn fragment_ops_verify_and_count_as_simdgroup_ops() {
+        let k = frag_kernel(false, false);
+        verify_kernel(&k).unwrap();
+        assert!(k.uses_simdgroups());
+        let text = k.to_string();
+        assert!(
+            text.contains("frag_mma frag acc = frag a * frag b + frag acc"),
+            "{text}"
+        );
+        assert!(text.contains("frag_load_t frag b"), "{text}");
+        assert!(
+            text.contains("frag a: a f1616x16") || text.contains("frag a: a f16"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn fragment_ops_need_uniform_control_and_operands() {
+        let m = msg(&frag_kernel(true, false));
+        assert!(
+            m.contains("frag_mma") && m.contains("not uniform across the simdgroup"),
+            "{m}"
+        );
+        let m = msg(&frag_kernel(false, true));
+        assert!(
+            m.contains("frag_load") && m.contains("simd_broadcast"),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn fragment_roles_and_types_are_checked_when_built() {
+        let mut b = Builder::kernel("roles");
+        let x = b.tensor_param("x", Scalar::F32, false);
+        assert!(b
+            .frag("a", crate::kernel::FragRole::A, Scalar::F32)
+            .is_err());
+        let acc = b
+            .frag("acc", crate::kernel::FragRole::Acc, Scalar::F32)
+            .unwrap();
+        let fa = b
+            .frag("a", crate::kernel::FragRole::A, Scalar::BF16)
+            .unwrap();
+        let e = b
+            .frag_load(fa, x, Value::Int(0), Value::Int(16), false)
+            .unwrap_err();
+        assert!(e.to_string().contains("stage the data"), "{e}");
+        let e = b.frag_mma(acc, acc, fa, acc).unwrap_err();
+        assert!(e.to_string().contains("left operand"), "{e}");
+        assert!(b.frag_store(fa, x, Value::Int(0), Value::Int(16)).is_err());
     }
 }

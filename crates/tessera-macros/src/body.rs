@@ -103,6 +103,15 @@ impl Lower<'_> {
                 }
                 let name = &pi.ident;
                 let mutability = &pi.mutability;
+                if let Some(frag) = self.frag_decl(&init.expr, name)? {
+                    if ascribed.is_some() || mutability.is_some() {
+                        return err(
+                            l.span(),
+                            "declare a fragment with a plain `let a = matrix_a::<T>();`",
+                        );
+                    }
+                    return Ok(quote!(let #name = #frag;));
+                }
                 if let Some(arr) = self.array_decl(&init.expr, name)? {
                     if ascribed.is_some() {
                         return err(l.span(), "array declarations take their element type from the turbofish: `stack_array::<f32>(8)`");
@@ -174,6 +183,48 @@ impl Lower<'_> {
                 "write a plain `let name = …;` (patterns are not supported)",
             ),
         }
+    }
+
+    /// `matrix_a::<T>()` / `matrix_b::<T>()` / `matrix_acc()` in a `let` initializer.
+    fn frag_decl(&self, e: &syn::Expr, name: &syn::Ident) -> syn::Result<Option<TokenStream>> {
+        let syn::Expr::Call(c) = e else {
+            return Ok(None);
+        };
+        let syn::Expr::Path(p) = &*c.func else {
+            return Ok(None);
+        };
+        let Some(last) = p.path.segments.last() else {
+            return Ok(None);
+        };
+        let ir = &self.ir;
+        let role = match last.ident.to_string().as_str() {
+            "matrix_a" => quote!(#ir::FragRole::A),
+            "matrix_b" => quote!(#ir::FragRole::B),
+            "matrix_acc" => quote!(#ir::FragRole::Acc),
+            _ => return Ok(None),
+        };
+        let elem = match &last.arguments {
+            syn::PathArguments::AngleBracketed(a) if a.args.len() == 1 => match &a.args[0] {
+                syn::GenericArgument::Type(t) => self.scope.scalar_expr(t, ir)?,
+                other => return err(other.span(), "expected an element type: `::<f16>`"),
+            },
+            syn::PathArguments::None if last.ident == "matrix_acc" => quote!(#ir::Scalar::F32),
+            _ => {
+                return err(
+                    last.span(),
+                    "give the operand type: `matrix_a::<T>()` / `matrix_b::<T>()` (f16 or bf16); `matrix_acc()` is f32",
+                )
+            }
+        };
+        if !c.args.is_empty() {
+            return err(
+                c.span(),
+                "a fragment declaration takes no arguments: every fragment is 16×16",
+            );
+        }
+        let b = &self.b;
+        let name_str = name.to_string();
+        Ok(Some(quote!(#b.frag(#name_str, #role, #elem)?)))
     }
 
     /// `threadgroup_array::<T>(n)` / `stack_array::<T>(n)` in a `let` initializer.

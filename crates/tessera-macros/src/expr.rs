@@ -316,6 +316,19 @@ impl Lower<'_> {
         }
     }
 
+    /// A fragment argument: a name bound by `let f = matrix_…();`.
+    fn frag_arg(&self, e: &syn::Expr) -> syn::Result<syn::Ident> {
+        match e {
+            syn::Expr::Path(p) if p.path.get_ident().is_some() => {
+                Ok(p.path.get_ident().cloned().expect("checked"))
+            }
+            other => err(
+                other.span(),
+                "name a fragment declared with `let f = matrix_a::<T>();` (or matrix_b / matrix_acc)",
+            ),
+        }
+    }
+
     fn args(&self, c: &syn::ExprCall, n: usize, name: &str) -> syn::Result<Vec<TokenStream>> {
         if c.args.len() != n {
             return err(
@@ -355,6 +368,49 @@ impl Lower<'_> {
             Some("barrier") => {
                 self.args(c, 0, "barrier")?;
                 Ok(quote!(#b.barrier();))
+            }
+            Some("matrix_fill") => {
+                if c.args.len() != 2 {
+                    return err(c.span(), "`matrix_fill` takes (fragment, value)");
+                }
+                let f = self.frag_arg(&c.args[0])?;
+                let v = self.expr(&c.args[1])?;
+                Ok(quote!({ let __v = #v; #b.frag_fill(#f, __v)?; }))
+            }
+            Some(n @ ("matrix_load" | "matrix_load_t" | "matrix_store")) => {
+                if c.args.len() != 3 {
+                    return err(
+                        c.span(),
+                        &format!("`{n}` takes (fragment, t[index], row_stride)"),
+                    );
+                }
+                let f = self.frag_arg(&c.args[0])?;
+                let (mem, index) = self.mem_index(&c.args[1], n)?;
+                let stride = self.expr(&c.args[2])?;
+                Ok(match n {
+                    "matrix_store" => {
+                        quote!({ let __i = #index; let __s = #stride; #b.frag_store(#f, #mem, __i, __s)?; })
+                    }
+                    _ => {
+                        let t = n == "matrix_load_t";
+                        quote!({ let __i = #index; let __s = #stride; #b.frag_load(#f, #mem, __i, __s, #t)?; })
+                    }
+                })
+            }
+            Some("matrix_mma") => {
+                if c.args.len() != 4 {
+                    return err(
+                        c.span(),
+                        "`matrix_mma` takes (d, a, b, c) and computes d = a·b + c",
+                    );
+                }
+                let fs = c
+                    .args
+                    .iter()
+                    .map(|a| self.frag_arg(a))
+                    .collect::<syn::Result<Vec<_>>>()?;
+                let (d, a, bb, cc) = (&fs[0], &fs[1], &fs[2], &fs[3]);
+                Ok(quote!(#b.frag_mma(#d, #a, #bb, #cc)?;))
             }
             _ if self.is_dsl_call(c) => {
                 let call = self.dsl_call(c, true)?;
@@ -459,13 +515,18 @@ impl Lower<'_> {
                 self.args(c, 0, n)?;
                 Ok(quote!(#ir::Value::Float(f64::NEG_INFINITY)))
             }
-            "store" | "barrier" => err(
+            "store" | "barrier" | "matrix_fill" | "matrix_load" | "matrix_load_t" | "matrix_store"
+            | "matrix_mma" => err(
                 c.span(),
                 &format!("`{n}` has no value; use it as a statement"),
             ),
             "threadgroup_array" | "stack_array" => err(
                 c.span(),
                 &format!("`{n}` declares an array and must be the whole value of a `let`: `let a = {n}::<f32>(32);`"),
+            ),
+            "matrix_a" | "matrix_b" | "matrix_acc" => err(
+                c.span(),
+                &format!("`{n}` declares a matrix fragment and must be the whole value of a `let`: `let f = {n}::<f16>();`"),
             ),
             "range" => err(c.span(), "`range` only appears as the bounds of a `for` loop"),
             _ => self.dsl_call(c, false),
@@ -554,5 +615,13 @@ fn is_builtin_name(n: &str) -> bool {
                 | "threadgroup_array"
                 | "stack_array"
                 | "range"
+                | "matrix_a"
+                | "matrix_b"
+                | "matrix_acc"
+                | "matrix_fill"
+                | "matrix_load"
+                | "matrix_load_t"
+                | "matrix_store"
+                | "matrix_mma"
         )
 }

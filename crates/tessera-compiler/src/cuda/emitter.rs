@@ -3,6 +3,8 @@
 //! `__shared__`, one `const` C variable per SSA value, `if` / `for` regions with their
 //! carried values as mutable C variables, and calls into the generated helpers.
 
+mod frag;
+
 use super::error::CudaEmitError;
 use super::helpers::{helper_name, Helper, ShuffleKindKey, SimdOpKey};
 use super::names::{ident, literal, scalar_type, value_type, vector_type};
@@ -36,6 +38,7 @@ pub struct Emitter<'k> {
     param_names: Vec<String>,
     shared_names: Vec<String>,
     local_names: Vec<String>,
+    frag_names: Vec<String>,
     helpers: BTreeSet<Helper>,
     out: String,
     depth: usize,
@@ -71,6 +74,7 @@ impl<'k> Emitter<'k> {
             param_names: unique_idents("p_", kernel.params.iter().map(|p| p.name.as_str())),
             shared_names: unique_idents("s_", body.shared.iter().map(|a| a.name.as_str())),
             local_names: unique_idents("l_", body.locals.iter().map(|a| a.name.as_str())),
+            frag_names: unique_idents("f_", body.frags.iter().map(|f| f.name.as_str())),
             helpers: BTreeSet::new(),
             out: String::new(),
             depth: 1,
@@ -238,6 +242,7 @@ impl<'k> Emitter<'k> {
                 a.len
             ));
         }
+        decls.extend(self.frag_decls());
         for d in &decls {
             self.line(d);
         }
@@ -512,6 +517,21 @@ impl<'k> Emitter<'k> {
                     hint: "DSL function calls are inlined by the compiler",
                 });
             }
+            Op::FragFill { frag, value } => self.frag_fill(*frag, *value)?,
+            Op::FragLoad {
+                frag,
+                mem,
+                index,
+                stride,
+                transpose,
+            } => self.frag_load(*frag, *mem, *index, *stride, *transpose)?,
+            Op::FragStore {
+                frag,
+                mem,
+                index,
+                stride,
+            } => self.frag_store(*frag, *mem, *index, *stride)?,
+            Op::FragMma { d, a, b, c } => self.frag_mma(*d, *a, *b, *c)?,
             Op::If {
                 cond,
                 then_block,

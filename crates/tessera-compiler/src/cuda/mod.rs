@@ -60,6 +60,7 @@ fn uses_scalar(kernel: &Kernel, s: Scalar) -> bool {
     let body = &kernel.body;
     body.values.iter().any(|t: &Type| t.elem() == s)
         || body.shared.iter().chain(&body.locals).any(|a| a.elem == s)
+        || body.frags.iter().any(|f| f.elem == s)
         || kernel.params.iter().any(|p| match p.kind {
             tessera_ir::ParamKind::Tensor { elem, .. } => elem == s,
             tessera_ir::ParamKind::Scalar(t) => t == s,

@@ -70,7 +70,11 @@ impl Dce<'_> {
             | Op::Barrier
             | Op::Load { .. }
             | Op::VecLoad { .. }
-            | Op::Call { .. } => true,
+            | Op::Call { .. }
+            | Op::FragFill { .. }
+            | Op::FragLoad { .. }
+            | Op::FragStore { .. }
+            | Op::FragMma { .. } => true,
             Op::Binary(BinaryOp::Div | BinaryOp::Rem, _, d) => {
                 let int = self
                     .types

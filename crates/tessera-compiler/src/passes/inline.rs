@@ -5,7 +5,7 @@
 
 use super::util::{clone_block, Subst};
 use std::collections::HashMap;
-use tessera_ir::{ArrayDecl, Block, Body, Function, Kernel, MemRef, Op};
+use tessera_ir::{ArrayDecl, Block, Body, FragDecl, Function, Kernel, MemRef, Op};
 
 /// Inlines every call in `kernel`.
 pub fn inline(kernel: &mut Kernel) {
@@ -45,6 +45,16 @@ fn inline_block(block: Block, body: &mut Body, subst: &mut Subst) -> Block {
                 let name = unique_name(&body.locals, &func.name, &a.name);
                 body.locals.push(ArrayDecl { name, ..a.clone() });
             }
+            let frag_base = body.frags.len() as u32;
+            for f in &callee.frags {
+                let mut name = format!("{}.{}", func.name, f.name);
+                let mut n = 1;
+                while body.frags.iter().any(|g| g.name == name) {
+                    name = format!("{}.{}.{n}", func.name, f.name);
+                    n += 1;
+                }
+                body.frags.push(FragDecl { name, ..f.clone() });
+            }
             let mut map: HashMap<_, _> = callee
                 .block
                 .args
@@ -59,6 +69,7 @@ fn inline_block(block: Block, body: &mut Body, subst: &mut Subst) -> Block {
             };
             let mut copy = clone_block(&inner, &callee.values, body, &mut map);
             rebase_mems(&mut copy, shared_base, local_base);
+            rebase_frags(&mut copy, frag_base);
             for i in &mut copy.insts {
                 i.loc = i.loc.or(inst.loc);
             }
@@ -92,6 +103,29 @@ fn unique_name(existing: &[ArrayDecl], func: &str, name: &str) -> String {
     candidate
 }
 
+/// Shifts matrix fragment references by `base`.
+fn rebase_frags(block: &mut Block, base: u32) {
+    if base == 0 {
+        return;
+    }
+    for inst in &mut block.insts {
+        match &mut inst.op {
+            Op::FragFill { frag, .. } | Op::FragLoad { frag, .. } | Op::FragStore { frag, .. } => {
+                *frag += base
+            }
+            Op::FragMma { d, a, b, c } => {
+                for f in [d, a, b, c] {
+                    *f += base;
+                }
+            }
+            _ => {}
+        }
+        for b in inst.op.blocks_mut() {
+            rebase_frags(b, base);
+        }
+    }
+}
+
 /// Shifts threadgroup and stack array references by the given offsets.
 fn rebase_mems(block: &mut Block, shared: u32, local: u32) {
     for inst in &mut block.insts {
@@ -100,7 +134,9 @@ fn rebase_mems(block: &mut Block, shared: u32, local: u32) {
             | Op::Store { mem, .. }
             | Op::VecLoad { mem, .. }
             | Op::VecStore { mem, .. }
-            | Op::Atomic { mem, .. } => match mem {
+            | Op::Atomic { mem, .. }
+            | Op::FragLoad { mem, .. }
+            | Op::FragStore { mem, .. } => match mem {
                 MemRef::Shared(i) => *i += shared,
                 MemRef::Local(i) => *i += local,
                 MemRef::Param(_) => {}

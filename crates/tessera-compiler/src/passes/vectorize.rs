@@ -201,6 +201,14 @@ impl Vectorizer {
                     self.flush(&mut loads, Kind::Load, |m| m == m0, &mut runs);
                     self.flush(&mut stores, Kind::Store, |m| m == m0, &mut runs);
                 }
+                // A fragment op touches a whole tile of its memory: nothing moves across it.
+                Op::FragFill { .. }
+                | Op::FragLoad { .. }
+                | Op::FragStore { .. }
+                | Op::FragMma { .. } => {
+                    self.flush(&mut loads, Kind::Load, |_| true, &mut runs);
+                    self.flush(&mut stores, Kind::Store, |_| true, &mut runs);
+                }
                 Op::Barrier => {
                     let shared = |m: MemRef| !matches!(m, MemRef::Local(_));
                     self.flush(&mut loads, Kind::Load, shared, &mut runs);
@@ -417,6 +425,10 @@ fn touched(inst: &Inst) -> (HashSet<MemRef>, bool) {
             | Op::VecStore { mem, .. }
             | Op::Atomic { mem, .. } => {
                 set.insert(*mem);
+            }
+            Op::FragLoad { mem, .. } | Op::FragStore { mem, .. } => {
+                set.insert(*mem);
+                barrier = true;
             }
             Op::Barrier | Op::GroupReduce(..) | Op::Call { .. } => barrier = true,
             _ => {}

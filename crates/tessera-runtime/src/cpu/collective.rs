@@ -24,7 +24,7 @@ fn fold_op(op: SimdOp) -> BinaryOp {
 
 impl Group<'_> {
     /// The simdgroups the mask touches; every one must be wholly active.
-    fn active_simdgroups(&self, inst: &Inst, m: &Mask) -> Result<Vec<usize>> {
+    pub(crate) fn active_simdgroups(&self, inst: &Inst, m: &Mask) -> Result<Vec<usize>> {
         let n = self.n;
         let groups = n.div_ceil(SIMD);
         if m.full {

@@ -73,6 +73,10 @@ pub(crate) struct Group<'a> {
     pub pool: Vec<Vec<u32>>,
     pub group: [u32; 3],
     pub iterations: u64,
+    /// Matrix fragments: per fragment, a 16×16 f32 tile per simdgroup.
+    pub frags: Vec<Vec<f32>>,
+    /// Per fragment and simdgroup: whether it has been filled or loaded.
+    pub frag_set: Vec<Vec<bool>>,
 }
 
 /// The destination slot and source slots of an elementwise op, borrowed together.
@@ -135,6 +139,8 @@ impl<'a> Group<'a> {
             pool: Vec::new(),
             group: [0; 3],
             iterations: 0,
+            frags: vec![vec![0.0; n.div_ceil(32) * super::frag::TILE]; body.frags.len()],
+            frag_set: vec![vec![false; n.div_ceil(32)]; body.frags.len()],
         };
         // Values the same for every threadgroup of the launch.
         for h in &p.hoisted {
@@ -196,6 +202,9 @@ impl<'a> Group<'a> {
         }
         for a in self.shared.iter_mut().chain(self.locals.iter_mut()) {
             a.tag.fill(UNWRITTEN);
+        }
+        for f in &mut self.frag_set {
+            f.fill(false);
         }
         if self.origins_used {
             self.origins.fill(None);
@@ -498,6 +507,10 @@ impl<'a> Group<'a> {
                 inits,
                 body,
             } => self.exec_for(inst, m, [*start, *end, *step], inits, body),
+            Op::FragFill { .. }
+            | Op::FragLoad { .. }
+            | Op::FragStore { .. }
+            | Op::FragMma { .. } => self.frag_op(inst, m),
             Op::Call { func, .. } => Err(self.unsupported(
                 inst,
                 m,

@@ -10,7 +10,7 @@ use tessera_ir::{AtomicOp, Inst, MemRef, Op, Scalar, ValueId};
 
 /// Reads element `i` of a device view as a register pattern.
 #[inline(always)]
-fn dev_load(v: DevView<'_>, i: usize, elem: Scalar) -> u32 {
+pub(crate) fn dev_load(v: DevView<'_>, i: usize, elem: Scalar) -> u32 {
     match v {
         DevView::B8(s) => {
             let b = s[i].load(Relaxed) as u32;
@@ -26,7 +26,7 @@ fn dev_load(v: DevView<'_>, i: usize, elem: Scalar) -> u32 {
 }
 
 #[inline(always)]
-fn dev_store(v: DevView<'_>, i: usize, bits: u32) {
+pub(crate) fn dev_store(v: DevView<'_>, i: usize, bits: u32) {
     match v {
         DevView::B8(s) => s[i].store(bits as u8, Relaxed),
         DevView::B16(s) => s[i].store(bits as u16, Relaxed),
@@ -73,7 +73,7 @@ fn dev_atomic(a: &AtomicU32, op: AtomicOp, elem: Scalar, v: u32) -> u32 {
 }
 
 impl Group<'_> {
-    fn mem_len(&self, mem: MemRef) -> usize {
+    pub(crate) fn mem_len(&self, mem: MemRef) -> usize {
         match mem {
             MemRef::Param(i) => self.l.tensors[i as usize].map(|v| v.len()).unwrap_or(0),
             MemRef::Shared(i) => self.shared[i as usize].len,
@@ -81,7 +81,7 @@ impl Group<'_> {
         }
     }
 
-    fn mem_elem(&self, mem: MemRef) -> Scalar {
+    pub(crate) fn mem_elem(&self, mem: MemRef) -> Scalar {
         let k = &self.p.kernel;
         match mem {
             MemRef::Param(i) => match k.params[i as usize].kind {

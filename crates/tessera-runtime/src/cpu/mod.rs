@@ -3,6 +3,7 @@
 //! checks everything a GPU would leave undefined (see [`crate::Violation`]).
 
 mod collective;
+mod frag;
 mod group;
 mod mask;
 mod memops;

@@ -101,6 +101,13 @@ impl Program {
         Ok(())
     }
 
+    fn check_frag(&self, k: &Kernel, f: u32) -> Result<()> {
+        if (f as usize) >= k.body.frags.len() {
+            return Err(malformed(k, format!("matrix fragment {f} is not declared")));
+        }
+        Ok(())
+    }
+
     fn check_block(&self, k: &Kernel, b: &Block, hoisted: &mut Vec<Hoisted>) -> Result<()> {
         for &a in b.args.iter().chain(&b.yields) {
             self.check_value(k, a)?;
@@ -153,6 +160,16 @@ impl Program {
             | Op::VecLoad { mem, .. }
             | Op::VecStore { mem, .. }
             | Op::Atomic { mem, .. } => self.check_mem(k, *mem)?,
+            Op::FragLoad { frag, mem, .. } | Op::FragStore { frag, mem, .. } => {
+                self.check_mem(k, *mem)?;
+                self.check_frag(k, *frag)?;
+            }
+            Op::FragFill { frag, .. } => self.check_frag(k, *frag)?,
+            Op::FragMma { d, a, b, c } => {
+                for f in [d, a, b, c] {
+                    self.check_frag(k, *f)?;
+                }
+            }
             Op::Extract(v, lane) if *lane >= self.values[v.index()].width => {
                 return Err(malformed(
                     k,

@@ -98,12 +98,14 @@ pub fn selective_scan_step(ctx: &Context, s: &ScanArgs) -> Result<(), OpError> {
     dtype_is(OP, "state_out", s.state_out, sd)?;
     let (batch, dim, n) = match s.state_in.shape() {
         &[b, d, n] if b > 0 && d > 0 && (1..=256).contains(&n) => (b, d, n),
-        sh => return Err(OpError::invalid(
-            OP,
-            format!(
+        sh => {
+            return Err(OpError::invalid(
+                OP,
+                format!(
                 "`state_in` must be [B, D, N] with B, D > 0 and 1 <= N <= 256, got shape {sh:?}"
             ),
-        )),
+            ))
+        }
     };
     for (name, v) in [("x", s.x), ("dt", s.dt), ("z", s.z), ("y", s.y)] {
         shape_is(OP, name, v, &[batch, dim])?;

@@ -289,6 +289,62 @@ template <typename T> inline T atomic_fetch_min_explicit(tsr_atomic<T>* p, T v, 
     return old;
 }
 
+// ── simdgroup matrices ──────────────────────────────────────────────────────────
+// Every lane holds the whole matrix (element (r, c) at e[r * Cols + c]); the operations
+// are macros below that first meet the other lanes of the simdgroup, so a lane missing
+// from a matrix operation is reported like one missing from a collective.
+
+typedef unsigned long ulong;
+struct ulong2 {
+    ulong x, y;
+    ulong2(ulong a, ulong b) : x(a), y(b) {}
+};
+
+template <typename T, int Cols, int Rows> struct simdgroup_matrix {
+    T e[Rows * Cols];
+};
+
+template <typename T, int Cols, int Rows>
+inline simdgroup_matrix<T, Cols, Rows> make_filled_simdgroup_matrix(T v) {
+    simdgroup_matrix<T, Cols, Rows> m;
+    for (int i = 0; i < Rows * Cols; ++i) m.e[i] = v;
+    return m;
+}
+
+template <typename T, int Cols, int Rows>
+inline void tsr_sg_load(simdgroup_matrix<T, Cols, Rows>& d, const T* src, ulong elements_per_row = Cols,
+                        ulong2 origin = ulong2(0, 0), bool transpose = false) {
+    for (int r = 0; r < Rows; ++r)
+        for (int c = 0; c < Cols; ++c) {
+            ulong row = transpose ? ulong(c) : ulong(r), col = transpose ? ulong(r) : ulong(c);
+            d.e[r * Cols + c] = src[(origin.y + row) * elements_per_row + origin.x + col];
+        }
+}
+
+template <typename T, int Cols, int Rows>
+inline void tsr_sg_store(const simdgroup_matrix<T, Cols, Rows>& m, T* dst, ulong elements_per_row = Cols,
+                         ulong2 origin = ulong2(0, 0), bool transpose = false) {
+    for (int r = 0; r < Rows; ++r)
+        for (int c = 0; c < Cols; ++c) {
+            ulong row = transpose ? ulong(c) : ulong(r), col = transpose ? ulong(r) : ulong(c);
+            dst[(origin.y + row) * elements_per_row + origin.x + col] = m.e[r * Cols + c];
+        }
+}
+
+// d = a·b + c with products and sums in f32 (d may be c).
+template <typename T, typename U, typename V, int K, int N, int M>
+inline void tsr_sg_mma(simdgroup_matrix<T, N, M>& d, const simdgroup_matrix<U, K, M>& a,
+                       const simdgroup_matrix<U, N, K>& b, const simdgroup_matrix<V, N, M>& c) {
+    float out[M * N];
+    for (int r = 0; r < M; ++r)
+        for (int col = 0; col < N; ++col) {
+            float acc = float(c.e[r * N + col]);
+            for (int k = 0; k < K; ++k) acc += float(a.e[r * K + k]) * float(b.e[k * N + col]);
+            out[r * N + col] = acc;
+        }
+    for (int i = 0; i < M * N; ++i) d.e[i] = T(out[i]);
+}
+
 }  // namespace metal
 
 // ── simdgroup collectives (semantics; the rendezvous is the runtime's) ──────────
@@ -397,6 +453,15 @@ template <typename T> inline T collective(T x, unsigned arg, ResolveFn fn, int l
 #define simd_shuffle_xor(x, m) ::tsr_emu::collective<std::decay_t<decltype(x)>>((x), unsigned(m), &::tsr_emu::resolve_shuffle<std::decay_t<decltype(x)>, ::tsr_emu::Shuffle::Xor>, __LINE__)
 #define simd_shuffle_up(x, d) ::tsr_emu::collective<std::decay_t<decltype(x)>>((x), unsigned(d), &::tsr_emu::resolve_shuffle<std::decay_t<decltype(x)>, ::tsr_emu::Shuffle::Up>, __LINE__)
 #define simd_shuffle_down(x, d) ::tsr_emu::collective<std::decay_t<decltype(x)>>((x), unsigned(d), &::tsr_emu::resolve_shuffle<std::decay_t<decltype(x)>, ::tsr_emu::Shuffle::Down>, __LINE__)
+namespace tsr_emu {
+// A rendezvous of the simdgroup with no data: every lane must reach the same line.
+inline void simd_meet(int line) {
+    (void)collective<unsigned>(0u, 0u, &resolve_reduce<unsigned, Fold::Or>, line);
+}
+}  // namespace tsr_emu
+#define simdgroup_load(...) (::tsr_emu::simd_meet(__LINE__), ::metal::tsr_sg_load(__VA_ARGS__))
+#define simdgroup_store(...) (::tsr_emu::simd_meet(__LINE__), ::metal::tsr_sg_store(__VA_ARGS__))
+#define simdgroup_multiply_accumulate(...) (::tsr_emu::simd_meet(__LINE__), ::metal::tsr_sg_mma(__VA_ARGS__))
 #define threadgroup_barrier(flags) ((void)(flags), ::tsr_emu::barrier_at(__LINE__))
 #define simdgroup_barrier(flags) ((void)(flags), ::tsr_emu::barrier_at(__LINE__))
 

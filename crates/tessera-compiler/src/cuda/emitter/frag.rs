@@ -1,0 +1,189 @@
+//! Matrix fragments in CUDA C: per-thread registers in the layout of PTX
+//! `mma.sync.aligned.m16n8k16` (lane `l`, group `g = l / 4`, thread-in-group `t = l % 4`).
+//! A 16×16 operand A is four packed 16-bit pairs (rows `g`, `g + 8`; columns `2t`, `2t + 8`),
+//! B is two 16×8 halves of two pairs each (rows `2t`, `2t + 8`; column `g`), an
+//! accumulator two 16×8 halves of four f32. A multiply-accumulate is two `mma.sync`
+//! instructions, one per half of B and D; loads and stores are element gathers.
+
+use super::{Emitter, R};
+use tessera_ir::{FragRole, MemRef, Scalar, ValueId};
+
+/// The lane decomposition every fragment op starts from.
+const LANE: &str =
+    "const unsigned int ts_l = threadIdx.x & 31u, ts_g = ts_l >> 2, ts_t = ts_l & 3u;";
+
+impl Emitter<'_> {
+    fn frag_decl(&self, f: u32) -> R<(String, FragRole, Scalar)> {
+        let d = self
+            .body
+            .frags
+            .get(f as usize)
+            .ok_or_else(|| self.malformed(format!("matrix fragment {f} is not declared")))?;
+        Ok((self.frag_names[f as usize].clone(), d.role, d.elem))
+    }
+
+    /// Declares every fragment's registers.
+    pub(super) fn frag_decls(&self) -> Vec<String> {
+        self.body
+            .frags
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                let n = &self.frag_names[i];
+                match f.role {
+                    FragRole::Acc => format!("float {n}[8]; // {} accumulator 16x16", f.name),
+                    r => format!(
+                        "unsigned int {n}[4]; // {} {} operand 16x16",
+                        f.name,
+                        r.name()
+                    ),
+                }
+            })
+            .collect()
+    }
+
+    /// The address of element `(row, col)` of a tile access, as C.
+    fn elem_at(index: &str, stride: &str, transpose: bool, row: &str, col: &str) -> String {
+        if transpose {
+            format!("{index} + ({col}) * {stride} + ({row})")
+        } else {
+            format!("{index} + ({row}) * {stride} + ({col})")
+        }
+    }
+
+    pub(super) fn frag_fill(&mut self, f: u32, value: ValueId) -> R<()> {
+        let (n, role, elem) = self.frag_decl(f)?;
+        let v = self.name(value)?.to_string();
+        match role {
+            FragRole::Acc => self.line(&format!(
+                "for (int ts_i = 0; ts_i < 8; ++ts_i) {n}[ts_i] = {v};"
+            )),
+            _ => {
+                let conv = match elem {
+                    Scalar::BF16 => "ts_bf16_from_f32",
+                    _ => "ts_f16_from_f32",
+                };
+                self.line(&format!(
+                    "{{ const unsigned int ts_h = {conv}({v}).bits; \
+                     for (int ts_i = 0; ts_i < 4; ++ts_i) {n}[ts_i] = ts_h | (ts_h << 16); }}"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn frag_load(
+        &mut self,
+        f: u32,
+        mem: MemRef,
+        index: ValueId,
+        stride: ValueId,
+        transpose: bool,
+    ) -> R<()> {
+        let (n, role, _) = self.frag_decl(f)?;
+        let (m, _) = self.mem(mem)?;
+        let (i, s) = (
+            self.name(index)?.to_string(),
+            self.name(stride)?.to_string(),
+        );
+        self.line("{");
+        self.depth += 1;
+        self.line(LANE);
+        match role {
+            FragRole::A => {
+                self.line("#pragma unroll");
+                self.line("for (int ts_i = 0; ts_i < 4; ++ts_i) {");
+                self.line("  const unsigned int ts_r = ts_g + 8u * (ts_i & 1), ts_c = 2u * ts_t + 8u * (ts_i >> 1);");
+                let lo = Self::elem_at(&i, &s, transpose, "ts_r", "ts_c");
+                let hi = Self::elem_at(&i, &s, transpose, "ts_r", "ts_c + 1u");
+                self.line(&format!(
+                    "  {n}[ts_i] = (unsigned int){m}[{lo}].bits | ((unsigned int){m}[{hi}].bits << 16);"
+                ));
+                self.line("}");
+            }
+            FragRole::B => {
+                self.line("#pragma unroll");
+                self.line("for (int ts_i = 0; ts_i < 4; ++ts_i) {");
+                self.line("  const unsigned int ts_k = 2u * ts_t + 8u * (ts_i & 1), ts_n = 8u * (ts_i >> 1) + ts_g;");
+                let lo = Self::elem_at(&i, &s, transpose, "ts_k", "ts_n");
+                let hi = Self::elem_at(&i, &s, transpose, "ts_k + 1u", "ts_n");
+                self.line(&format!(
+                    "  {n}[ts_i] = (unsigned int){m}[{lo}].bits | ((unsigned int){m}[{hi}].bits << 16);"
+                ));
+                self.line("}");
+            }
+            FragRole::Acc => {
+                self.line("#pragma unroll");
+                self.line("for (int ts_i = 0; ts_i < 8; ++ts_i) {");
+                self.line("  const unsigned int ts_r = ts_g + 8u * ((ts_i >> 1) & 1), ts_c = 8u * (ts_i >> 2) + 2u * ts_t + (ts_i & 1);");
+                let at = Self::elem_at(&i, &s, transpose, "ts_r", "ts_c");
+                self.line(&format!("  {n}[ts_i] = {m}[{at}];"));
+                self.line("}");
+            }
+        }
+        self.depth -= 1;
+        self.line("}");
+        Ok(())
+    }
+
+    pub(super) fn frag_store(
+        &mut self,
+        f: u32,
+        mem: MemRef,
+        index: ValueId,
+        stride: ValueId,
+    ) -> R<()> {
+        let (n, role, _) = self.frag_decl(f)?;
+        if role != FragRole::Acc {
+            return Err(self.malformed("only accumulator fragments are stored"));
+        }
+        let (m, _) = self.mem(mem)?;
+        let (i, s) = (
+            self.name(index)?.to_string(),
+            self.name(stride)?.to_string(),
+        );
+        self.line("{");
+        self.depth += 1;
+        self.line(LANE);
+        self.line("#pragma unroll");
+        self.line("for (int ts_i = 0; ts_i < 8; ++ts_i) {");
+        self.line("  const unsigned int ts_r = ts_g + 8u * ((ts_i >> 1) & 1), ts_c = 8u * (ts_i >> 2) + 2u * ts_t + (ts_i & 1);");
+        let at = Self::elem_at(&i, &s, false, "ts_r", "ts_c");
+        self.line(&format!("  {m}[{at}] = {n}[ts_i];"));
+        self.line("}");
+        self.depth -= 1;
+        self.line("}");
+        Ok(())
+    }
+
+    pub(super) fn frag_mma(&mut self, d: u32, a: u32, b: u32, c: u32) -> R<()> {
+        let (dn, _, _) = self.frag_decl(d)?;
+        let (an, _, elem) = self.frag_decl(a)?;
+        let (bn, _, _) = self.frag_decl(b)?;
+        let (cn, _, _) = self.frag_decl(c)?;
+        let ty = match elem {
+            Scalar::BF16 => "bf16",
+            _ => "f16",
+        };
+        for h in 0..2 {
+            let o = 4 * h;
+            self.line(&format!(
+                "asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.{ty}.{ty}.f32 \
+                 {{%0,%1,%2,%3}}, {{%4,%5,%6,%7}}, {{%8,%9}}, {{%10,%11,%12,%13}};\" \
+                 : \"=f\"({dn}[{o}]), \"=f\"({dn}[{}]), \"=f\"({dn}[{}]), \"=f\"({dn}[{}]) \
+                 : \"r\"({an}[0]), \"r\"({an}[1]), \"r\"({an}[2]), \"r\"({an}[3]), \
+                 \"r\"({bn}[{}]), \"r\"({bn}[{}]), \
+                 \"f\"({cn}[{o}]), \"f\"({cn}[{}]), \"f\"({cn}[{}]), \"f\"({cn}[{}]));",
+                o + 1,
+                o + 2,
+                o + 3,
+                2 * h,
+                2 * h + 1,
+                o + 1,
+                o + 2,
+                o + 3
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,231 @@
+//! Matrix fragments on the CPU: each simdgroup holds every fragment as a whole 16×16 tile
+//! of f32 (operand values are exact in f32), loaded, stored and multiplied with plain
+//! loops. Every op checks that the whole simdgroup takes part, that its index and stride
+//! agree on every lane, that every element is in bounds and that no never-written
+//! threadgroup element enters a fragment.
+
+use super::group::{Group, UNWRITTEN};
+use super::mask::Mask;
+use super::memops::{dev_load, dev_store};
+use super::scalar::{f32d, f32e};
+use crate::error::{Result, Violation};
+use half::{bf16, f16};
+use tessera_ir::{Inst, MemRef, Op, Scalar, ValueId, FRAG_DIM};
+
+const D: usize = FRAG_DIM as usize;
+/// Elements of one fragment tile.
+pub(crate) const TILE: usize = D * D;
+const SIMD: usize = 32;
+
+/// Register bits of a memory element to f32.
+fn to_f32(elem: Scalar, bits: u32) -> f32 {
+    match elem {
+        Scalar::F16 => f16::from_bits(bits as u16).to_f32(),
+        Scalar::BF16 => bf16::from_bits(bits as u16).to_f32(),
+        _ => f32d(bits),
+    }
+}
+
+/// f32 rounded to a fragment's element type, still as f32.
+fn round_to(elem: Scalar, x: f32) -> f32 {
+    match elem {
+        Scalar::F16 => f16::from_f32(x).to_f32(),
+        Scalar::BF16 => bf16::from_f32(x).to_f32(),
+        _ => x,
+    }
+}
+
+impl Group<'_> {
+    /// The value of `v` on the simdgroup's lanes, which must all agree.
+    fn uniform_u32(&self, inst: &Inst, g: usize, v: ValueId, what: &str) -> Result<u32> {
+        let n = self.n;
+        let s = self.p.info(v).slot as usize;
+        let lanes = &self.regs[s * n + g * SIMD..s * n + g * SIMD + SIMD];
+        let first = lanes[0];
+        if let Some(k) = lanes.iter().position(|&x| x != first) {
+            return Err(self.fail(
+                inst,
+                (g * SIMD + k) as u32,
+                Violation::Unsupported {
+                    message: format!(
+                        "the {what} of a matrix fragment op differs between lanes of simdgroup {g} \
+                         ({first} on lane 0, {} on lane {k}); it must be simdgroup-uniform",
+                        lanes[k]
+                    ),
+                },
+            ));
+        }
+        Ok(first)
+    }
+
+    fn frag_slice(&self, f: u32, g: usize) -> &[f32] {
+        &self.frags[f as usize][g * TILE..(g + 1) * TILE]
+    }
+
+    fn need_filled(&self, inst: &Inst, f: u32, g: usize) -> Result<()> {
+        if self.frag_set[f as usize][g] {
+            return Ok(());
+        }
+        let name = self
+            .p
+            .kernel
+            .body
+            .frags
+            .get(f as usize)
+            .map(|d| d.name.clone())
+            .unwrap_or_default();
+        Err(self.fail(
+            inst,
+            (g * SIMD) as u32,
+            Violation::Unsupported {
+                message: format!("matrix fragment `{name}` is read before it is filled or loaded"),
+            },
+        ))
+    }
+
+    /// Element addresses of a tile access, bounds-checked.
+    fn tile_addresses(
+        &self,
+        inst: &Inst,
+        g: usize,
+        mem: MemRef,
+        (index, stride, transpose): (u32, u32, bool),
+    ) -> Result<Vec<usize>> {
+        let len = self.mem_len(mem) as u64;
+        let mut out = Vec::with_capacity(TILE);
+        for r in 0..D as u64 {
+            for c in 0..D as u64 {
+                let (row, col) = if transpose { (c, r) } else { (r, c) };
+                let i = index as u64 + row * stride as u64 + col;
+                if i >= len {
+                    return Err(self.fail(
+                        inst,
+                        (g * SIMD) as u32,
+                        Violation::OutOfBounds {
+                            memory: self.p.mem_name(mem),
+                            index: i,
+                            len,
+                        },
+                    ));
+                }
+                out.push(i as usize);
+            }
+        }
+        Ok(out)
+    }
+
+    pub(crate) fn frag_op(&mut self, inst: &Inst, m: &Mask) -> Result<()> {
+        let groups = self.active_simdgroups(inst, m)?;
+        for v in inst.op.operands() {
+            self.check_clean(inst, m, v, "a matrix fragment op")?;
+        }
+        for g in groups {
+            match &inst.op {
+                Op::FragFill { frag, value } => {
+                    let x = f32d(self.uniform_u32(inst, g, *value, "fill value")?);
+                    let elem = self.p.kernel.body.frags[*frag as usize].elem;
+                    let x = round_to(elem, x);
+                    self.frags[*frag as usize][g * TILE..(g + 1) * TILE].fill(x);
+                    self.frag_set[*frag as usize][g] = true;
+                }
+                Op::FragLoad {
+                    frag,
+                    mem,
+                    index,
+                    stride,
+                    transpose,
+                } => {
+                    let i = self.uniform_u32(inst, g, *index, "index")?;
+                    let s = self.uniform_u32(inst, g, *stride, "stride")?;
+                    let addrs = self.tile_addresses(inst, g, *mem, (i, s, *transpose))?;
+                    let elem = self.mem_elem(*mem);
+                    let mut tile = [0f32; TILE];
+                    for (t, &a) in tile.iter_mut().zip(&addrs) {
+                        let bits = match *mem {
+                            MemRef::Param(p) => match self.l.tensors[p as usize] {
+                                Some(view) => dev_load(view, a, elem),
+                                None => 0,
+                            },
+                            MemRef::Shared(k) => {
+                                let arr = &self.shared[k as usize];
+                                if arr.tag[a] != 0 {
+                                    let origin = if arr.tag[a] == UNWRITTEN {
+                                        "never-written threadgroup memory".to_string()
+                                    } else {
+                                        "a poisoned value stored there".to_string()
+                                    };
+                                    return Err(self.fail(
+                                        inst,
+                                        (g * SIMD) as u32,
+                                        Violation::Uninitialized {
+                                            origin,
+                                            memory: self.p.mem_name(*mem),
+                                            index: a as u64,
+                                            sink: "a matrix fragment".into(),
+                                        },
+                                    ));
+                                }
+                                arr.data[a]
+                            }
+                            MemRef::Local(_) => 0,
+                        };
+                        *t = to_f32(elem, bits);
+                    }
+                    self.frags[*frag as usize][g * TILE..(g + 1) * TILE].copy_from_slice(&tile);
+                    self.frag_set[*frag as usize][g] = true;
+                }
+                Op::FragStore {
+                    frag,
+                    mem,
+                    index,
+                    stride,
+                } => {
+                    self.need_filled(inst, *frag, g)?;
+                    let i = self.uniform_u32(inst, g, *index, "index")?;
+                    let s = self.uniform_u32(inst, g, *stride, "stride")?;
+                    let addrs = self.tile_addresses(inst, g, *mem, (i, s, false))?;
+                    let tile: Vec<f32> = self.frag_slice(*frag, g).to_vec();
+                    for (&x, &a) in tile.iter().zip(&addrs) {
+                        match *mem {
+                            MemRef::Param(p) => {
+                                if let Some(view) = self.l.tensors[p as usize] {
+                                    dev_store(view, a, f32e(x));
+                                }
+                            }
+                            MemRef::Shared(k) => {
+                                let arr = &mut self.shared[k as usize];
+                                arr.data[a] = f32e(x);
+                                arr.tag[a] = 0;
+                            }
+                            MemRef::Local(_) => {}
+                        }
+                    }
+                }
+                Op::FragMma { d, a, b, c } => {
+                    for f in [*a, *b, *c] {
+                        self.need_filled(inst, f, g)?;
+                    }
+                    let (ta, tb, tc) = (
+                        self.frag_slice(*a, g),
+                        self.frag_slice(*b, g),
+                        self.frag_slice(*c, g),
+                    );
+                    let mut out = [0f32; TILE];
+                    for r in 0..D {
+                        for col in 0..D {
+                            let mut acc = tc[r * D + col];
+                            for k in 0..D {
+                                acc += ta[r * D + k] * tb[k * D + col];
+                            }
+                            out[r * D + col] = acc;
+                        }
+                    }
+                    self.frags[*d as usize][g * TILE..(g + 1) * TILE].copy_from_slice(&out);
+                    self.frag_set[*d as usize][g] = true;
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}

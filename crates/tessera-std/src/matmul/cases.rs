@@ -1,0 +1,218 @@
+//! Registered cases of the tiled GEMM: f16 and bf16, both B layouts, shapes with ragged
+//! edges in every dimension; a rejection per invariant; specialisations; bench shapes
+//! (square 4096 and a Qwen-sized projection).
+
+use super::reference;
+use super::tiled::{matmul, matmul_bt, matmul_tiled_kernel, MATMUL_DTYPES};
+use crate::error::OpError;
+use crate::registry::{BenchCase, Case, CaseKind, KernelUse, OpEntry, PreparedBench};
+use crate::testing::{compare, expect_rejection, random_tensor, tolerance};
+use tessera_ir::{Literal, Specialization};
+use tessera_runtime::{Context, DType, Tensor};
+
+type MatmulFn = fn(&Context, &Tensor, &Tensor, &Tensor) -> Result<(), OpError>;
+
+fn err(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+fn f(bt: bool) -> (&'static str, MatmulFn) {
+    if bt {
+        ("matmul_bt", matmul_bt)
+    } else {
+        ("matmul", matmul)
+    }
+}
+
+fn b_shape(bt: bool, n: usize, k: usize) -> [usize; 2] {
+    if bt {
+        [n, k]
+    } else {
+        [k, n]
+    }
+}
+
+fn correct(dt: DType, (m, n, k): (usize, usize, usize), bt: bool) -> Case {
+    let (op, call) = f(bt);
+    Case {
+        op,
+        kind: CaseKind::Correctness,
+        dtype: Some(dt),
+        name: format!("M={m} N={n} K={k}"),
+        run: Box::new(move |ctx, rng| {
+            let (a, av) = random_tensor(ctx, rng, dt, &[m, k], -1.0, 1.0)?;
+            let (b, bv) = random_tensor(ctx, rng, dt, &b_shape(bt, n, k), -1.0, 1.0)?;
+            let c = ctx.full_nan(dt, &[m, n]).map_err(err)?;
+            call(ctx, &a, &b, &c).map_err(err)?;
+            let want = reference::matmul(&av, &bv, (m, n, k), bt);
+            compare(&c.to_f64_vec().map_err(err)?, &want, tolerance(dt))
+        }),
+    }
+}
+
+type Bad = fn(&Context) -> Result<[Tensor; 3], String>;
+
+fn reject(bt: bool, what: &str, reason: &'static str, bad: Bad) -> Case {
+    let (op, call) = f(bt);
+    Case {
+        op,
+        kind: CaseKind::Rejection,
+        dtype: None,
+        name: what.to_string(),
+        run: Box::new(move |ctx, _| {
+            let [a, b, c] = bad(ctx)?;
+            expect_rejection(&c, reason, || call(ctx, &a, &b, &c))
+        }),
+    }
+}
+
+fn z(ctx: &Context, dt: DType, shape: &[usize]) -> Result<Tensor, String> {
+    ctx.zeros(dt, shape).map_err(err)
+}
+
+fn cases(bt: bool) -> Vec<Case> {
+    let mut v = Vec::new();
+    for dt in MATMUL_DTYPES {
+        for dims in [(32, 32, 16), (50, 70, 45), (1, 33, 200), (65, 16, 8)] {
+            v.push(correct(dt, dims, bt));
+        }
+    }
+    v.extend([
+        reject(bt, "f32 inputs", "`a` must be one of f16, bf16", |c| {
+            Ok([
+                z(c, DType::F32, &[4, 8])?,
+                z(c, DType::F32, &[8, 8])?,
+                z(c, DType::F32, &[4, 8])?,
+            ])
+        }),
+        reject(bt, "b dtype != a dtype", "`b` must be f16", |c| {
+            Ok([
+                z(c, DType::F16, &[4, 8])?,
+                z(c, DType::BF16, &[8, 8])?,
+                z(c, DType::F16, &[4, 8])?,
+            ])
+        }),
+        reject(bt, "c dtype != a dtype", "`c` must be bf16", |c| {
+            Ok([
+                z(c, DType::BF16, &[4, 8])?,
+                z(c, DType::BF16, &[8, 8])?,
+                z(c, DType::F32, &[4, 8])?,
+            ])
+        }),
+        reject(
+            bt,
+            "a not a matrix",
+            "`a` must be a non-empty matrix",
+            |c| {
+                Ok([
+                    z(c, DType::F16, &[32])?,
+                    z(c, DType::F16, &[8, 8])?,
+                    z(c, DType::F16, &[4, 8])?,
+                ])
+            },
+        ),
+        reject(bt, "empty a", "`a` must be a non-empty matrix", |c| {
+            Ok([
+                z(c, DType::F16, &[0, 8])?,
+                z(c, DType::F16, &[8, 8])?,
+                z(c, DType::F16, &[0, 8])?,
+            ])
+        }),
+        reject(bt, "c shape", "`c` must have shape [4, 8]", |c| {
+            Ok([
+                z(c, DType::F16, &[4, 8])?,
+                z(c, DType::F16, &[8, 8])?,
+                z(c, DType::F16, &[8, 4])?,
+            ])
+        }),
+        reject(bt, "c aliases a", "aliases `a`", |c| {
+            let a = z(c, DType::F16, &[8, 8])?;
+            Ok([a.clone(), z(c, DType::F16, &[8, 8])?, a])
+        }),
+    ]);
+    // The inner dimension must agree.
+    v.push(if bt {
+        reject(bt, "K mismatch", "`b` must be [N, K = 8]", |c| {
+            Ok([
+                z(c, DType::F16, &[4, 8])?,
+                z(c, DType::F16, &[8, 9])?,
+                z(c, DType::F16, &[4, 8])?,
+            ])
+        })
+    } else {
+        reject(bt, "K mismatch", "`b` must be [K = 8, N]", |c| {
+            Ok([
+                z(c, DType::F16, &[4, 8])?,
+                z(c, DType::F16, &[9, 8])?,
+                z(c, DType::F16, &[4, 8])?,
+            ])
+        })
+    });
+    v
+}
+
+fn kernels(bt: bool) -> Vec<KernelUse> {
+    MATMUL_DTYPES
+        .iter()
+        .map(|&t| KernelUse {
+            def: &matmul_tiled_kernel::DEF,
+            spec: Specialization::new(vec![t], vec![Literal::U32(bt as u32)]),
+        })
+        .collect()
+}
+
+fn benches(bt: bool) -> Vec<BenchCase> {
+    let (op, call) = f(bt);
+    let mut v = Vec::new();
+    for dt in MATMUL_DTYPES {
+        for ((m, n, k), quick) in [
+            ((256, 256, 256), true),
+            ((4096, 4096, 4096), false),
+            ((4096, 8192, 2048), false),
+        ] {
+            v.push(BenchCase {
+                op,
+                kernel: "matmul_tiled_kernel",
+                dtype: dt,
+                shape: format!("M={m} N={n} K={k}"),
+                bytes: ((m * k + k * n + m * n) * dt.size_bytes()) as u64,
+                flops: (2 * m * n * k) as u64,
+                quick,
+                prepare: Box::new(move |ctx, rng| {
+                    let (a, av) = random_tensor(ctx, rng, dt, &[m, k], -1.0, 1.0)?;
+                    let (b, bv) = random_tensor(ctx, rng, dt, &b_shape(bt, n, k), -1.0, 1.0)?;
+                    let c = ctx.full_nan(dt, &[m, n]).map_err(err)?;
+                    let (cx, o) = (ctx.clone(), c.clone());
+                    Ok(PreparedBench {
+                        launch: Box::new(move || call(&cx, &a, &b, &o).map_err(err)),
+                        output: c,
+                        reference: reference::matmul(&av, &bv, (m, n, k), bt),
+                    })
+                }),
+            });
+        }
+    }
+    v
+}
+
+inventory::submit! {
+    OpEntry {
+        name: "matmul",
+        family: "matmul",
+        summary: "tiled GEMM on simdgroup matrix fragments: c[M, N] = a[M, K]·b[K, N], f16/bf16 in, f32 accumulation",
+        kernels: || kernels(false),
+        cases: || cases(false),
+        benches: || benches(false),
+    }
+}
+
+inventory::submit! {
+    OpEntry {
+        name: "matmul_bt",
+        family: "matmul",
+        summary: "tiled GEMM with b as [N, K] (linear-layer weights), read by transposed fragment loads",
+        kernels: || kernels(true),
+        cases: || cases(true),
+        benches: || benches(true),
+    }
+}

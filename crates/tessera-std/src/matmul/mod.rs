@@ -1,0 +1,8 @@
+//! Matrix multiplication on simdgroup matrix fragments (tensor cores on CUDA,
+//! `simdgroup_matrix` on Metal, plain loops on the CPU).
+
+mod cases;
+pub mod reference;
+pub mod tiled;
+
+pub use tiled::{matmul, matmul_bt};
