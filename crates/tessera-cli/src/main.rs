@@ -9,6 +9,7 @@ mod device;
 mod emit;
 mod kernels;
 mod list;
+mod run;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -36,6 +37,8 @@ enum Command {
     Compile(compile::Args),
     /// Times the registered benchmark shapes on a backend.
     Bench(bench::Args),
+    /// Runs an op on .npy / .safetensors inputs and writes its outputs.
+    Run(run::Args),
     /// The backends present, their devices and limits.
     Device,
 }
@@ -48,6 +51,7 @@ fn main() -> ExitCode {
         Command::Check(a) => check::run(a),
         Command::Compile(a) => compile::run(a),
         Command::Bench(a) => bench::run(a),
+        Command::Run(a) => run::run(a),
         Command::Device => device::run(),
     };
     match result {
