@@ -4,9 +4,13 @@
 
 pub mod decode;
 mod decode_cases;
+pub mod prefill;
+mod prefill_cases;
+pub mod prefill_kernels;
 pub mod prep_decode;
 pub mod reference;
 pub mod validate;
 
 pub use decode::{gdn_decode_step, DecodeArgs};
+pub use prefill::{gdn_chunked_prefill, PrefillArgs};
 pub use prep_decode::{gdn_prep_decode_step, PrepDecodeArgs, PrepDecodeShape};

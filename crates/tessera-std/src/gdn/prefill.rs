@@ -1,0 +1,254 @@
+//! The chunked Gated DeltaNet prefill (flash-linear-attention's algorithm, chunks of 64):
+//! validates the call, builds the chunk table from the sequence boundaries, allocates the
+//! per-chunk scratch and launches the two kernels of [`super::prefill_kernels`]. Any
+//! sequence lengths (the tail chunk is masked), GQA, an optional initial state, and the
+//! final state written in the decode step's layout `[N, Hv, Dv, Dk]`.
+
+use super::prefill_kernels::{gdn_chunk_prep_kernel, gdn_chunk_state_kernel};
+use super::validate::check_dk;
+use crate::error::{runtime, OpError};
+use crate::validate::{distinct, dtype_in, dtype_is, fits_u32, shape_is, FLOAT_DTYPES};
+use tessera_runtime::{Context, DType, Tensor};
+
+/// Tokens per chunk.
+pub const CHUNK: usize = 64;
+
+/// The tensors of a prefill. Token-major, all sequences packed: q, k `[T, Hk, Dk]`,
+/// v `[T, Hv, Dv]`, g (log decay), beta `[T, Hv]` f32, o `[T, Hv, Dv]` — or the same with
+/// a leading batch dimension `[B, T, …]` for B sequences of equal length.
+pub struct PrefillArgs<'a> {
+    pub q: &'a Tensor,
+    pub k: &'a Tensor,
+    pub v: &'a Tensor,
+    pub g: &'a Tensor,
+    pub beta: &'a Tensor,
+    /// `[N, Hv, Dv, Dk]`, f32 or the activations' dtype; zero when `None`.
+    pub h0: Option<&'a Tensor>,
+    pub o: &'a Tensor,
+    /// `[N, Hv, Dv, Dk]`, the dtype of `h0` (f32 when there is none, or the activations').
+    pub final_state: &'a Tensor,
+}
+
+/// The tensor-core input type for activations of dtype `t`.
+pub fn staging_dtype(t: DType) -> DType {
+    match t {
+        DType::BF16 => DType::BF16,
+        _ => DType::F16,
+    }
+}
+
+/// Splits the leading dims of `x` into tokens; returns (tokens, batch if 4-D, trailing).
+fn tokens(
+    op: &'static str,
+    name: &str,
+    x: &Tensor,
+    tail: usize,
+) -> Result<(usize, Option<usize>), OpError> {
+    let s = x.shape();
+    match s.len() {
+        n if n == tail + 1 => Ok((s[0], None)),
+        n if n == tail + 2 => Ok((s[0] * s[1], Some(s[0]))),
+        _ => Err(OpError::invalid(
+            op,
+            format!(
+                "`{name}` must be [T, …] or [B, T, …] with {tail} trailing dimension(s), got shape {s:?}"
+            ),
+        )),
+    }
+}
+
+/// Chunked prefill over packed sequences `cu_seqlens` (N + 1 offsets from 0 to T), or —
+/// when `None` — over the batch dimension of 4-D inputs (one sequence if 3-D).
+pub fn gdn_chunked_prefill(
+    ctx: &Context,
+    a: &PrefillArgs,
+    cu_seqlens: Option<&[usize]>,
+    scale: f32,
+) -> Result<(), OpError> {
+    const OP: &str = "gdn_chunked_prefill";
+    dtype_in(OP, "q", a.q, &FLOAT_DTYPES)?;
+    let t = a.q.dtype();
+    dtype_is(OP, "k", a.k, t)?;
+    dtype_is(OP, "v", a.v, t)?;
+    dtype_is(OP, "o", a.o, t)?;
+    dtype_is(OP, "g", a.g, DType::F32)?;
+    dtype_is(OP, "beta", a.beta, DType::F32)?;
+    let (total, batch) = tokens(OP, "q", a.q, 2)?;
+    let qs = a.q.shape();
+    let (hk, dk) = (qs[qs.len() - 2], qs[qs.len() - 1]);
+    let (vt, _) = tokens(OP, "v", a.v, 2)?;
+    let vs = a.v.shape();
+    let (hv, dv) = (vs[vs.len() - 2], vs[vs.len() - 1]);
+    if vt != total || a.v.shape()[..vs.len() - 2] != qs[..qs.len() - 2] {
+        return Err(OpError::invalid(
+            OP,
+            format!(
+                "`v` must have the token dimensions of `q` {:?}, got shape {vs:?}",
+                &qs[..qs.len() - 2]
+            ),
+        ));
+    }
+    check_dk(OP, dk)?;
+    if hk == 0 || hv == 0 || !hv.is_multiple_of(hk) {
+        return Err(OpError::invalid(
+            OP,
+            format!("Hv = {hv} must be a positive multiple of Hk = {hk} (GQA)"),
+        ));
+    }
+    if dv == 0 || !dv.is_multiple_of(16) || dv > 256 {
+        return Err(OpError::invalid(
+            OP,
+            format!("the value head size Dv = {dv} must be a multiple of 16, at most 256"),
+        ));
+    }
+    let lead = &qs[..qs.len() - 2];
+    shape_is(OP, "k", a.k, qs)?;
+    let gshape: Vec<usize> = lead.iter().copied().chain([hv]).collect();
+    shape_is(OP, "g", a.g, &gshape)?;
+    shape_is(OP, "beta", a.beta, &gshape)?;
+    shape_is(OP, "o", a.o, vs)?;
+    // Sequence boundaries.
+    let cu: Vec<usize> = match (cu_seqlens, batch) {
+        (Some(cu), b) => {
+            if b.is_some_and(|b| b != 1) {
+                return Err(OpError::invalid(
+                    OP,
+                    "with `cu_seqlens` the inputs are packed: [T, …] or [1, T, …]",
+                ));
+            }
+            if cu.len() < 2
+                || cu[0] != 0
+                || cu.windows(2).any(|w| w[1] < w[0])
+                || cu[cu.len() - 1] != total
+            {
+                return Err(OpError::invalid(
+                    OP,
+                    format!(
+                        "`cu_seqlens` must be N + 1 >= 2 non-decreasing offsets from 0 to T = {total}, got {cu:?}"
+                    ),
+                ));
+            }
+            cu.to_vec()
+        }
+        (None, Some(b)) => (0..=b).map(|i| i * (total / b.max(1))).collect(),
+        (None, None) => vec![0, total],
+    };
+    let n = cu.len() - 1;
+    let sd = a.final_state.dtype();
+    if sd != DType::F32 && sd != t {
+        return Err(OpError::invalid(
+            OP,
+            format!("`final_state` must be f32 or {t} (the activations' dtype), got {sd}"),
+        ));
+    }
+    let sshape = [n, hv, dv, dk];
+    shape_is(OP, "final_state", a.final_state, &sshape)?;
+    if let Some(h0) = a.h0 {
+        dtype_is(OP, "h0", h0, sd)?;
+        shape_is(OP, "h0", h0, &sshape)?;
+    }
+    let mut inputs = vec![
+        ("q", a.q),
+        ("k", a.k),
+        ("v", a.v),
+        ("g", a.g),
+        ("beta", a.beta),
+    ];
+    if let Some(h0) = a.h0 {
+        inputs.push(("h0", h0));
+    }
+    distinct(OP, a.o, &inputs)?;
+    distinct(OP, a.final_state, &inputs)?;
+    distinct(OP, a.final_state, &[("o", a.o)])?;
+    if !scale.is_finite() {
+        return Err(OpError::invalid(
+            OP,
+            format!("`scale` must be finite, got {scale}"),
+        ));
+    }
+    // The chunk table.
+    let mut table = Vec::new();
+    let mut seq_chunks = vec![0u32];
+    for s in 0..n {
+        let mut t0 = cu[s];
+        while t0 < cu[s + 1] {
+            let len = CHUNK.min(cu[s + 1] - t0);
+            table.extend([t0 as u32, len as u32]);
+            t0 += len;
+        }
+        seq_chunks.push((table.len() / 2) as u32);
+    }
+    let nc = table.len() / 2;
+    let scratch = nc.max(1) * hv * CHUNK;
+    fits_u32(OP, "the scratch size", scratch * dk.max(dv).max(CHUNK))?;
+    fits_u32(OP, "the token count", total * hv * dk.max(dv))?;
+    fits_u32(OP, "the state size", n * hv * dv * dk)?;
+    let p = staging_dtype(t);
+    let rt = runtime(OP);
+    if table.is_empty() {
+        table.extend([0, 0]);
+    }
+    let chunks = ctx.tensor(&table, &[table.len() / 2, 2]).map_err(&rt)?;
+    let seqs = ctx.tensor(&seq_chunks, &[n + 1]).map_err(&rt)?;
+    let w = ctx.zeros(p, &[scratch, dk]).map_err(&rt)?;
+    let qg = ctx.zeros(p, &[scratch, dk]).map_err(&rt)?;
+    let kg = ctx.zeros(p, &[scratch, dk]).map_err(&rt)?;
+    let u = ctx.zeros(DType::F32, &[scratch, dv]).map_err(&rt)?;
+    let aqk = ctx.zeros(p, &[scratch, CHUNK]).map_err(&rt)?;
+    let decay = ctx.zeros(DType::F32, &[nc.max(1), hv]).map_err(&rt)?;
+    let (dk32, dv32, hv32, hk32) = (dk as u32, dv as u32, hv as u32, hk as u32);
+    if nc > 0 {
+        ctx.launch(&gdn_chunk_prep_kernel::DEF)
+            .dtype("P", p)
+            .constexpr("dk", dk32)
+            .constexpr("dv", dv32)
+            .constexpr("hv", hv32)
+            .constexpr("hk", hk32)
+            .arg("q", a.q)
+            .arg("k", a.k)
+            .arg("v", a.v)
+            .arg("g", a.g)
+            .arg("beta", a.beta)
+            .arg("chunks", &chunks)
+            .arg("w", &w)
+            .arg("u", &u)
+            .arg("qg", &qg)
+            .arg("kg", &kg)
+            .arg("aqk", &aqk)
+            .arg("decay", &decay)
+            .scalar("scale", scale)
+            .grid([nc as u32, hv32, 1])
+            .group_size(128)
+            .run()
+            .map_err(&rt)?;
+    }
+    let dummy;
+    let h0 = match a.h0 {
+        Some(h) => h,
+        None => {
+            dummy = ctx.zeros(sd, &[1]).map_err(&rt)?;
+            &dummy
+        }
+    };
+    ctx.launch(&gdn_chunk_state_kernel::DEF)
+        .dtype("P", p)
+        .constexpr("dk", dk32)
+        .constexpr("dv", dv32)
+        .constexpr("hv", hv32)
+        .arg("w", &w)
+        .arg("u", &u)
+        .arg("qg", &qg)
+        .arg("kg", &kg)
+        .arg("aqk", &aqk)
+        .arg("decay", &decay)
+        .arg("chunks", &chunks)
+        .arg("seq_chunks", &seqs)
+        .arg("h0", h0)
+        .arg("o", a.o)
+        .arg("state_out", a.final_state)
+        .scalar("use_h0", a.h0.is_some() as u32)
+        .grid([dv32 / 16, hv32, n as u32])
+        .group_size(128)
+        .run()
+        .map_err(rt)
+}
