@@ -187,6 +187,27 @@ pub trait Backend: Send + Sync {
         f: &mut dyn FnMut() -> Result<()>,
         iters: u32,
     ) -> Result<Option<Duration>>;
+
+    /// Records `launches` calls of `f` into a device graph once, replays the graph
+    /// `replays` times and returns the device time of the replays (warm-up excluded),
+    /// which shrinks the launch gaps of µs-scale kernels. `None` where the backend has no
+    /// graphs (the default). `f` must only launch: a backend refuses allocations, copies
+    /// and synchronisation while recording, and then returns the error.
+    fn time_graph(
+        &self,
+        f: &mut dyn FnMut() -> Result<()>,
+        launches: u32,
+        replays: u32,
+    ) -> Result<Option<Duration>> {
+        let _ = (f, launches, replays);
+        Ok(None)
+    }
+
+    /// The device's last-level cache in bytes, 0 where unknown or irrelevant (benchmarks
+    /// rotate input sets to exceed it).
+    fn l2_bytes(&self) -> usize {
+        0
+    }
 }
 
 /// Downcasts a buffer to a backend's own buffer type, or says which backend expected it.

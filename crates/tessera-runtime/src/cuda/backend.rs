@@ -11,12 +11,16 @@ use crate::backend::{
     DeviceInfo, KernelArg,
 };
 use crate::error::{Result, RuntimeError};
-use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags, CUfunction_attribute};
+use cudarc::driver::sys::{
+    CUdevice_attribute, CUevent_flags, CUfunction_attribute, CUgraphInstantiate_flags,
+    CUstreamCaptureMode,
+};
 use cudarc::driver::{
     result, CudaContext, CudaFunction, CudaModule, CudaStream, LaunchConfig, PushKernelArg,
 };
 use std::any::Any;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tessera_compiler::cuda::{emit, CudaSource, STATIC_SHARED_LIMIT};
@@ -120,8 +124,14 @@ pub struct CudaBackend {
     /// Threadgroup memory without opting in (48 KiB).
     default_shared: usize,
     max_grid: [u32; 3],
+    /// L2 cache size in bytes.
+    l2_bytes: usize,
     /// PTX by cache key, for this backend's lifetime.
     ptx_cache: Mutex<HashMap<String, Arc<String>>>,
+    /// Set while [`Backend::time_graph`] records the stream: allocations, copies and
+    /// synchronisation are refused then (a recorded memset of a buffer freed after the
+    /// recording would be replayed into freed memory).
+    capturing: AtomicBool,
 }
 
 impl std::fmt::Debug for CudaBackend {
@@ -152,6 +162,7 @@ impl CudaBackend {
             attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)?;
         let sms = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
         let warp = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_WARP_SIZE)?;
+        let l2 = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)?;
         let max_grid = [
             attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X)? as u32,
             attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y)? as u32,
@@ -184,9 +195,11 @@ impl CudaBackend {
             capability,
             default_shared: default_shared as usize,
             max_grid,
+            l2_bytes: l2.max(0) as usize,
             ctx,
             stream,
             ptx_cache: Mutex::new(HashMap::new()),
+            capturing: AtomicBool::new(false),
         })
     }
 
@@ -324,6 +337,44 @@ impl CudaBackend {
         Ok(())
     }
 
+    /// Refuses `what` while a graph is being recorded.
+    fn not_capturing(&self, what: &str) -> Result<()> {
+        if self.capturing.load(Ordering::Acquire) {
+            return Err(err(format!(
+                "{what} while a graph is being recorded: a timed closure may only launch"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Records `launches` calls of `f` on the stream into an instantiated graph.
+    fn record_graph(
+        &self,
+        f: &mut dyn FnMut() -> Result<()>,
+        launches: u32,
+    ) -> Result<cudarc::driver::CudaGraph> {
+        self.bind()?;
+        self.stream
+            .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            .map_err(|e| err(format!("starting a graph recording: {e}")))?;
+        self.capturing.store(true, Ordering::Release);
+        let mut recorded = Ok(());
+        for _ in 0..launches {
+            recorded = f();
+            if recorded.is_err() {
+                break;
+            }
+        }
+        self.capturing.store(false, Ordering::Release);
+        // Always end the recording, so the stream leaves capture mode even after an error.
+        let graph = self
+            .stream
+            .end_capture(CUgraphInstantiate_flags(0))
+            .map_err(|e| err(format!("ending a graph recording: {e}")));
+        recorded?;
+        graph?.ok_or_else(|| err("the graph recording captured nothing"))
+    }
+
     fn sync_err(&self, e: impl std::fmt::Display) -> RuntimeError {
         err(format!(
             "{e}. A kernel fault (out-of-bounds access, `__trap` from a non-positive loop \
@@ -339,6 +390,7 @@ impl Backend for CudaBackend {
     }
 
     fn alloc(&self, bytes: usize) -> Result<Arc<dyn DeviceBuffer>> {
+        self.not_capturing("an allocation")?;
         let buf = CudaBuffer::new(&self.ctx, bytes).map_err(err)?;
         // SAFETY: the buffer holds at least `max(bytes, 1)` bytes; the stream is this context's.
         unsafe { result::memset_d8_async(buf.ptr, 0, buf.size.max(1), self.stream.cu_stream()) }
@@ -347,6 +399,7 @@ impl Backend for CudaBackend {
     }
 
     fn upload(&self, dst: &dyn DeviceBuffer, offset: usize, src: &[u8]) -> Result<()> {
+        self.not_capturing("an upload")?;
         let buf = downcast_buffer::<CudaBuffer>(dst, KIND)?;
         Self::range_check(buf, offset, src.len(), "an upload")?;
         if src.is_empty() {
@@ -360,6 +413,7 @@ impl Backend for CudaBackend {
     }
 
     fn download(&self, src: &dyn DeviceBuffer, offset: usize, dst: &mut [u8]) -> Result<()> {
+        self.not_capturing("a download")?;
         let buf = downcast_buffer::<CudaBuffer>(src, KIND)?;
         Self::range_check(buf, offset, dst.len(), "a download")?;
         if dst.is_empty() {
@@ -433,6 +487,7 @@ impl Backend for CudaBackend {
     }
 
     fn synchronize(&self) -> Result<()> {
+        self.not_capturing("a synchronisation")?;
         self.bind()?;
         self.stream.synchronize().map_err(|e| self.sync_err(e))
     }
@@ -466,5 +521,31 @@ impl Backend for CudaBackend {
             .elapsed_ms(&end)
             .map_err(|e| err(format!("reading the event timer: {e}")))?;
         Ok(Some(Duration::from_secs_f64(ms as f64 / 1e3)))
+    }
+
+    fn time_graph(
+        &self,
+        f: &mut dyn FnMut() -> Result<()>,
+        launches: u32,
+        replays: u32,
+    ) -> Result<Option<Duration>> {
+        let graph = self.record_graph(f, launches.max(1))?;
+        graph
+            .upload()
+            .map_err(|e| err(format!("uploading a graph: {e}")))?;
+        // One untimed replay: the first launch of a graph pays for its setup.
+        graph
+            .launch()
+            .map_err(|e| err(format!("replaying a graph: {e}")))?;
+        let mut replay = || {
+            graph
+                .launch()
+                .map_err(|e| err(format!("replaying a graph: {e}")))
+        };
+        self.time_launches(&mut replay, replays.max(1))
+    }
+
+    fn l2_bytes(&self) -> usize {
+        self.l2_bytes
     }
 }
