@@ -8,6 +8,9 @@ use super::rms_norm::{
     rms_norm, rms_norm_small, rms_norm_small_kernel, rms_norm_tpg4, rms_norm_tpg4_kernel,
     rms_norm_wide, rms_norm_wide_kernel,
 };
+use super::rms_norm_vec::{
+    rms_norm_rows_kernel, rms_norm_vec, rms_norm_vec_kernel, vec_layout, VecLayout,
+};
 use crate::error::OpError;
 use crate::registry::{BenchCase, Case, CaseKind, KernelUse, OpEntry, PreparedBench};
 use crate::testing::{compare, expect_rejection, random_tensor, tolerance, CaseRng};
@@ -242,8 +245,8 @@ fn rms_norm_cases() -> Vec<Case> {
 }
 
 fn rms_norm_kernels() -> Vec<KernelUse> {
-    let mut v = specs(&rms_norm_tpg4_kernel::DEF, &[4096]);
-    v.extend(specs(&rms_norm_small_kernel::DEF, &[64, 640]));
+    let mut v = vec_specs(&[64, 128, 640, 4096, 8192]);
+    v.extend(specs(&rms_norm_small_kernel::DEF, &[640]));
     v.extend(specs(&rms_norm_wide_kernel::DEF, &[]));
     v
 }
@@ -253,7 +256,7 @@ fn rms_norm_benches() -> Vec<BenchCase> {
     for t in FLOAT_DTYPES {
         v.push(rms_bench(
             "rms_norm",
-            "rms_norm_tpg4_kernel",
+            "rms_norm_vec_kernel",
             rms_norm,
             t,
             64,
@@ -262,7 +265,7 @@ fn rms_norm_benches() -> Vec<BenchCase> {
         ));
         v.push(rms_bench(
             "rms_norm",
-            "rms_norm_small_kernel",
+            "rms_norm_rows_kernel",
             rms_norm,
             t,
             256,
@@ -271,7 +274,7 @@ fn rms_norm_benches() -> Vec<BenchCase> {
         ));
         v.push(rms_bench(
             "rms_norm",
-            "rms_norm_tpg4_kernel",
+            "rms_norm_vec_kernel",
             rms_norm,
             t,
             1,
@@ -280,7 +283,7 @@ fn rms_norm_benches() -> Vec<BenchCase> {
         ));
         v.push(rms_bench(
             "rms_norm",
-            "rms_norm_tpg4_kernel",
+            "rms_norm_vec_kernel",
             rms_norm,
             t,
             8192,
@@ -289,7 +292,7 @@ fn rms_norm_benches() -> Vec<BenchCase> {
         ));
         v.push(rms_bench(
             "rms_norm",
-            "rms_norm_tpg4_kernel",
+            "rms_norm_rows_kernel",
             rms_norm,
             t,
             32768,
@@ -298,7 +301,7 @@ fn rms_norm_benches() -> Vec<BenchCase> {
         ));
         v.push(rms_bench(
             "rms_norm",
-            "rms_norm_wide_kernel",
+            "rms_norm_vec_kernel",
             rms_norm,
             t,
             4096,
@@ -310,6 +313,51 @@ fn rms_norm_benches() -> Vec<BenchCase> {
 }
 
 // ── explicit variants ───────────────────────────────────────────────────────
+
+/// The 16-byte layouts' specialisations for row lengths `ns` in every float dtype.
+fn vec_specs(ns: &[u32]) -> Vec<KernelUse> {
+    let mut v = Vec::new();
+    for t in FLOAT_DTYPES {
+        for &n in ns {
+            match vec_layout(t, n) {
+                Some(VecLayout::Row { epl, .. }) => v.push(KernelUse {
+                    def: &rms_norm_vec_kernel::DEF,
+                    spec: Specialization::new(vec![t], vec![Literal::U32(n), Literal::U32(epl)]),
+                }),
+                Some(VecLayout::Rows { epl, lg }) => v.push(KernelUse {
+                    def: &rms_norm_rows_kernel::DEF,
+                    spec: Specialization::new(
+                        vec![t],
+                        vec![Literal::U32(n), Literal::U32(epl), Literal::U32(lg)],
+                    ),
+                }),
+                None => {}
+            }
+        }
+    }
+    v
+}
+
+fn vec_cases() -> Vec<Case> {
+    let mut v = Vec::new();
+    for t in FLOAT_DTYPES {
+        // One row per threadgroup (one and two accesses per thread), several rows per
+        // threadgroup with a partial last threadgroup.
+        for (rows, n) in [(3, 4096), (2, 8192), (2, 256), (13, 128), (9, 64), (5, 32)] {
+            if vec_layout(t, n as u32).is_some() {
+                v.push(rms_case("rms_norm_vec", rms_norm_vec, t, rows, n));
+            }
+        }
+    }
+    v.extend(common_rejections("rms_norm_vec", rms_norm_vec));
+    v.push(length_rejection(
+        "rms_norm_vec",
+        rms_norm_vec,
+        3000,
+        "is not a layout of 16-byte accesses",
+    ));
+    v
+}
 
 fn tpg4_cases() -> Vec<Case> {
     let mut v = Vec::new();
@@ -509,6 +557,17 @@ inventory::submit! {
         kernels: rms_norm_kernels,
         cases: rms_norm_cases,
         benches: rms_norm_benches,
+    }
+}
+
+inventory::submit! {
+    OpEntry {
+        name: "rms_norm_vec",
+        family: "norm",
+        summary: "RMSNorm with 16-byte accesses: one row per threadgroup, or several short rows per threadgroup reduced with shuffles",
+        kernels: || vec_specs(&[32, 64, 128, 256, 4096, 8192]),
+        cases: vec_cases,
+        benches: none_benches,
     }
 }
 

@@ -1,4 +1,4 @@
-//! Row normalisations: RMSNorm in three layouts, RMSNorm fused with the residual add,
+//! Row normalisations: RMSNorm in five layouts, RMSNorm fused with the residual add,
 //! LayerNorm, the gated mixer norm of GDN blocks, softmax and logsumexp over the last
 //! dimension.
 
@@ -9,6 +9,7 @@ pub mod reference;
 pub mod rms_inv;
 pub mod rms_norm;
 pub mod rms_norm_residual;
+pub mod rms_norm_vec;
 mod row_cases;
 pub mod row_reference;
 pub mod softmax;
@@ -17,4 +18,5 @@ pub use gated_mixer_norm::gated_mixer_norm;
 pub use layer_norm::layer_norm;
 pub use rms_norm::{rms_norm, rms_norm_small, rms_norm_tpg4, rms_norm_wide};
 pub use rms_norm_residual::rms_norm_residual;
+pub use rms_norm_vec::rms_norm_vec;
 pub use softmax::{logsumexp, softmax};

@@ -1,8 +1,10 @@
 //! RMSNorm over the last dimension in three layouts: four elements per thread
 //! (`n = group_size·4`, n a multiple of 128 up to 4096), two per thread (head_dim-sized
 //! rows, n a multiple of 64 up to 2048), and strided for any n. One threadgroup per row.
+//! The dispatching [`rms_norm`] prefers the 16-byte layouts of `rms_norm_vec`.
 
 use super::rms_inv::rms_inv;
+use super::rms_norm_vec::{rms_norm_vec, vec_layout};
 use crate::error::{runtime, OpError};
 use crate::validate::{
     distinct, dtype_in, dtype_is, eps_ok, fits_u32, rows_of, shape_is, FLOAT_DTYPES,
@@ -197,9 +199,10 @@ pub fn rms_norm_wide(
         .map_err(runtime(OP))
 }
 
-/// RMSNorm over the last dimension of `x` with weight `w`: picks the four-per-thread
-/// layout when `n` is a multiple of 128 up to 4096, two-per-thread for multiples of 64 up
-/// to 2048, and the strided kernel otherwise.
+/// RMSNorm over the last dimension of `x` with weight `w`: picks the 16-byte-access
+/// layouts of [`rms_norm_vec`] where `n` allows, else the four-per-thread layout when `n`
+/// is a multiple of 128 up to 4096, two-per-thread for multiples of 64 up to 2048, and the
+/// strided kernel otherwise.
 pub fn rms_norm(
     ctx: &Context,
     x: &Tensor,
@@ -208,7 +211,9 @@ pub fn rms_norm(
     eps: f32,
 ) -> Result<(), OpError> {
     let (_, n) = check_row_norm("rms_norm", x, w, out, eps)?;
-    if n.is_multiple_of(128) && n <= 4096 {
+    if vec_layout(x.dtype(), n).is_some() {
+        rms_norm_vec(ctx, x, w, out, eps)
+    } else if n.is_multiple_of(128) && n <= 4096 {
         rms_norm_tpg4(ctx, x, w, out, eps)
     } else if n.is_multiple_of(64) && n <= 2048 {
         rms_norm_small(ctx, x, w, out, eps)

@@ -1,0 +1,202 @@
+//! RMSNorm with whole 16-byte accesses: each thread holds `epl` consecutive elements of a
+//! row (8 or 16 f16/bf16, 4 or 8 f32: one or two 16-byte loads in flight per thread). Rows
+//! of at least 32 accesses take one threadgroup each (`rms_norm_vec_kernel`); shorter rows
+//! (head_dim-sized) take `n/epl` lanes each, several rows to a threadgroup, reduced with
+//! shuffles (`rms_norm_rows_kernel`). The dispatching `rms_norm` picks these where the row
+//! length allows.
+
+use super::rms_inv::rms_inv;
+use super::rms_norm::check_row_norm;
+use crate::error::{runtime, OpError};
+use tessera_macros::kernel;
+use tessera_runtime::{Context, DType, Tensor};
+
+/// One row per threadgroup of `n / epl` threads, `epl` consecutive elements each.
+#[kernel]
+pub fn rms_norm_vec_kernel<T>(
+    x: Tensor<T>,
+    w: Tensor<T>,
+    mut out: Tensor<T>,
+    eps: f32,
+    #[constexpr] n: u32,
+    #[constexpr] epl: u32,
+) {
+    let col = thread_id() * epl;
+    let base = group_id_x() * n + col;
+    let xs = stack_array::<f32>(epl);
+    let mut ssq = 0.0f32;
+    for e in 0..epl {
+        let v = load(x[base + e]).cast::<f32>();
+        store(xs[e], v);
+        ssq += v * v;
+    }
+    let inv = rms_inv(ssq, eps, n);
+    for e in 0..epl {
+        let y = load(xs[e]) * inv * load(w[col + e]).cast::<f32>();
+        store(out[base + e], y.cast::<T>());
+    }
+}
+
+/// Rows of `n = 2^lg · epl` elements, `2^lg <= 32` lanes each, `group_size / 2^lg` rows to
+/// a threadgroup; `rows` bounds the last threadgroup.
+#[kernel]
+pub fn rms_norm_rows_kernel<T>(
+    x: Tensor<T>,
+    w: Tensor<T>,
+    mut out: Tensor<T>,
+    eps: f32,
+    rows: u32,
+    #[constexpr] n: u32,
+    #[constexpr] epl: u32,
+    #[constexpr] lg: u32,
+) {
+    let lanes = n / epl;
+    let row = group_id_x() * (group_size() / lanes) + thread_id() / lanes;
+    let inside = row < rows;
+    let col = (thread_id() % lanes) * epl;
+    let base = select(inside, row, 0) * n + col;
+    let xs = stack_array::<f32>(epl);
+    let mut ssq = 0.0f32;
+    for e in 0..epl {
+        let v = load(x[base + e]).cast::<f32>();
+        store(xs[e], v);
+        ssq += v * v;
+    }
+    for s in 0..lg {
+        ssq += simd_shuffle_xor(ssq, (lanes / 2) >> s);
+    }
+    let inv = rsqrt(ssq / n.cast::<f32>() + eps);
+    if inside {
+        for e in 0..epl {
+            let y = load(xs[e]) * inv * load(w[col + e]).cast::<f32>();
+            store(out[base + e], y.cast::<T>());
+        }
+    }
+}
+
+/// Threads per threadgroup of the multi-row layout.
+const ROWS_GROUP: u32 = 128;
+
+/// The layout `rms_norm_vec` uses for rows of `n` in `dtype`, or `None` where `n` is not
+/// a whole number of 16-byte accesses fitting one threadgroup.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VecLayout {
+    /// One row per threadgroup of `threads`, `epl` elements each.
+    Row { epl: u32, threads: u32 },
+    /// `2^lg` lanes per row, `epl` elements each, several rows per threadgroup.
+    Rows { epl: u32, lg: u32 },
+}
+
+pub fn vec_layout(dtype: DType, n: u32) -> Option<VecLayout> {
+    let vec = (16 / dtype.size_bytes().max(1)) as u32;
+    if n == 0 || !n.is_multiple_of(vec) {
+        return None;
+    }
+    let accesses = n / vec;
+    if accesses <= 32 {
+        return accesses.is_power_of_two().then(|| VecLayout::Rows {
+            epl: vec,
+            lg: accesses.trailing_zeros(),
+        });
+    }
+    // Two accesses per thread where that still leaves at least 128 threads: more bytes in
+    // flight per thread, fewer threads to reduce over.
+    let epl = if n.is_multiple_of(2 * vec) && n / (2 * vec) >= 128 {
+        2 * vec
+    } else {
+        vec
+    };
+    let threads = n / epl;
+    (threads.is_multiple_of(32) && threads <= 1024).then_some(VecLayout::Row { epl, threads })
+}
+
+/// RMSNorm with 16-byte accesses: `n` a multiple of 16 bytes' worth of elements, either at
+/// most 32 accesses (a power of two) or a multiple of 32 accesses up to 1024 threads.
+pub fn rms_norm_vec(
+    ctx: &Context,
+    x: &Tensor,
+    w: &Tensor,
+    out: &Tensor,
+    eps: f32,
+) -> Result<(), OpError> {
+    const OP: &str = "rms_norm_vec";
+    let (rows, n) = check_row_norm(OP, x, w, out, eps)?;
+    let layout = vec_layout(x.dtype(), n).ok_or_else(|| {
+        OpError::invalid(
+            OP,
+            format!(
+                "the row length n = {n} is not a layout of 16-byte accesses ({} elements of {}: \
+                 a power of two up to 32 of them, or a multiple of 32 up to 1024 threads); use \
+                 rms_norm for any length",
+                16 / x.dtype().size_bytes().max(1),
+                x.dtype().name()
+            ),
+        )
+    })?;
+    match layout {
+        VecLayout::Row { epl, threads } => ctx
+            .launch(&rms_norm_vec_kernel::DEF)
+            .constexpr("n", n)
+            .constexpr("epl", epl)
+            .arg("x", x)
+            .arg("w", w)
+            .arg("out", out)
+            .scalar("eps", eps)
+            .grid([rows, 1, 1])
+            .group_size(threads)
+            .run()
+            .map_err(runtime(OP)),
+        VecLayout::Rows { epl, lg } => {
+            let per_group = ROWS_GROUP >> lg;
+            ctx.launch(&rms_norm_rows_kernel::DEF)
+                .constexpr("n", n)
+                .constexpr("epl", epl)
+                .constexpr("lg", lg)
+                .arg("x", x)
+                .arg("w", w)
+                .arg("out", out)
+                .scalar("eps", eps)
+                .scalar("rows", rows)
+                .grid([rows.div_ceil(per_group).max(1), 1, 1])
+                .group_size(ROWS_GROUP)
+                .run()
+                .map_err(runtime(OP))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layouts_take_whole_16_byte_accesses() {
+        assert_eq!(
+            vec_layout(DType::BF16, 4096),
+            Some(VecLayout::Row {
+                epl: 16,
+                threads: 256
+            })
+        );
+        assert_eq!(
+            vec_layout(DType::F32, 4096),
+            Some(VecLayout::Row {
+                epl: 8,
+                threads: 512
+            })
+        );
+        assert_eq!(
+            vec_layout(DType::BF16, 128),
+            Some(VecLayout::Rows { epl: 8, lg: 4 })
+        );
+        assert_eq!(
+            vec_layout(DType::F16, 8192),
+            Some(VecLayout::Row {
+                epl: 16,
+                threads: 512
+            })
+        );
+        assert_eq!(vec_layout(DType::BF16, 3000), None);
+        assert_eq!(vec_layout(DType::BF16, 8 * 48), None);
+    }
+}
