@@ -62,6 +62,8 @@ mod tests {
         let (y, h) = selective_scan_step(&s);
         let delta = 2f64.ln();
         assert!((h[0] - (1.0 + delta * 6.0)).abs() < 1e-12);
-        assert!((y[0] - h[0]).abs() < 1e-9);
+        // D = 0 and C = 1: y = h · silu(z).
+        let silu = 50.0 / (1.0 + (-50f64).exp());
+        assert!((y[0] - h[0] * silu).abs() < 1e-9);
     }
 }
