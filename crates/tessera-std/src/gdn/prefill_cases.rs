@@ -486,7 +486,7 @@ fn benches() -> Vec<BenchCase> {
         dv: 128,
     };
     for t in [DType::BF16, DType::F16] {
-        for (tl, quick) in [(256usize, true), (4096, false)] {
+        for (tl, quick) in [(256usize, true), (4096, false), (32768, false)] {
             let p = Pre {
                 t,
                 s: DType::F32,

@@ -9,6 +9,8 @@
 //! state `[N, Hv, Dv, Dk]` · o `[T, Hv, Dv]`. Value head `h` reads key head
 //! `h / (Hv / Hk)` (GQA).
 
+use rayon::prelude::*;
+
 /// Head counts and head sizes of one Gated DeltaNet layer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GdnShape {
@@ -69,13 +71,19 @@ pub fn recurrent(inp: &GdnInputs) -> (Vec<f64>, Vec<f64>) {
     let (dk, dv) = (s.dk, s.dv);
     let total = inp.cu_seqlens.last().copied().unwrap_or(0);
     let seqs = inp.cu_seqlens.len().saturating_sub(1);
-    let mut o = vec![0.0; total * s.hv * dv];
-    let mut fin = vec![0.0; seqs * s.state_len()];
-    for seq in 0..seqs {
-        for h in 0..s.hv {
+    // Every (sequence, value head) pair is independent: run them in parallel, each
+    // producing its outputs `[len, Dv]` and final state, then scatter.
+    let pairs: Vec<(usize, usize)> = (0..seqs)
+        .flat_map(|seq| (0..s.hv).map(move |h| (seq, h)))
+        .collect();
+    let parts: Vec<(Vec<f64>, Vec<f64>)> = pairs
+        .par_iter()
+        .map(|&(seq, h)| {
             let kh = s.key_head(h);
             let mut st = initial(inp, seq, h);
-            for t in inp.cu_seqlens[seq]..inp.cu_seqlens[seq + 1] {
+            let (t0, t1) = (inp.cu_seqlens[seq], inp.cu_seqlens[seq + 1]);
+            let mut o = vec![0.0; (t1 - t0) * dv];
+            for t in t0..t1 {
                 let q = &inp.q[(t * s.hk + kh) * dk..][..dk];
                 let k = &inp.k[(t * s.hk + kh) * dk..][..dk];
                 let v = &inp.v[(t * s.hv + h) * dv..][..dv];
@@ -88,11 +96,20 @@ pub fn recurrent(inp: &GdnInputs) -> (Vec<f64>, Vec<f64>) {
                     let vn = beta * (v[a] - sk);
                     row.iter_mut().zip(k).for_each(|(x, y)| *x += vn * y);
                     let sq: f64 = row.iter().zip(q).map(|(x, y)| x * y).sum();
-                    o[(t * s.hv + h) * dv + a] = inp.scale * sq;
+                    o[(t - t0) * dv + a] = inp.scale * sq;
                 }
             }
-            fin[(seq * s.hv + h) * dv * dk..][..dv * dk].copy_from_slice(&st);
+            (o, st)
+        })
+        .collect();
+    let mut o = vec![0.0; total * s.hv * dv];
+    let mut fin = vec![0.0; seqs * s.state_len()];
+    for (&(seq, h), (part, st)) in pairs.iter().zip(parts) {
+        let t0 = inp.cu_seqlens[seq];
+        for (i, row) in part.chunks(dv).enumerate() {
+            o[((t0 + i) * s.hv + h) * dv..][..dv].copy_from_slice(row);
         }
+        fin[(seq * s.hv + h) * dv * dk..][..dv * dk].copy_from_slice(&st);
     }
     (o, fin)
 }
