@@ -27,7 +27,7 @@ pub struct Args {
     /// cpu, cuda, metal or metal-emu (default: the best present).
     #[arg(long)]
     backend: Option<String>,
-    /// Only shapes whose op or kernel contains this.
+    /// Only shapes whose op, kernel or shape string contains this.
     #[arg(long)]
     filter: Option<String>,
     #[arg(long)]
@@ -94,7 +94,7 @@ fn selected(args: &Args, quick: bool) -> Result<Vec<BenchCase>, String> {
         .filter(|c| {
             args.filter
                 .as_deref()
-                .is_none_or(|f| c.op.contains(f) || c.kernel.contains(f))
+                .is_none_or(|f| c.op.contains(f) || c.kernel.contains(f) || c.shape.contains(f))
         })
         .collect();
     if cases.is_empty() {

@@ -4,19 +4,23 @@
 //!
 //! Budget: a loop is unrolled when its trip count is at most [`MAX_TRIP_COUNT`] and the
 //! trip count times the instructions in its body (nested ones included, inner loops
-//! already unrolled) is at most [`MAX_UNROLLED_INSTS`]. Inner loops are unrolled first.
+//! already unrolled) is at most [`MAX_UNROLLED_INSTS`], or [`MAX_UNROLLED_INSTS_LOCALS`]
+//! when the body reads or writes a stack array (left rolled, the array would live in
+//! local memory, far slower than the extra code). Inner loops are unrolled first.
 //! After unrolling, the kernel is constant-folded, and unrolling repeats (a few rounds)
 //! for inner loops whose bounds only became constant through an outer induction variable.
 
 use super::fold::fold;
 use super::util::{clone_block, push_const, trip_count, Subst};
 use std::collections::HashMap;
-use tessera_ir::{eval, Block, Body, Kernel, Literal, Op, ValueId};
+use tessera_ir::{eval, Block, Body, Kernel, Literal, MemRef, Op, ValueId};
 
 /// The largest trip count unrolled.
 pub const MAX_TRIP_COUNT: u64 = 64;
 /// The largest number of instructions a loop may expand to.
 pub const MAX_UNROLLED_INSTS: u64 = 1024;
+/// The largest expansion of a loop whose body touches a per-thread stack array.
+pub const MAX_UNROLLED_INSTS_LOCALS: u64 = 4096;
 /// Rounds of unroll-then-fold.
 const ROUNDS: usize = 4;
 
@@ -38,6 +42,21 @@ pub fn unroll(kernel: &mut Kernel) -> usize {
         fold(kernel);
     }
     total
+}
+
+/// Whether `block` (nested blocks included) accesses a per-thread stack array.
+fn touches_locals(block: &Block) -> bool {
+    let mut found = false;
+    block.walk(&mut |i| {
+        if let Op::Load { mem, .. }
+        | Op::Store { mem, .. }
+        | Op::VecLoad { mem, .. }
+        | Op::VecStore { mem, .. } = &i.op
+        {
+            found |= matches!(mem, MemRef::Local(_));
+        }
+    });
+    found
 }
 
 struct Unroller {
@@ -66,10 +85,13 @@ impl Unroller {
                 let k = |v: &ValueId| self.consts.get(v).copied();
                 if let (Some(s), Some(e), Some(st)) = (k(start), k(end), k(step)) {
                     let size = lb.count() as u64;
+                    let budget = if touches_locals(lb) {
+                        MAX_UNROLLED_INSTS_LOCALS
+                    } else {
+                        MAX_UNROLLED_INSTS
+                    };
                     if let Some(n) = trip_count(s, e, st) {
-                        if n <= MAX_TRIP_COUNT
-                            && n.saturating_mul(size.max(1)) <= MAX_UNROLLED_INSTS
-                        {
+                        if n <= MAX_TRIP_COUNT && n.saturating_mul(size.max(1)) <= budget {
                             let finals = self.expand(s, st, n, inits, lb, body, &mut out);
                             for (&r, &f) in inst.results.iter().zip(&finals) {
                                 self.subst.insert(r, f);

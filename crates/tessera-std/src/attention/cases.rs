@@ -994,6 +994,7 @@ fn decode_kernel_uses(partial: bool) -> Vec<KernelUse> {
                     for per_row in [0, 1] {
                         let mut c = c.clone();
                         c.push(Literal::U32(per_row));
+                        c.push(Literal::U32(g.unroll));
                         v.push(KernelUse {
                             def: &sdpa_decode_partial_kernel::DEF,
                             spec: Specialization::new(vec![dt], c),

@@ -170,7 +170,9 @@ pub fn sdpa_decode_kernel<T>(
 /// writes the chunk's running max and sum to `part_ml[((row·n_q_heads + h)·splits + z)·2
 /// + {0, 1}]` and its unnormalised output to `part_o[((row·n_q_heads + h)·splits + z)·D +
 /// d]`. Row `row` sees `kv_lens[row]` keys when `per_row_lens != 0` (clamped to
-/// `kv_stride`), else `len0 + row·len_step`.
+/// `kv_stride`), else `len0 + row·len_step`. Each simdgroup step issues the K and V loads
+/// of `unroll` row slots before any of their arithmetic, so that `2·unroll` 16-byte loads
+/// per lane are in flight while the previous step's scores are reduced.
 #[kernel]
 pub fn sdpa_decode_partial_kernel<T>(
     q: Tensor<T>,
@@ -195,6 +197,7 @@ pub fn sdpa_decode_partial_kernel<T>(
     #[constexpr] sgs: u32,
     #[constexpr] lg: u32,
     #[constexpr] per_row_lens: u32,
+    #[constexpr] unroll: u32,
 ) {
     let lanes = head_dim / epl;
     let lane = simd_lane();
@@ -223,8 +226,9 @@ pub fn sdpa_decode_partial_kernel<T>(
     let os = stack_array::<f32>(hpt * epl);
     let ms = stack_array::<f32>(hpt);
     let ls = stack_array::<f32>(hpt);
-    let ks = stack_array::<f32>(epl);
-    let vs = stack_array::<f32>(epl);
+    let ks = stack_array::<T>(unroll * epl);
+    let vs = stack_array::<T>(unroll * epl);
+    let rows = 32 / lanes;
     for h in 0..hpt {
         let qbase = (row * n_q_heads + h0 + h) * head_dim + part * epl;
         for e in 0..epl {
@@ -234,31 +238,38 @@ pub fn sdpa_decode_partial_kernel<T>(
         store(ms[h], neg_infinity());
         store(ls[h], 0.0f32);
     }
-    for j0 in range(jb + sg * (32 / lanes), je, sgs * (32 / lanes)) {
-        let j = j0 + sub;
-        let valid = j < je;
-        let jc = select(valid, j, j0);
-        let pos = select(jc < s_end, jc, jc - s_end + lo);
-        let base = cache + pos * head_dim + part * epl;
-        for e in 0..epl {
-            store(ks[e], load(k[base + e]).cast::<f32>());
-        }
-        for e in 0..epl {
-            store(vs[e], load(v[base + e]).cast::<f32>());
+    for j0 in range(jb + sg * rows * unroll, je, sgs * rows * unroll) {
+        for u in 0..unroll {
+            let j = j0 + u * rows + sub;
+            let jc = select(j < je, j, j0);
+            let pos = select(jc < s_end, jc, jc - s_end + lo);
+            let base = cache + pos * head_dim + part * epl;
+            for e in 0..epl {
+                store(ks[u * epl + e], load(k[base + e]));
+            }
+            for e in 0..epl {
+                store(vs[u * epl + e], load(v[base + e]));
+            }
         }
         for h in 0..hpt {
-            let mut p = 0.0f32;
-            for e in 0..epl {
-                p += load(qs[h * epl + e]) * load(ks[e]);
-            }
-            for s in 0..lg {
-                p += simd_shuffle_xor(p, (lanes / 2) >> s);
-            }
-            let (m2, f, w) = online_step(load(ms[h]), p, valid);
-            store(ms[h], m2);
-            store(ls[h], load(ls[h]) * f + w);
-            for e in 0..epl {
-                store(os[h * epl + e], load(os[h * epl + e]) * f + w * load(vs[e]));
+            for u in 0..unroll {
+                let valid = j0 + u * rows + sub < je;
+                let mut p = 0.0f32;
+                for e in 0..epl {
+                    p += load(qs[h * epl + e]) * load(ks[u * epl + e]).cast::<f32>();
+                }
+                for s in 0..lg {
+                    p += simd_shuffle_xor(p, (lanes / 2) >> s);
+                }
+                let (m2, f, w) = online_step(load(ms[h]), p, valid);
+                store(ms[h], m2);
+                store(ls[h], load(ls[h]) * f + w);
+                for e in 0..epl {
+                    store(
+                        os[h * epl + e],
+                        load(os[h * epl + e]) * f + w * load(vs[u * epl + e]).cast::<f32>(),
+                    );
+                }
             }
         }
     }

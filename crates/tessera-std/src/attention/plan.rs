@@ -28,6 +28,8 @@ pub struct Geometry {
     pub sgs: u32,
     /// `log2(head_dim / epl)`: shuffle steps of a row's score.
     pub lg: u32,
+    /// Row slots whose K/V loads the split-KV kernel issues before their arithmetic.
+    pub unroll: u32,
 }
 
 /// The layout for `head_dim` in `dtype` with `gqa` query heads per KV head: the fewest
@@ -55,6 +57,8 @@ pub fn geometry(dtype: DType, head_dim: u32, gqa: u32) -> Geometry {
         hpt,
         sgs,
         lg: (head_dim / epl).trailing_zeros(),
+        // Four slots of 16-byte loads in flight per lane, fewer for wide lanes (registers).
+        unroll: (64 / epl.max(1)).clamp(1, 4),
     }
 }
 
@@ -223,7 +227,7 @@ impl DecodeCall<'_> {
                 ),
             ));
         }
-        let step = g.sgs * 32 / (self.head_dim / g.epl);
+        let step = g.sgs * g.unroll * 32 / (self.head_dim / g.epl);
         let chunk = self
             .visible(self.max_len)
             .div_ceil(splits)
@@ -236,6 +240,7 @@ impl DecodeCall<'_> {
             .constexpr("sgs", g.sgs)
             .constexpr("lg", g.lg)
             .constexpr("per_row_lens", u32::from(self.kv_lens.is_some()))
+            .constexpr("unroll", g.unroll)
             .arg("q", self.q)
             .arg("k", self.k)
             .arg("v", self.v)

@@ -1,0 +1,306 @@
+#!/usr/bin/env python3
+"""Times tessera's peers on the registered bench shapes, on the same GPU.
+
+Reads the shapes from `tessera bench --list-shapes --json FILE` (so the shapes stay in
+sync with the registry), times every peer that applies to each shape and writes the peer
+JSON that `tessera bench --compare` reads (schema: docs/bench-json.md).
+
+Timing follows tessera's harness: input sets rotated so that together they exceed twice
+the L2 cache (memory-bound shapes), warm-up, median of 9 samples, each sample a CUDA
+graph of many launches replayed (kernels under 500 µs) or CUDA events around plain
+launches. A peer that cannot run a shape gets `us: null` and the reason.
+
+Peers: PyTorch SDPA (decode with enable_gqa, and with the GQA group folded into query
+rows; prefill with enable_gqa), F.rms_norm eager and under torch.compile, Liger RMSNorm,
+flash-linear-attention's chunk_gated_delta_rule and fused_recurrent_gated_delta_rule.
+
+usage: run_peers.py SHAPES.json OUT.json [--only PEER,PEER] [--filter OP]
+"""
+
+import argparse
+import json
+import math
+import sys
+import time
+import traceback
+
+import torch
+import torch.nn.functional as F
+
+DT = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}
+GRAPH_BELOW_US = 500.0
+SAMPLES = 9
+MAX_SETS = 64
+DEV = "cuda"
+
+
+def l2_bytes():
+    try:
+        return torch.cuda.get_device_properties(0).L2_cache_size
+    except Exception:
+        return 50 << 20
+
+
+def sets_for(nbytes, flops):
+    if nbytes <= 0 or flops > 20 * nbytes:
+        return 1
+    return max(1, min(MAX_SETS, math.ceil(2 * l2_bytes() / nbytes)))
+
+
+def _events_time(fn, iters):
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    for _ in range(iters):
+        fn()
+    e.record()
+    e.synchronize()
+    return s.elapsed_time(e) * 1e3  # µs
+
+
+def time_sets(calls, budget_ms=200.0):
+    """Median µs per call, rotating through `calls` (one closure per input set)."""
+    n = len(calls)
+    for c in calls:
+        c()
+    torch.cuda.synchronize()
+    idx = [0]
+
+    def rotate():
+        calls[idx[0] % n]()
+        idx[0] += 1
+
+    est = max(_events_time(rotate, n) / n, 0.2)
+    per_sample_us = budget_ms * 1e3 / SAMPLES
+    iters = int(min(max(per_sample_us / est, 1), 4000))
+    if est < GRAPH_BELOW_US:
+        try:
+            launches = math.ceil(min(max(iters, 1), 400) / n) * n
+            replays = max(1, min(50, iters // launches))
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for c in calls:
+                    c()
+            torch.cuda.current_stream().wait_stream(side)
+            torch.cuda.synchronize()
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                for i in range(launches):
+                    calls[i % n]()
+            g.replay()
+            torch.cuda.synchronize()
+            samples = sorted(_events_time(g.replay, replays) / (launches * replays)
+                             for _ in range(SAMPLES))
+            return samples[SAMPLES // 2], "graph"
+        except Exception as ex:  # fall back to plain launches
+            print(f"  (graph capture failed: {type(ex).__name__}: {ex}; timing plain launches)",
+                  file=sys.stderr)
+            torch.cuda.synchronize()
+    samples = sorted(_events_time(rotate, iters) / iters for _ in range(SAMPLES))
+    return samples[SAMPLES // 2], "events"
+
+
+def rnd(shape, dt, lo=-1.0, hi=1.0):
+    return (torch.rand(shape, device=DEV, dtype=torch.float32) * (hi - lo) + lo).to(dt)
+
+
+# ── peers per op: each returns a list of (peer name, [closure per set]) ──────────────
+
+def sdpa_decode_peers(p, dt, nsets, batched):
+    b = p.get("B", 1)
+    hq, hkv, d = p["hq"], p["hkv"], p["d"]
+    n = p["len"] if batched else p["n_kv"]
+    g = hq // hkv
+    sets = []
+    for _ in range(nsets):
+        q = rnd((b, hq, 1, d), dt)
+        k = rnd((b, hkv, n, d), dt)
+        v = rnd((b, hkv, n, d), dt)
+        sets.append((q, k, v))
+    out = []
+    out.append(("torch_sdpa_gqa", [
+        (lambda q=q, k=k, v=v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True))
+        for q, k, v in sets]))
+    # The GQA group as g query rows against its KV head: no mask is needed for decode,
+    # and every SDPA backend (flash, efficient, cuDNN) takes it.
+    out.append(("torch_sdpa_grouped", [
+        (lambda q=q.view(b, hkv, g, d), k=k, v=v: F.scaled_dot_product_attention(q, k, v))
+        for q, k, v in sets]))
+    try:
+        import flashinfer  # noqa: F401
+        if not batched:
+            out.append(("flashinfer_decode", [
+                (lambda q=q.view(hq, d), k=k[0].transpose(0, 1).contiguous(),
+                 v=v[0].transpose(0, 1).contiguous():
+                 flashinfer.single_decode_with_kv_cache(q, k, v))
+                for q, k, v in sets]))
+    except Exception as ex:
+        out.append(("flashinfer_decode", ex))
+    return out
+
+
+def sdpa_prefill_peers(p, dt, nsets):
+    hq, hkv, d, n = p["hq"], p["hkv"], p["d"], p["n"]
+    causal = bool(p.get("causal", False))
+    sets = [(rnd((1, hq, n, d), dt), rnd((1, hkv, n, d), dt), rnd((1, hkv, n, d), dt))
+            for _ in range(nsets)]
+    return [("torch_sdpa_gqa", [
+        (lambda q=q, k=k, v=v: F.scaled_dot_product_attention(
+            q, k, v, is_causal=causal, enable_gqa=True))
+        for q, k, v in sets])]
+
+
+_compiled_rms = None
+
+
+def rms_norm_peers(p, dt, nsets):
+    global _compiled_rms
+    rows, n = p["rows"], p["n"]
+    eps = 1e-5
+    sets = [(rnd((rows, n), dt, -3, 3), rnd((n,), dt, 0.5, 1.5)) for _ in range(nsets)]
+    out = [("torch_rms_norm", [(lambda x=x, w=w: F.rms_norm(x, (n,), w, eps)) for x, w in sets])]
+    if _compiled_rms is None:
+        _compiled_rms = torch.compile(lambda x, w: F.rms_norm(x, (x.shape[-1],), w, 1e-5),
+                                      dynamic=False)
+    out.append(("torch_compile_rms_norm",
+                [(lambda x=x, w=w: _compiled_rms(x, w)) for x, w in sets]))
+    try:
+        from liger_kernel.transformers.functional import liger_rms_norm
+        out.append(("liger_rms_norm", [
+            (lambda x=x, w=w: liger_rms_norm(x, w, eps, offset=0.0, casting_mode="llama",
+                                             in_place=False))
+            for x, w in sets]))
+    except Exception as ex:
+        out.append(("liger_rms_norm", ex))
+    return out
+
+
+def _gdn_inputs(b, t, hk, hv, dk, dv, dt):
+    q = F.normalize(rnd((b, t, hk, dk), torch.float32), dim=-1).to(dt)
+    k = F.normalize(rnd((b, t, hk, dk), torch.float32), dim=-1).to(dt)
+    v = rnd((b, t, hv, dv), dt)
+    g = F.logsigmoid(rnd((b, t, hv), torch.float32, 2.0, 6.0)).to(dt)
+    beta = torch.rand((b, t, hv), device=DEV, dtype=torch.float32).to(dt)
+    return q, k, v, g, beta
+
+
+def _gva(q, k, hv):
+    """fla versions without grouped value heads take q/k with as many heads as v."""
+    rep = hv // q.shape[2]
+    return q.repeat_interleave(rep, dim=2), k.repeat_interleave(rep, dim=2)
+
+
+def gdn_decode_peers(p, dt, nsets):
+    b, hk, hv, dk, dv = p["B"], p["Hk"], p["Hv"], p["Dk"], p["Dv"]
+    if p.get("state") not in ("f32", None):
+        return [("fla_fused_recurrent", RuntimeError("fla keeps the recurrent state in f32"))]
+    try:
+        from fla.ops.gated_delta_rule import fused_recurrent_gated_delta_rule as fr
+    except Exception as ex:
+        return [("fla_fused_recurrent", ex)]
+    sets = []
+    for _ in range(nsets):
+        q, k, v, g, beta = _gdn_inputs(b, 1, hk, hv, dk, dv, dt)
+        h0 = rnd((b, hv, dk, dv), torch.float32, -0.1, 0.1)
+        sets.append((q, k, v, g, beta, h0))
+    q, k, v, g, beta, h0 = sets[0]
+    try:
+        fr(q, k, v, g, beta, initial_state=h0, output_final_state=True)
+        grouped = True
+    except Exception:
+        grouped = False
+    calls = []
+    for q, k, v, g, beta, h0 in sets:
+        if not grouped:
+            q, k = _gva(q, k, hv)
+        calls.append(lambda q=q, k=k, v=v, g=g, beta=beta, h0=h0: fr(
+            q, k, v, g, beta, initial_state=h0, output_final_state=True))
+    return [("fla_fused_recurrent" + ("" if grouped else "_repeat_qk"), calls)]
+
+
+def gdn_prefill_peers(p, dt, nsets):
+    t, hk, hv, dk, dv = p["T"], p["Hk"], p["Hv"], p["Dk"], p["Dv"]
+    try:
+        from fla.ops.gated_delta_rule import chunk_gated_delta_rule as ch
+    except Exception as ex:
+        return [("fla_chunk", ex)]
+    q, k, v, g, beta = _gdn_inputs(1, t, hk, hv, dk, dv, dt)
+    try:
+        ch(q, k, v, g, beta, output_final_state=True)
+        grouped = True
+    except Exception:
+        grouped = False
+        q, k = _gva(q, k, hv)
+    return [("fla_chunk" + ("" if grouped else "_repeat_qk"),
+             [lambda: ch(q, k, v, g, beta, output_final_state=True)])]
+
+
+def peers_for(row, nsets):
+    p, dt, op = row["params"], DT[row["dtype"]], row["op"]
+    if op == "sdpa_decode":
+        return sdpa_decode_peers(p, dt, nsets, False)
+    if op == "sdpa_decode_batched":
+        return sdpa_decode_peers(p, dt, nsets, True)
+    if op == "sdpa_prefill":
+        return sdpa_prefill_peers(p, dt, nsets)
+    if op == "rms_norm":
+        return rms_norm_peers(p, dt, nsets)
+    if op == "gdn_decode_step":
+        return gdn_decode_peers(p, dt, nsets)
+    if op == "gdn_chunked_prefill":
+        return gdn_prefill_peers(p, dt, nsets)
+    return []
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("shapes")
+    ap.add_argument("out")
+    ap.add_argument("--only", default="")
+    ap.add_argument("--filter", default="")
+    ap.add_argument("--quick", action="store_true", help="only the quick shapes")
+    a = ap.parse_args()
+    only = [s for s in a.only.split(",") if s]
+    shapes = json.load(open(a.shapes))
+    rows = []
+    dev = torch.cuda.get_device_name(0)
+    t0 = time.time()
+    for r in shapes:
+        if a.filter and a.filter not in r["op"]:
+            continue
+        if a.quick and not r["quick"]:
+            continue
+        nsets = sets_for(r["bytes"], r["flops"])
+        try:
+            peers = peers_for(r, nsets)
+        except Exception as ex:
+            peers = [("setup", ex)]
+        for name, calls in peers:
+            if only and not any(o in name for o in only):
+                continue
+            rec = {"peer": name, "op": r["op"], "shape": r["shape"], "dtype": r["dtype"],
+                   "us": None, "sets": nsets}
+            if isinstance(calls, Exception):
+                rec["error"] = f"{type(calls).__name__}: {calls}"[:300]
+            else:
+                try:
+                    us, how = time_sets(calls)
+                    rec["us"], rec["timing"] = us, how
+                    gbps = r["bytes"] / (us * 1e-6) / 1e9
+                    rec["gbps"] = gbps
+                except Exception as ex:
+                    rec["error"] = f"{type(ex).__name__}: {ex}"[:300]
+                    traceback.print_exc(limit=2)
+                    torch.cuda.synchronize()
+            rows.append(rec)
+            us = f"{rec['us']:.2f} µs" if rec["us"] is not None else rec.get("error", "")[:90]
+            print(f"{name:<26} {r['op']:<20} {r['dtype']:<5} {r['shape']:<42} {us}", flush=True)
+        del peers
+        torch.cuda.empty_cache()
+    json.dump({"device": dev, "torch": torch.__version__, "rows": rows}, open(a.out, "w"),
+              indent=1)
+    print(f"{len(rows)} peer rows in {time.time() - t0:.0f} s -> {a.out}")
+
+
+if __name__ == "__main__":
+    main()
