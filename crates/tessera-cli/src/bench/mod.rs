@@ -27,9 +27,9 @@ pub struct Args {
     /// cpu, cuda, metal or metal-emu (default: the best present).
     #[arg(long)]
     backend: Option<String>,
-    /// Only shapes whose op, kernel or shape string contains this.
+    /// Only shapes whose op, kernel or shape string contains this (repeatable: any).
     #[arg(long)]
-    filter: Option<String>,
+    filter: Vec<String>,
     #[arg(long)]
     dtype: Option<String>,
     /// Write the results (or with --list-shapes, the shapes) as JSON (docs/bench-json.md).
@@ -92,9 +92,12 @@ fn selected(args: &Args, quick: bool) -> Result<Vec<BenchCase>, String> {
         .filter(|c| !quick || c.quick)
         .filter(|c| dtype.is_none_or(|d| d == c.dtype))
         .filter(|c| {
-            args.filter
-                .as_deref()
-                .is_none_or(|f| c.op.contains(f) || c.kernel.contains(f) || c.shape.contains(f))
+            args.filter.is_empty()
+                || args.filter.iter().any(|f| {
+                    c.op.contains(f.as_str())
+                        || c.kernel.contains(f.as_str())
+                        || c.shape.contains(f.as_str())
+                })
         })
         .collect();
     if cases.is_empty() {
@@ -177,35 +180,49 @@ fn bench_one(env: &Env<'_>, case: &BenchCase, seed: u64) -> Row {
     row
 }
 
-fn print_table(rows: &[Row]) {
-    println!(
+fn header() -> String {
+    format!(
         "{:<20} {:<27} {:<40} {:<5} {:>9} {:>8} {:>8} {:>6} {:>8}  ok  peers",
         "op", "kernel", "shape", "dtype", "µs", "GB/s", "TFLOP/s", "%peak", "max err"
+    )
+}
+
+fn line(r: &Row) -> String {
+    let err = r
+        .max_err
+        .map(|e| format!("{e:.1e}"))
+        .unwrap_or_else(|| "-".into());
+    let mut s = format!(
+        "{:<20} {:<27} {:<40} {:<5} {:>9.2} {:>8.1} {:>8.3} {:>5.1}% {:>8}  {}{}  {}",
+        r.op,
+        r.kernel,
+        r.shape,
+        r.dtype,
+        r.us,
+        r.gbps,
+        r.tflops,
+        r.pct_of_peak,
+        err,
+        if r.ok { "✓" } else { "✗" },
+        if r.l2_resident { "ᴸ²" } else { "  " },
+        peers::summary(&r.peers)
     );
-    for r in rows {
-        let err = r
-            .max_err
-            .map(|e| format!("{e:.1e}"))
-            .unwrap_or_else(|| "-".into());
-        println!(
-            "{:<20} {:<27} {:<40} {:<5} {:>9.2} {:>8.1} {:>8.3} {:>5.1}% {:>8}  {}{}  {}",
-            r.op,
-            r.kernel,
-            r.shape,
-            r.dtype,
-            r.us,
-            r.gbps,
-            r.tflops,
-            r.pct_of_peak,
-            err,
-            if r.ok { "✓" } else { "✗" },
-            if r.l2_resident { "ᴸ²" } else { "  " },
-            peers::summary(&r.peers)
-        );
-        if let Some(e) = &r.error {
-            println!("    ✗ {e}");
-        }
+    if let Some(e) = &r.error {
+        s.push_str(&format!("\n    ✗ {e}"));
     }
+    s
+}
+
+fn print_table(rows: &[Row]) {
+    println!("{}", header());
+    for r in rows {
+        println!("{}", line(r));
+    }
+}
+
+fn write_json(path: &str, report: &Report) -> Result<(), String> {
+    let text = serde_json::to_string_pretty(report).map_err(|e| e.to_string())?;
+    std::fs::write(path, text).map_err(|e| format!("cannot write {path}: {e}"))
 }
 
 fn list_shapes(cases: &[BenchCase], json: Option<&str>) -> Result<ExitCode, String> {
@@ -265,31 +282,34 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         peers: peers.as_ref(),
     };
     let seed = tessera_std::runner::base_seed();
-    let mut rows = Vec::new();
+    let mut report = Report {
+        backend: ctx.kind().name().to_string(),
+        device: ctx.info().name.clone(),
+        copy_gbps,
+        l2_bytes: ctx.backend().l2_bytes(),
+        peer_device: peers.as_ref().map(|p| p.device.clone()),
+        rows: Vec::new(),
+    };
+    bar.println(header());
     for (i, c) in cases.iter().enumerate() {
         bar.set_message(format!("{} {} {}", c.op, c.shape, c.dtype));
-        rows.push(bench_one(&env, c, seed.wrapping_add(i as u64)));
+        let row = bench_one(&env, c, seed.wrapping_add(i as u64));
+        bar.println(line(&row));
+        report.rows.push(row);
+        // Written after every row, so a run stopped early keeps what it measured.
+        if let Some(path) = &args.json {
+            write_json(path, &report)?;
+        }
         bar.inc(1);
     }
     bar.finish_and_clear();
-    print_table(&rows);
-    let failed = rows.iter().filter(|r| !r.ok).count();
+    println!();
+    print_table(&report.rows);
+    let failed = report.rows.iter().filter(|r| !r.ok).count();
     println!(
         "{} passed, {failed} failed (ᴸ²: the rotated input sets fit in twice the L2 cache)",
-        rows.len() - failed
+        report.rows.len() - failed
     );
-    if let Some(path) = &args.json {
-        let report = Report {
-            backend: ctx.kind().name().to_string(),
-            device: ctx.info().name.clone(),
-            copy_gbps,
-            l2_bytes: ctx.backend().l2_bytes(),
-            peer_device: peers.as_ref().map(|p| p.device.clone()),
-            rows,
-        };
-        let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
-        std::fs::write(path, text).map_err(|e| format!("cannot write {path}: {e}"))?;
-    }
     Ok(if failed == 0 {
         ExitCode::SUCCESS
     } else {

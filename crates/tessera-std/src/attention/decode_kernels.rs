@@ -251,9 +251,12 @@ pub fn sdpa_decode_partial_kernel<T>(
                 store(vs[u * epl + e], load(v[base + e]));
             }
         }
+        // One rescale per head per step: the step's scores first, then one running-max
+        // update, then the weighted V rows.
+        let ps = stack_array::<f32>(unroll);
         for h in 0..hpt {
+            let mut mx = load(ms[h]);
             for u in 0..unroll {
-                let valid = j0 + u * rows + sub < je;
                 let mut p = 0.0f32;
                 for e in 0..epl {
                     p += load(qs[h * epl + e]) * load(ks[u * epl + e]).cast::<f32>();
@@ -261,16 +264,29 @@ pub fn sdpa_decode_partial_kernel<T>(
                 for s in 0..lg {
                     p += simd_shuffle_xor(p, (lanes / 2) >> s);
                 }
-                let (m2, f, w) = online_step(load(ms[h]), p, valid);
-                store(ms[h], m2);
-                store(ls[h], load(ls[h]) * f + w);
+                let valid = j0 + u * rows + sub < je;
+                let pv = select(valid, p, neg_infinity());
+                store(ps[u], pv);
+                mx = max(mx, pv);
+            }
+            let dead = mx == neg_infinity();
+            let f = select(dead, 1.0f32, exp(load(ms[h]) - mx));
+            let mut lsum = load(ls[h]) * f;
+            for e in 0..epl {
+                store(os[h * epl + e], load(os[h * epl + e]) * f);
+            }
+            for u in 0..unroll {
+                let w = select(dead, 0.0f32, exp(load(ps[u]) - mx));
+                lsum += w;
                 for e in 0..epl {
                     store(
                         os[h * epl + e],
-                        load(os[h * epl + e]) * f + w * load(vs[u * epl + e]).cast::<f32>(),
+                        load(os[h * epl + e]) + w * load(vs[u * epl + e]).cast::<f32>(),
                     );
                 }
             }
+            store(ls[h], lsum);
+            store(ms[h], mx);
         }
     }
     for s in 0..(5 - lg) {
