@@ -102,3 +102,26 @@ pub fn distinct(op: &'static str, out: &Tensor, inputs: &[(&str, &Tensor)]) -> R
     }
     Ok(())
 }
+
+/// A recurrent state tensor: f32, or the activations' dtype `act` (a 2-byte state halves
+/// the state traffic).
+pub fn state_dtype(
+    op: &'static str,
+    name: &str,
+    state: &Tensor,
+    act: DType,
+) -> Result<(), OpError> {
+    let sd = state.dtype();
+    if sd == DType::F32 || sd == act {
+        return Ok(());
+    }
+    let allowed = if act == DType::F32 {
+        "f32".to_string()
+    } else {
+        format!("f32 or {act} (the activations' dtype)")
+    };
+    Err(OpError::invalid(
+        op,
+        format!("`{name}` must be {allowed}, got {sd}"),
+    ))
+}

@@ -236,7 +236,7 @@ fn decode_rejections() -> Vec<Case> {
         }),
         decode_reject(
             "f16 state with f32 activations",
-            "`state_in` must be f32 or f32",
+            "`state_in` must be f32, got f16",
             |c, t, _| {
                 t[5] = zeros(c, DType::F16, &[2, 2, 8, 64])?;
                 t[6] = zeros(c, DType::F16, &[2, 2, 8, 64])?;

@@ -7,7 +7,9 @@
 use super::prefill_kernels::{gdn_chunk_prep_kernel, gdn_chunk_state_kernel};
 use super::validate::check_dk;
 use crate::error::{runtime, OpError};
-use crate::validate::{distinct, dtype_in, dtype_is, fits_u32, shape_is, FLOAT_DTYPES};
+use crate::validate::{
+    distinct, dtype_in, dtype_is, fits_u32, shape_is, state_dtype, FLOAT_DTYPES,
+};
 use tessera_runtime::{Context, DType, Tensor};
 
 /// Tokens per chunk.
@@ -134,13 +136,8 @@ pub fn gdn_chunked_prefill(
         (None, None) => vec![0, total],
     };
     let n = cu.len() - 1;
+    state_dtype(OP, "final_state", a.final_state, t)?;
     let sd = a.final_state.dtype();
-    if sd != DType::F32 && sd != t {
-        return Err(OpError::invalid(
-            OP,
-            format!("`final_state` must be f32 or {t} (the activations' dtype), got {sd}"),
-        ));
-    }
     let sshape = [n, hv, dv, dk];
     shape_is(OP, "final_state", a.final_state, &sshape)?;
     if let Some(h0) = a.h0 {

@@ -2,7 +2,7 @@
 //! geometry.
 
 use crate::error::OpError;
-use crate::validate::shape_is;
+use crate::validate::{shape_is, state_dtype};
 use tessera_runtime::{DType, Tensor};
 
 /// State rows (simdgroups) per decode threadgroup.
@@ -30,13 +30,8 @@ pub fn check_decode_state(
     t: DType,
     shape: &[usize],
 ) -> Result<(), OpError> {
+    state_dtype(op, "state_in", state_in, t)?;
     let sd = state_in.dtype();
-    if sd != DType::F32 && sd != t {
-        return Err(OpError::invalid(
-            op,
-            format!("`state_in` must be f32 or {t} (the activations' dtype), got {sd}"),
-        ));
-    }
     if state_out.dtype() != sd {
         return Err(OpError::invalid(
             op,

@@ -141,7 +141,7 @@ fn cases() -> Vec<Case> {
             t[3] = z(c, DType::BF16, &[8, 4])?;
             Ok(())
         }),
-        reject("state dtype", "`state_in` must be f32 or f32", |c, t| {
+        reject("state dtype", "`state_in` must be f32, got f16", |c, t| {
             t[0] = z(c, DType::F16, &[2, 8, 4])?;
             Ok(())
         }),

@@ -3,7 +3,9 @@
 //! (vector accesses); B and C of the row are shared by the threadgroup through the cache.
 
 use crate::error::{runtime, OpError};
-use crate::validate::{distinct, dtype_in, dtype_is, fits_u32, shape_is, FLOAT_DTYPES};
+use crate::validate::{
+    distinct, dtype_in, dtype_is, fits_u32, shape_is, state_dtype, FLOAT_DTYPES,
+};
 use tessera_macros::kernel;
 use tessera_runtime::{Context, DType, Tensor};
 
@@ -88,13 +90,8 @@ pub fn selective_scan_step(ctx: &Context, s: &ScanArgs) -> Result<(), OpError> {
         dtype_is(OP, name, v, t)?;
     }
     dtype_is(OP, "a", s.a, DType::F32)?;
+    state_dtype(OP, "state_in", s.state_in, t)?;
     let sd = s.state_in.dtype();
-    if sd != DType::F32 && sd != t {
-        return Err(OpError::invalid(
-            OP,
-            format!("`state_in` must be f32 or {t} (the activations' dtype), got {sd}"),
-        ));
-    }
     dtype_is(OP, "state_out", s.state_out, sd)?;
     let (batch, dim, n) = match s.state_in.shape() {
         &[b, d, n] if b > 0 && d > 0 && (1..=256).contains(&n) => (b, d, n),
