@@ -18,15 +18,15 @@ use crate::validate::FLOAT_DTYPES;
 use tessera_ir::{KernelDef, Literal, Specialization};
 use tessera_runtime::{Context, DType, Tensor};
 
-type RmsFn = fn(&Context, &Tensor, &Tensor, &Tensor, f32) -> Result<(), OpError>;
+pub(super) type RmsFn = fn(&Context, &Tensor, &Tensor, &Tensor, f32) -> Result<(), OpError>;
 
-const EPS: f32 = 1e-5;
+pub(super) const EPS: f32 = 1e-5;
 
-fn err(e: impl std::fmt::Display) -> String {
+pub(super) fn err(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
 
-fn rms_case(op: &'static str, f: RmsFn, dtype: DType, rows: usize, n: usize) -> Case {
+pub(super) fn rms_case(op: &'static str, f: RmsFn, dtype: DType, rows: usize, n: usize) -> Case {
     Case {
         op,
         kind: CaseKind::Correctness,
@@ -82,7 +82,7 @@ fn good(
 }
 
 /// Rejections every RMSNorm entry point shares.
-fn common_rejections(op: &'static str, f: RmsFn) -> Vec<Case> {
+pub(super) fn common_rejections(op: &'static str, f: RmsFn) -> Vec<Case> {
     vec![
         rms_reject(
             op,
@@ -168,7 +168,7 @@ fn common_rejections(op: &'static str, f: RmsFn) -> Vec<Case> {
     ]
 }
 
-fn length_rejection(op: &'static str, f: RmsFn, n: usize, reason: &'static str) -> Case {
+pub(super) fn length_rejection(op: &'static str, f: RmsFn, n: usize, reason: &'static str) -> Case {
     Case {
         op,
         kind: CaseKind::Rejection,
@@ -209,11 +209,26 @@ fn rms_bench(
     n: usize,
     quick: bool,
 ) -> BenchCase {
+    rms_bench_named(op, kernel, f, dtype, rows, n, quick, "")
+}
+
+/// [`rms_bench`] with `tag` appended to the shape name (a layout variant of one shape).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn rms_bench_named(
+    op: &'static str,
+    kernel: &'static str,
+    f: RmsFn,
+    dtype: DType,
+    rows: usize,
+    n: usize,
+    quick: bool,
+    tag: &str,
+) -> BenchCase {
     BenchCase {
         op,
         kernel,
         dtype,
-        shape: format!("rows={rows} n={n}"),
+        shape: format!("rows={rows} n={n}{tag}"),
         bytes: ((2 * rows * n + n) * dtype.size_bytes()) as u64,
         flops: 0,
         quick,
@@ -245,7 +260,8 @@ fn rms_norm_cases() -> Vec<Case> {
 }
 
 fn rms_norm_kernels() -> Vec<KernelUse> {
-    let mut v = vec_specs(&[64, 128, 640, 4096, 8192]);
+    let mut v = vec_specs(&[64, 128]);
+    v.extend(super::pipe_cases::pipe_specs(&[640, 4096, 8192]));
     v.extend(specs(&rms_norm_small_kernel::DEF, &[640]));
     v.extend(specs(&rms_norm_wide_kernel::DEF, &[]));
     v
@@ -256,7 +272,7 @@ fn rms_norm_benches() -> Vec<BenchCase> {
     for t in FLOAT_DTYPES {
         v.push(rms_bench(
             "rms_norm",
-            "rms_norm_vec_kernel",
+            "rms_norm_pipe_kernel",
             rms_norm,
             t,
             64,
@@ -274,7 +290,7 @@ fn rms_norm_benches() -> Vec<BenchCase> {
         ));
         v.push(rms_bench(
             "rms_norm",
-            "rms_norm_vec_kernel",
+            "rms_norm_pipe_kernel",
             rms_norm,
             t,
             1,
@@ -283,7 +299,7 @@ fn rms_norm_benches() -> Vec<BenchCase> {
         ));
         v.push(rms_bench(
             "rms_norm",
-            "rms_norm_vec_kernel",
+            "rms_norm_pipe_kernel",
             rms_norm,
             t,
             8192,
@@ -301,7 +317,7 @@ fn rms_norm_benches() -> Vec<BenchCase> {
         ));
         v.push(rms_bench(
             "rms_norm",
-            "rms_norm_vec_kernel",
+            "rms_norm_pipe_kernel",
             rms_norm,
             t,
             4096,
@@ -553,7 +569,7 @@ inventory::submit! {
     OpEntry {
         name: "rms_norm",
         family: "norm",
-        summary: "RMSNorm over the last dimension; picks the 4-per-thread, 2-per-thread or strided kernel by n",
+        summary: "RMSNorm over the last dimension; picks the pipelined, shuffle-only, 2-per-thread or strided kernel by n",
         kernels: rms_norm_kernels,
         cases: rms_norm_cases,
         benches: rms_norm_benches,

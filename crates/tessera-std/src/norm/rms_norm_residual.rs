@@ -3,6 +3,7 @@
 
 use super::rms_inv::rms_inv;
 use super::rms_norm::check_row_norm;
+use super::rms_norm_residual_pipe::{residual_pipe_launch, rms_norm_residual_pipe_kernel};
 use crate::error::{runtime, OpError};
 use crate::validate::{distinct, dtype_is, shape_is};
 use tessera_macros::kernel;
@@ -43,7 +44,8 @@ pub(crate) fn strided_group(n: u32) -> u32 {
 }
 
 /// `sum = x + residual` and `out = rms_norm(sum, w)`: x, residual, sum and out `[rows…,
-/// n]`, w `[n]`, one float dtype; any n. Neither output may alias an input or the other.
+/// n]`, w `[n]`, one float dtype; any n (whole 16-byte accesses per thread take the
+/// pipelined kernel of `rms_norm_residual_pipe`). Neither output may alias an input or the other.
 #[allow(clippy::too_many_arguments)]
 pub fn rms_norm_residual(
     ctx: &Context,
@@ -66,6 +68,26 @@ pub fn rms_norm_residual(
             OP,
             "`sum` aliases an input; pass a separate tensor for the new residual stream",
         ));
+    }
+    if rows == 0 {
+        return Ok(());
+    }
+    if let Some((epl, threads, groups)) = residual_pipe_launch(ctx, x, rows, n) {
+        return ctx
+            .launch(&rms_norm_residual_pipe_kernel::DEF)
+            .constexpr("n", n)
+            .constexpr("epl", epl)
+            .arg("x", x)
+            .arg("residual", residual)
+            .arg("w", w)
+            .arg("sum", sum)
+            .arg("out", out)
+            .scalar("eps", eps)
+            .scalar("rows", rows)
+            .grid([groups, 1, 1])
+            .group_size(threads)
+            .run()
+            .map_err(runtime(OP));
     }
     ctx.launch(&rms_norm_residual_kernel::DEF)
         .arg("x", x)

@@ -4,17 +4,23 @@
 
 use super::layer_norm::{layer_norm, layer_norm_kernel};
 use super::rms_norm_residual::{rms_norm_residual, rms_norm_residual_kernel};
+use super::rms_norm_residual_pipe::rms_norm_residual_pipe_kernel;
+use super::rms_norm_vec::{vec_layout, VecLayout};
 use super::row_reference as reference;
 use super::softmax::{logsumexp, logsumexp_kernel, softmax, softmax_kernel};
 use crate::error::OpError;
 use crate::registry::{BenchCase, Case, CaseKind, KernelUse, OpEntry, PreparedBench};
 use crate::testing::{compare, expect_rejection, random_tensor, tolerance, CaseRng};
 use crate::validate::FLOAT_DTYPES;
-use tessera_ir::{KernelDef, Specialization};
+use tessera_ir::{KernelDef, Literal, Specialization};
 use tessera_runtime::{Context, DType, Tensor};
 
 const EPS: f32 = 1e-5;
 const SHAPES: [(usize, usize); 4] = [(3, 4096), (5, 100), (2, 5120), (7, 33)];
+
+/// Shapes of the residual RMSNorm only: row walks longer than the resident grid on a small
+/// device, one row of the widest layout.
+const RESIDUAL_SHAPES: [(usize, usize); 2] = [(37, 4096), (1, 8192)];
 
 fn err(e: impl std::fmt::Display) -> String {
     e.to_string()
@@ -135,10 +141,25 @@ fn residual_bad(
     ))
 }
 
+fn residual_kernels() -> Vec<KernelUse> {
+    let mut v = uses(&rms_norm_residual_kernel::DEF);
+    for t in FLOAT_DTYPES {
+        for n in [4096u32, 8192] {
+            if let Some(VecLayout::Row { epl, .. }) = vec_layout(t, n) {
+                v.push(KernelUse {
+                    def: &rms_norm_residual_pipe_kernel::DEF,
+                    spec: Specialization::new(vec![t], vec![Literal::U32(n), Literal::U32(epl)]),
+                });
+            }
+        }
+    }
+    v
+}
+
 fn residual_cases() -> Vec<Case> {
     let mut v = Vec::new();
     for dt in FLOAT_DTYPES {
-        for (rows, n) in SHAPES {
+        for (rows, n) in SHAPES.into_iter().chain(RESIDUAL_SHAPES) {
             v.push(case("rms_norm_residual", dt, rows, n, residual_body));
         }
     }
@@ -722,7 +743,7 @@ inventory::submit! {
         name: "rms_norm_residual",
         family: "norm",
         summary: "sum = x + residual and out = rms_norm(sum, w) in one pass; any n",
-        kernels: || uses(&rms_norm_residual_kernel::DEF),
+        kernels: residual_kernels,
         cases: residual_cases,
         benches: residual_benches,
     }

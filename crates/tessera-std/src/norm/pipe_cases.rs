@@ -1,0 +1,110 @@
+//! Registered cases of the pipelined RMSNorm: correctness with grids that make every
+//! threadgroup walk several rows (and a partial last step), the specialisations, and the
+//! benchmark shapes with the grid at several resident-threadgroup counts.
+
+use super::cases::{common_rejections, length_rejection, rms_bench_named, rms_case, RmsFn};
+use super::rms_norm_pipe::{rms_norm_pipe, rms_norm_pipe_kernel, rms_norm_pipe_on};
+use super::rms_norm_vec::{rms_norm_vec, vec_layout, VecLayout};
+use crate::error::OpError;
+use crate::registry::{BenchCase, Case, KernelUse, OpEntry};
+use crate::validate::FLOAT_DTYPES;
+use tessera_ir::{Literal, Specialization};
+use tessera_runtime::{Context, Tensor};
+
+fn pipe_g3(c: &Context, x: &Tensor, w: &Tensor, o: &Tensor, e: f32) -> Result<(), OpError> {
+    rms_norm_pipe_on(c, x, w, o, e, Some(3))
+}
+
+fn pipe_g1(c: &Context, x: &Tensor, w: &Tensor, o: &Tensor, e: f32) -> Result<(), OpError> {
+    rms_norm_pipe_on(c, x, w, o, e, Some(1))
+}
+
+fn per_unit(c: &Context, k: u32) -> Option<u32> {
+    Some(c.info().compute_units.max(1) * k)
+}
+
+fn pipe_u2(c: &Context, x: &Tensor, w: &Tensor, o: &Tensor, e: f32) -> Result<(), OpError> {
+    rms_norm_pipe_on(c, x, w, o, e, per_unit(c, 2))
+}
+
+fn pipe_u4(c: &Context, x: &Tensor, w: &Tensor, o: &Tensor, e: f32) -> Result<(), OpError> {
+    rms_norm_pipe_on(c, x, w, o, e, per_unit(c, 4))
+}
+
+fn pipe_u16(c: &Context, x: &Tensor, w: &Tensor, o: &Tensor, e: f32) -> Result<(), OpError> {
+    rms_norm_pipe_on(c, x, w, o, e, per_unit(c, 16))
+}
+
+/// The pipelined kernel's specialisations for row lengths `ns` in every float dtype.
+pub(super) fn pipe_specs(ns: &[u32]) -> Vec<KernelUse> {
+    let mut v = Vec::new();
+    for t in FLOAT_DTYPES {
+        for &n in ns {
+            if let Some(VecLayout::Row { epl, .. }) = vec_layout(t, n) {
+                v.push(KernelUse {
+                    def: &rms_norm_pipe_kernel::DEF,
+                    spec: Specialization::new(vec![t], vec![Literal::U32(n), Literal::U32(epl)]),
+                });
+            }
+        }
+    }
+    v
+}
+
+fn pipe_cases() -> Vec<Case> {
+    let mut v = Vec::new();
+    for t in FLOAT_DTYPES {
+        for (rows, n) in [(7, 4096), (5, 8192), (11, 512), (1, 1024)] {
+            v.push(rms_case("rms_norm_pipe", rms_norm_pipe, t, rows, n));
+            v.push(rms_case("rms_norm_pipe", pipe_g3, t, rows, n));
+        }
+        v.push(rms_case("rms_norm_pipe", pipe_g1, t, 6, 4096));
+    }
+    v.extend(common_rejections("rms_norm_pipe", rms_norm_pipe));
+    v.push(length_rejection(
+        "rms_norm_pipe",
+        rms_norm_pipe,
+        3000,
+        "is not a whole number of 16-byte accesses",
+    ));
+    v
+}
+
+fn pipe_benches() -> Vec<BenchCase> {
+    let mut v = Vec::new();
+    let variants: [(RmsFn, &str); 5] = [
+        (rms_norm_pipe, ""),
+        (pipe_u2, " g=2/SM"),
+        (pipe_u4, " g=4/SM"),
+        (pipe_u16, " g=16/SM"),
+        (rms_norm_vec, " one row per group"),
+    ];
+    for t in FLOAT_DTYPES {
+        for (rows, n) in [(8192, 4096), (4096, 8192), (64, 4096)] {
+            for (f, tag) in variants {
+                v.push(rms_bench_named(
+                    "rms_norm_pipe",
+                    "rms_norm_pipe_kernel",
+                    f,
+                    t,
+                    rows,
+                    n,
+                    false,
+                    tag,
+                ));
+            }
+        }
+    }
+    v
+}
+
+inventory::submit! {
+    OpEntry {
+        name: "rms_norm_pipe",
+        family: "norm",
+        summary: "RMSNorm on a resident grid walking rows, the next row's 16-byte loads issued before this row's reduction",
+        kernels: || pipe_specs(&[512, 1024, 4096, 8192]),
+        cases: pipe_cases,
+        benches: pipe_benches,
+    }
+}
