@@ -260,8 +260,7 @@ fn rms_norm_cases() -> Vec<Case> {
 }
 
 fn rms_norm_kernels() -> Vec<KernelUse> {
-    let mut v = vec_specs(&[64, 128]);
-    v.extend(super::pipe_cases::pipe_specs(&[640, 4096, 8192]));
+    let mut v = vec_specs(&[64, 128, 640, 4096, 8192]);
     v.extend(specs(&rms_norm_small_kernel::DEF, &[640]));
     v.extend(specs(&rms_norm_wide_kernel::DEF, &[]));
     v
@@ -272,7 +271,7 @@ fn rms_norm_benches() -> Vec<BenchCase> {
     for t in FLOAT_DTYPES {
         v.push(rms_bench(
             "rms_norm",
-            "rms_norm_pipe_kernel",
+            "rms_norm_vec_kernel",
             rms_norm,
             t,
             64,
@@ -290,7 +289,7 @@ fn rms_norm_benches() -> Vec<BenchCase> {
         ));
         v.push(rms_bench(
             "rms_norm",
-            "rms_norm_pipe_kernel",
+            "rms_norm_vec_kernel",
             rms_norm,
             t,
             1,
@@ -299,7 +298,7 @@ fn rms_norm_benches() -> Vec<BenchCase> {
         ));
         v.push(rms_bench(
             "rms_norm",
-            "rms_norm_pipe_kernel",
+            "rms_norm_vec_kernel",
             rms_norm,
             t,
             8192,
@@ -317,7 +316,7 @@ fn rms_norm_benches() -> Vec<BenchCase> {
         ));
         v.push(rms_bench(
             "rms_norm",
-            "rms_norm_pipe_kernel",
+            "rms_norm_vec_kernel",
             rms_norm,
             t,
             4096,
@@ -569,7 +568,7 @@ inventory::submit! {
     OpEntry {
         name: "rms_norm",
         family: "norm",
-        summary: "RMSNorm over the last dimension; picks the pipelined, shuffle-only, 2-per-thread or strided kernel by n",
+        summary: "RMSNorm over the last dimension; picks the 16-byte, shuffle-only, 2-per-thread or strided kernel by n",
         kernels: rms_norm_kernels,
         cases: rms_norm_cases,
         benches: rms_norm_benches,

@@ -36,7 +36,7 @@ fn pipe_u16(c: &Context, x: &Tensor, w: &Tensor, o: &Tensor, e: f32) -> Result<(
 }
 
 /// The pipelined kernel's specialisations for row lengths `ns` in every float dtype.
-pub(super) fn pipe_specs(ns: &[u32]) -> Vec<KernelUse> {
+fn pipe_specs(ns: &[u32]) -> Vec<KernelUse> {
     let mut v = Vec::new();
     for t in FLOAT_DTYPES {
         for &n in ns {
