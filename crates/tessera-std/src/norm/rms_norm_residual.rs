@@ -56,6 +56,22 @@ pub fn rms_norm_residual(
     out: &Tensor,
     eps: f32,
 ) -> Result<(), OpError> {
+    rms_norm_residual_on(ctx, x, residual, w, sum, out, eps, None)
+}
+
+/// [`rms_norm_residual`] with the pipelined kernel's grid set to `groups` threadgroups
+/// (clamped to 1..=rows) instead of the device's resident count.
+#[allow(clippy::too_many_arguments)]
+pub fn rms_norm_residual_on(
+    ctx: &Context,
+    x: &Tensor,
+    residual: &Tensor,
+    w: &Tensor,
+    sum: &Tensor,
+    out: &Tensor,
+    eps: f32,
+    groups: Option<u32>,
+) -> Result<(), OpError> {
     const OP: &str = "rms_norm_residual";
     let (rows, n) = check_row_norm(OP, x, w, out, eps)?;
     dtype_is(OP, "residual", residual, x.dtype())?;
@@ -72,7 +88,8 @@ pub fn rms_norm_residual(
     if rows == 0 {
         return Ok(());
     }
-    if let Some((epl, threads, groups)) = residual_pipe_launch(ctx, x, rows, n) {
+    if let Some((epl, threads, resident)) = residual_pipe_launch(ctx, x, rows, n) {
+        let groups = groups.unwrap_or(resident).clamp(1, rows);
         return ctx
             .launch(&rms_norm_residual_pipe_kernel::DEF)
             .constexpr("n", n)

@@ -3,7 +3,7 @@
 //! to compile and the benchmark shapes.
 
 use super::layer_norm::{layer_norm, layer_norm_kernel};
-use super::rms_norm_residual::{rms_norm_residual, rms_norm_residual_kernel};
+use super::rms_norm_residual::{rms_norm_residual, rms_norm_residual_kernel, rms_norm_residual_on};
 use super::rms_norm_residual_pipe::rms_norm_residual_pipe_kernel;
 use super::rms_norm_vec::{vec_layout, VecLayout};
 use super::row_reference as reference;
@@ -298,8 +298,41 @@ fn residual_bench_body(
     })
 }
 
+/// The 4096×4096 residual bench with the pipelined grid at one row per threadgroup.
+fn residual_one_row_bench(dt: DType) -> BenchCase {
+    let (rows, n) = (4096, 4096);
+    BenchCase {
+        op: "rms_norm_residual",
+        kernel: "rms_norm_residual_pipe_kernel",
+        dtype: dt,
+        shape: format!("rows={rows} n={n} one row per group"),
+        bytes: (rows * n * 4 * dt.size_bytes()) as u64,
+        flops: 0,
+        quick: false,
+        prepare: Box::new(move |ctx, rng| {
+            let (x, xv) = random_tensor(ctx, rng, dt, &[rows, n], -2.0, 2.0)?;
+            let (r, rv) = random_tensor(ctx, rng, dt, &[rows, n], -2.0, 2.0)?;
+            let (w, wv) = random_tensor(ctx, rng, dt, &[n], 0.5, 1.5)?;
+            let sum = ctx.full_nan(dt, &[rows, n]).map_err(err)?;
+            let out = ctx.full_nan(dt, &[rows, n]).map_err(err)?;
+            let (c, o) = (ctx.clone(), out.clone());
+            Ok(PreparedBench {
+                launch: Box::new(move || {
+                    rms_norm_residual_on(&c, &x, &r, &w, &sum, &o, EPS, Some(rows as u32))
+                        .map_err(err)
+                }),
+                output: out,
+                reference: reference::rms_norm_residual(&xv, &rv, &wv, n, EPS as f64).1,
+            })
+        }),
+    }
+}
+
 fn residual_benches() -> Vec<BenchCase> {
     let mut v = Vec::new();
+    for dt in FLOAT_DTYPES {
+        v.push(residual_one_row_bench(dt));
+    }
     for dt in FLOAT_DTYPES {
         let es = dt.size_bytes();
         v.push(bench(
