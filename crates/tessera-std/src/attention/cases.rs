@@ -6,9 +6,8 @@
 use super::decode::{
     sdpa_decode, sdpa_decode_batched, sdpa_decode_split, sdpa_decode_strided, DecodeOptions,
 };
-use super::decode_kernels::{
-    sdpa_decode_combine_kernel, sdpa_decode_kernel, sdpa_decode_partial_kernel,
-};
+use super::decode_combine::{combine_slices, sdpa_decode_combine_kernel};
+use super::decode_kernels::{sdpa_decode_kernel, sdpa_decode_partial_kernel};
 use super::multi_query::sdpa_multi_query;
 use super::plan::{geometry, DecodeWorkspace, DECODE_HEAD_DIMS};
 use super::prefill::{prefill_constexprs, sdpa_prefill, sdpa_prefill_kernel, PREFILL_HEAD_DIMS};
@@ -1020,7 +1019,10 @@ fn combine_uses() -> Vec<KernelUse> {
         for d in DECODE_HEAD_DIMS {
             v.push(KernelUse {
                 def: &sdpa_decode_combine_kernel::DEF,
-                spec: Specialization::new(vec![dt], vec![Literal::U32(d)]),
+                spec: Specialization::new(
+                    vec![dt],
+                    vec![Literal::U32(d), Literal::U32(combine_slices(d))],
+                ),
             });
         }
     }

@@ -1,6 +1,6 @@
 //! The decode-attention kernels: a single-pass kernel that writes the output, a partial
 //! kernel that writes one (max, sum, unnormalised output) per KV chunk (flash-decoding and
-//! batched decode), and the kernel that combines the chunks.
+//! batched decode), and the kernel that combines the chunks (in `decode_combine`).
 //!
 //! Geometry, shared by the first two. A threadgroup serves `hpt` query heads that share one
 //! KV head (GQA: every K/V row is read once for all of them) and one query row (grid y);
@@ -341,48 +341,5 @@ pub fn sdpa_decode_partial_kernel<T>(
             store(part_ml[slot * 2], m);
             store(part_ml[slot * 2 + 1], den);
         }
-    }
-}
-
-/// Combines `splits` partial states per (query row, head) into the output: one
-/// threadgroup per (head = grid x, row = grid y), one thread per output element.
-/// `sinks` is read only when `has_sink_logit != 0`; a row with no visible key gets zeros.
-#[kernel]
-pub fn sdpa_decode_combine_kernel<T>(
-    part_o: Tensor<f32>,
-    part_ml: Tensor<f32>,
-    sinks: Tensor<T>,
-    mut out: Tensor<T>,
-    n_q_heads: u32,
-    splits: u32,
-    has_sink_logit: u32,
-    #[constexpr] head_dim: u32,
-) {
-    let h = group_id_x();
-    let row = group_id_y();
-    let d = thread_id();
-    let base = (row * n_q_heads + h) * splits;
-    let mut m = neg_infinity();
-    for s in range(0, splits) {
-        m = max(m, load(part_ml[(base + s) * 2]));
-    }
-    let use_sink = has_sink_logit != 0;
-    let sink = select(
-        use_sink,
-        load(sinks[select(use_sink, h, 0)]).cast::<f32>(),
-        neg_infinity(),
-    );
-    let mt = max(m, sink);
-    let mut den = select(use_sink, exp(sink - mt), 0.0f32);
-    let mut acc = 0.0f32;
-    let dc = select(d < head_dim, d, 0);
-    for s in range(0, splits) {
-        let wgt = part_weight(load(part_ml[(base + s) * 2]), mt);
-        den += load(part_ml[(base + s) * 2 + 1]) * wgt;
-        acc += load(part_o[(base + s) * head_dim + dc]) * wgt;
-    }
-    if d < head_dim {
-        let res = select(den > 0.0f32, acc / den, 0.0f32);
-        store(out[(row * n_q_heads + h) * head_dim + d], res.cast::<T>());
     }
 }

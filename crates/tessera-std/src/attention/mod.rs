@@ -6,6 +6,7 @@
 mod cases;
 mod checks;
 pub mod decode;
+pub mod decode_combine;
 pub mod decode_kernels;
 pub mod multi_query;
 pub mod plan;
