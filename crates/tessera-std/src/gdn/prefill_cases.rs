@@ -413,10 +413,14 @@ fn cases() -> Vec<Case> {
             x.cu = vec![0, 6, 5, 8];
             Ok(())
         }),
-        reject("state dtype", "`final_state` must be f32, got f16", |c, x| {
-            x.fin = c.zeros(DType::F16, &[2, 2, 16, 64]).map_err(err)?;
-            Ok(())
-        }),
+        reject(
+            "state dtype",
+            "`final_state` must be f32, got f16",
+            |c, x| {
+                x.fin = c.zeros(DType::F16, &[2, 2, 16, 64]).map_err(err)?;
+                Ok(())
+            },
+        ),
         reject(
             "state shape",
             "`final_state` must have shape [2, 2, 16, 64]",
