@@ -132,16 +132,40 @@ pub fn rms_norm_tpg4(
     const OP: &str = "rms_norm_tpg4";
     let (rows, n) = check_row_norm(OP, x, w, out, eps)?;
     let group = check_tpg4(OP, n)?;
-    ctx.launch(&rms_norm_tpg4_kernel::DEF)
-        .constexpr("n", n)
+    let g = RowLaunch { rows, n, group };
+    launch_fixed_n(ctx, OP, &rms_norm_tpg4_kernel::DEF, x, w, out, eps, g)
+}
+
+/// The geometry of a one-row-per-threadgroup norm launch.
+#[derive(Clone, Copy)]
+struct RowLaunch {
+    rows: u32,
+    n: u32,
+    group: u32,
+}
+
+/// Launches a norm kernel whose row length `n` is a constexpr, one threadgroup per row.
+#[allow(clippy::too_many_arguments)]
+fn launch_fixed_n(
+    ctx: &Context,
+    op: &'static str,
+    def: &tessera_ir::KernelDef,
+    x: &Tensor,
+    w: &Tensor,
+    out: &Tensor,
+    eps: f32,
+    g: RowLaunch,
+) -> Result<(), OpError> {
+    ctx.launch(def)
+        .constexpr("n", g.n)
         .arg("x", x)
         .arg("w", w)
         .arg("out", out)
         .scalar("eps", eps)
-        .grid([rows, 1, 1])
-        .group_size(group)
+        .grid([g.rows, 1, 1])
+        .group_size(g.group)
         .run()
-        .map_err(runtime(OP))
+        .map_err(runtime(op))
 }
 
 /// RMSNorm with two elements per thread: `n` a multiple of 64, at most 2048.
@@ -163,16 +187,12 @@ pub fn rms_norm_small(
             ),
         ));
     }
-    ctx.launch(&rms_norm_small_kernel::DEF)
-        .constexpr("n", n)
-        .arg("x", x)
-        .arg("w", w)
-        .arg("out", out)
-        .scalar("eps", eps)
-        .grid([rows, 1, 1])
-        .group_size(n / 2)
-        .run()
-        .map_err(runtime(OP))
+    let g = RowLaunch {
+        rows,
+        n,
+        group: n / 2,
+    };
+    launch_fixed_n(ctx, OP, &rms_norm_small_kernel::DEF, x, w, out, eps, g)
 }
 
 /// RMSNorm for any row length.
