@@ -1,16 +1,19 @@
 //! The Gated DeltaNet recurrent decode step: one token per sequence, the state
 //! `[B, Hv, Dv, Dk]` read once and written once. A simdgroup owns one state row
-//! `(b, h, dv)`: each lane holds `Dk / 32` consecutive elements (one vector access), so a
-//! simdgroup moves a whole contiguous row per access and a threadgroup of four simdgroups
-//! four rows. `S ← e^{g}·S; v_new = β·(v − S k); S ← S + v_new kᵀ; o = scale·S q`.
+//! `(b, h, dv)` with `lanes` lanes, each holding `Dk / lanes` consecutive elements (one
+//! 16-byte access where Dk allows): an f32 state takes 32 lanes a row, a 2-byte state of
+//! Dk 128 takes 16 (two rows a simdgroup, reduced with a width-16 butterfly), so a 2-byte
+//! state keeps whole 16-byte accesses. `S ← e^{g}·S; v_new = β·(v − S k); S ← S + v_new kᵀ; o = scale·S q`.
 
-use super::validate::{check_decode_state, check_dk, decode_groups, DECODE_ROWS};
+use super::validate::{check_decode_state, check_dk, decode_groups, decode_lanes, DECODE_ROWS};
 use crate::error::{runtime, OpError};
 use crate::validate::{distinct, dtype_in, dtype_is, fits_u32, shape_is, FLOAT_DTYPES};
 use tessera_macros::kernel;
 use tessera_runtime::{Context, DType, Tensor};
 
-/// One decode step; grid `[B·Hv, ceil(Dv / rows), 1]`, `32·rows` threads, `npt = Dk / 32`.
+/// One decode step; grid `[B·Hv, ceil(Dv / (rows · 32 / lanes)), 1]`, `32·rows` threads.
+/// A state row takes `lanes = 2^lg` lanes (32 / lanes rows a simdgroup), `npt = Dk / lanes`
+/// consecutive elements each; rows past `Dv` compute on row 0 and store nothing.
 #[kernel]
 pub fn gdn_decode_kernel<T, S>(
     q: Tensor<T>,
@@ -26,38 +29,50 @@ pub fn gdn_decode_kernel<T, S>(
     #[constexpr] dv: u32,
     #[constexpr] hv: u32,
     #[constexpr] hk: u32,
+    #[constexpr] lanes: u32,
+    #[constexpr] lg: u32,
 ) {
-    let npt = dk / 32;
+    let npt = dk / lanes;
     let n = group_id_x();
-    let row = group_id_y() * simd_groups() + simd_id();
-    let lane = simd_lane();
-    if row < dv {
-        let b = n / hv;
-        let kh = (n - b * hv) / (hv / hk);
-        let kbase = (b * hk + kh) * dk + lane * npt;
-        let sbase = (n * dv + row) * dk + lane * npt;
-        let decay = exp(load(g[n]));
-        let bt = load(beta[n]);
-        let ks = stack_array::<f32>(npt);
-        let ss = stack_array::<f32>(npt);
-        let mut kv = 0.0f32;
+    let row = (group_id_y() * simd_groups() + simd_id()) * (32 / lanes) + simd_lane() / lanes;
+    let lane = simd_lane() % lanes;
+    let inside = row < dv;
+    let r = select(inside, row, 0);
+    let b = n / hv;
+    let kh = (n - b * hv) / (hv / hk);
+    let kbase = (b * hk + kh) * dk + lane * npt;
+    let sbase = (n * dv + r) * dk + lane * npt;
+    let decay = exp(load(g[n]));
+    let bt = load(beta[n]);
+    let ks = stack_array::<f32>(npt);
+    let ss = stack_array::<f32>(npt);
+    let mut kv = 0.0f32;
+    for i in 0..npt {
+        let kk = load(k[kbase + i]).cast::<f32>();
+        let s = load(state_in[sbase + i]).cast::<f32>() * decay;
+        store(ks[i], kk);
+        store(ss[i], s);
+        kv += s * kk;
+    }
+    for s in 0..lg {
+        kv += simd_shuffle_xor(kv, (lanes / 2) >> s);
+    }
+    let vn = bt * (load(v[n * dv + r]).cast::<f32>() - kv);
+    let mut acc = 0.0f32;
+    for i in 0..npt {
+        let s = load(ss[i]) + vn * load(ks[i]);
+        store(ss[i], s);
+        acc += s * load(q[kbase + i]).cast::<f32>();
+    }
+    for s in 0..lg {
+        acc += simd_shuffle_xor(acc, (lanes / 2) >> s);
+    }
+    if inside {
         for i in 0..npt {
-            let kk = load(k[kbase + i]).cast::<f32>();
-            let s = load(state_in[sbase + i]).cast::<f32>() * decay;
-            store(ks[i], kk);
-            store(ss[i], s);
-            kv += s * kk;
+            store(state_out[sbase + i], load(ss[i]).cast::<S>());
         }
-        let vn = bt * (load(v[n * dv + row]).cast::<f32>() - simd_sum(kv));
-        let mut acc = 0.0f32;
-        for i in 0..npt {
-            let s = load(ss[i]) + vn * load(ks[i]);
-            store(state_out[sbase + i], s.cast::<S>());
-            acc += s * load(q[kbase + i]).cast::<f32>();
-        }
-        let out = simd_sum(acc) * scale;
         if lane == 0 {
-            store(o[n * dv + row], out.cast::<T>());
+            store(o[n * dv + r], (acc * scale).cast::<T>());
         }
     }
 }
@@ -151,11 +166,14 @@ pub fn gdn_decode_step(ctx: &Context, a: &DecodeArgs, scale: f32) -> Result<(), 
     }
     fits_u32(OP, "the state size", a.state_in.len())?;
     let (bh, dv32) = (fits_u32(OP, "B·Hv", b * hv)?, dv as u32);
+    let (lanes, lg) = decode_lanes(dk, a.state_in.dtype());
     ctx.launch(&gdn_decode_kernel::DEF)
         .constexpr("dk", dk as u32)
         .constexpr("dv", dv32)
         .constexpr("hv", hv as u32)
         .constexpr("hk", hk as u32)
+        .constexpr("lanes", lanes)
+        .constexpr("lg", lg)
         .arg("q", a.q)
         .arg("k", a.k)
         .arg("v", a.v)
@@ -165,7 +183,7 @@ pub fn gdn_decode_step(ctx: &Context, a: &DecodeArgs, scale: f32) -> Result<(), 
         .arg("state_out", a.state_out)
         .arg("o", a.o)
         .scalar("scale", scale)
-        .grid([bh, decode_groups(dv32), 1])
+        .grid([bh, decode_groups(dv32, lanes), 1])
         .group_size(32 * DECODE_ROWS)
         .run()
         .map_err(runtime(OP))

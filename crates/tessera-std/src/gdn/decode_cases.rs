@@ -8,6 +8,7 @@ use super::prep_decode::{
     gdn_prep_decode_kernel, gdn_prep_decode_step, PrepDecodeArgs, PrepDecodeShape,
 };
 use super::reference::{prep, recurrent, GdnInputs, GdnShape};
+use super::validate::decode_lanes;
 use crate::registry::{BenchCase, Case, CaseKind, KernelUse, OpEntry, Outcome, PreparedBench};
 use crate::testing::{compare, expect_rejection, random_tensor, tolerance, CaseRng};
 use crate::validate::FLOAT_DTYPES;
@@ -330,8 +331,9 @@ fn decode_cases() -> Vec<Case> {
     v
 }
 
-/// The specialisations `(dk, dv, hv, hk)` cases and benches use, for every dtype pair.
-fn uses(def: &'static KernelDef, cfgs: &[(usize, GdnShape)]) -> Vec<KernelUse> {
+/// The specialisations `(dk, dv, hv, hk)` cases and benches use, for every dtype pair;
+/// `lanes` adds the decode step's `(lanes, lg)`, which follow from Dk and the state dtype.
+fn uses(def: &'static KernelDef, cfgs: &[(usize, GdnShape)], lanes: bool) -> Vec<KernelUse> {
     let mut v = Vec::new();
     for t in FLOAT_DTYPES {
         for s in [DType::F32, t] {
@@ -341,13 +343,17 @@ fn uses(def: &'static KernelDef, cfgs: &[(usize, GdnShape)]) -> Vec<KernelUse> {
             for (_, sh) in cfgs {
                 v.push(KernelUse {
                     def,
-                    spec: Specialization::new(
-                        vec![t, s],
-                        [sh.dk, sh.dv, sh.hv, sh.hk]
+                    spec: Specialization::new(vec![t, s], {
+                        let mut c: Vec<Literal> = [sh.dk, sh.dv, sh.hv, sh.hk]
                             .iter()
                             .map(|&x| Literal::U32(x as u32))
-                            .collect(),
-                    ),
+                            .collect();
+                        if lanes {
+                            let (l, lg) = decode_lanes(sh.dk, s);
+                            c.extend([Literal::U32(l), Literal::U32(lg)]);
+                        }
+                        c
+                    }),
                 });
             }
         }
@@ -693,7 +699,7 @@ inventory::submit! {
         name: "gdn_decode_step",
         family: "gdn",
         summary: "Gated DeltaNet recurrent decode step: state [B, Hv, Dv, Dk] in/out, GQA, Dk 64/128/256",
-        kernels: || uses(&gdn_decode_kernel::DEF, &all_cfgs()),
+        kernels: || uses(&gdn_decode_kernel::DEF, &all_cfgs(), true),
         cases: decode_cases,
         benches: decode_benches,
     }
@@ -704,7 +710,7 @@ inventory::submit! {
         name: "gdn_prep_decode_step",
         family: "gdn",
         summary: "fused GDN decode: conv split, per-head RMSNorm of q/k, gate and beta, delta-rule step",
-        kernels: || uses(&gdn_prep_decode_kernel::DEF, &all_cfgs()),
+        kernels: || uses(&gdn_prep_decode_kernel::DEF, &all_cfgs(), false),
         cases: prep_cases,
         benches: prep_benches,
     }

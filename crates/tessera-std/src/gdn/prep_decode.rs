@@ -208,7 +208,7 @@ pub fn gdn_prep_decode_step(
         .arg("o", a.o)
         .scalar("eps", eps)
         .scalar("scale", scale)
-        .grid([bh, decode_groups(dv as u32), 1])
+        .grid([bh, decode_groups(dv as u32, 32), 1])
         .group_size(32 * DECODE_ROWS)
         .run()
         .map_err(runtime(OP))

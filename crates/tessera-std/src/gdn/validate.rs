@@ -46,7 +46,18 @@ pub fn check_decode_state(
     Ok(())
 }
 
-/// Threadgroups along the value rows.
-pub fn decode_groups(dv: u32) -> u32 {
-    dv.div_ceil(DECODE_ROWS)
+/// Lanes per state row of the decode step and their log2: enough that each lane moves one
+/// 16-byte vector of the state (`Dk / lanes` elements), at most a whole simdgroup. An f32
+/// state keeps 32 lanes a row; a 2-byte state of Dk 128 takes 16 (two rows a simdgroup).
+pub fn decode_lanes(dk: usize, state: DType) -> (u32, u32) {
+    if state == DType::F32 {
+        return (32, 5);
+    }
+    let lanes = (dk * state.size_bytes() / 16).clamp(8, 32) as u32;
+    (lanes, lanes.trailing_zeros())
+}
+
+/// Threadgroups along the value rows when each row takes `lanes` lanes.
+pub fn decode_groups(dv: u32, lanes: u32) -> u32 {
+    dv.div_ceil(DECODE_ROWS * (32 / lanes))
 }
