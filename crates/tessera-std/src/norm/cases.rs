@@ -248,15 +248,39 @@ pub(super) fn rms_bench_named(
 
 // ── rms_norm (dispatching) ──────────────────────────────────────────────────
 
-fn rms_norm_cases() -> Vec<Case> {
+/// The cases of one RMSNorm entry point: correctness over every float dtype at each of
+/// `shapes` the layout accepts (`keep`), the rejections every entry point shares, and one
+/// rejection per unsupported row length with the reason it must give.
+fn variant_cases(
+    op: &'static str,
+    f: RmsFn,
+    shapes: &[(usize, usize)],
+    keep: fn(DType, usize) -> bool,
+    lengths: &[(usize, &'static str)],
+) -> Vec<Case> {
     let mut v = Vec::new();
     for t in FLOAT_DTYPES {
-        for (rows, n) in [(4, 4096), (16, 64), (2, 3000), (3, 640)] {
-            v.push(rms_case("rms_norm", rms_norm, t, rows, n));
+        for &(rows, n) in shapes {
+            if keep(t, n) {
+                v.push(rms_case(op, f, t, rows, n));
+            }
         }
     }
-    v.extend(common_rejections("rms_norm", rms_norm));
+    v.extend(common_rejections(op, f));
+    for &(n, reason) in lengths {
+        v.push(length_rejection(op, f, n, reason));
+    }
     v
+}
+
+/// Every shape, for layouts that take any row length their rejections allow.
+fn any_shape(_: DType, _: usize) -> bool {
+    true
+}
+
+fn rms_norm_cases() -> Vec<Case> {
+    let shapes = [(4, 4096), (16, 64), (2, 3000), (3, 640)];
+    variant_cases("rms_norm", rms_norm, &shapes, any_shape, &[])
 }
 
 fn rms_norm_kernels() -> Vec<KernelUse> {
@@ -354,81 +378,35 @@ fn vec_specs(ns: &[u32]) -> Vec<KernelUse> {
 }
 
 fn vec_cases() -> Vec<Case> {
-    let mut v = Vec::new();
-    for t in FLOAT_DTYPES {
-        // One row per threadgroup (one and two accesses per thread), several rows per
-        // threadgroup with a partial last threadgroup.
-        for (rows, n) in [(3, 4096), (2, 8192), (2, 256), (13, 128), (9, 64), (5, 32)] {
-            if vec_layout(t, n as u32).is_some() {
-                v.push(rms_case("rms_norm_vec", rms_norm_vec, t, rows, n));
-            }
-        }
-    }
-    v.extend(common_rejections("rms_norm_vec", rms_norm_vec));
-    v.push(length_rejection(
-        "rms_norm_vec",
-        rms_norm_vec,
-        3000,
-        "is not a layout of 16-byte accesses",
-    ));
-    v
+    // One row per threadgroup (one and two accesses per thread), several rows per
+    // threadgroup with a partial last threadgroup.
+    let shapes = [(3, 4096), (2, 8192), (2, 256), (13, 128), (9, 64), (5, 32)];
+    let lengths = [(3000, "is not a layout of 16-byte accesses")];
+    let fits = |t: DType, n: usize| vec_layout(t, n as u32).is_some();
+    variant_cases("rms_norm_vec", rms_norm_vec, &shapes, fits, &lengths)
 }
 
 fn tpg4_cases() -> Vec<Case> {
-    let mut v = Vec::new();
-    for t in FLOAT_DTYPES {
-        for (rows, n) in [(3, 128), (5, 1024), (2, 4096)] {
-            v.push(rms_case("rms_norm_tpg4", rms_norm_tpg4, t, rows, n));
-        }
-    }
-    v.extend(common_rejections("rms_norm_tpg4", rms_norm_tpg4));
-    v.push(length_rejection(
-        "rms_norm_tpg4",
-        rms_norm_tpg4,
-        192,
-        "must be a multiple of 128",
-    ));
-    v.push(length_rejection(
-        "rms_norm_tpg4",
-        rms_norm_tpg4,
-        8192,
-        "at most 4096",
-    ));
-    v
+    let lengths = [(192, "must be a multiple of 128"), (8192, "at most 4096")];
+    let shapes = [(3, 128), (5, 1024), (2, 4096)];
+    variant_cases("rms_norm_tpg4", rms_norm_tpg4, &shapes, any_shape, &lengths)
 }
 
 fn small_cases() -> Vec<Case> {
-    let mut v = Vec::new();
-    for t in FLOAT_DTYPES {
-        for (rows, n) in [(7, 64), (3, 256)] {
-            v.push(rms_case("rms_norm_small", rms_norm_small, t, rows, n));
-        }
-    }
-    v.extend(common_rejections("rms_norm_small", rms_norm_small));
-    v.push(length_rejection(
+    let lengths = [(96, "must be a multiple of 64"), (4096, "at most 2048")];
+    let shapes = [(7, 64), (3, 256)];
+    variant_cases(
         "rms_norm_small",
         rms_norm_small,
-        96,
-        "must be a multiple of 64",
-    ));
-    v.push(length_rejection(
-        "rms_norm_small",
-        rms_norm_small,
-        4096,
-        "at most 2048",
-    ));
-    v
+        &shapes,
+        any_shape,
+        &lengths,
+    )
 }
 
 fn wide_cases() -> Vec<Case> {
-    let mut v = Vec::new();
-    for t in FLOAT_DTYPES {
-        for (rows, n) in [(3, 100), (2, 5376), (1, 33)] {
-            v.push(rms_case("rms_norm_wide", rms_norm_wide, t, rows, n));
-        }
-    }
-    v.extend(common_rejections("rms_norm_wide", rms_norm_wide));
-    v
+    let shapes = [(3, 100), (2, 5376), (1, 33)];
+    variant_cases("rms_norm_wide", rms_norm_wide, &shapes, any_shape, &[])
 }
 
 // ── gated_mixer_norm ────────────────────────────────────────────────────────
