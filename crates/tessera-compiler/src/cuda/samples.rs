@@ -6,8 +6,8 @@
 //! (CUDA against the CPU reference) all use them.
 
 use tessera_ir::{
-    AtomicOp, BinaryOp, Builder, Builtin, Inst, IrError, Kernel, Literal, MemRef, Op, Scalar,
-    ShuffleKind, SimdOp, Type, UnaryOp, Value,
+    AtomicOp, BinaryOp, Builder, Builtin, FragRole, Inst, IrError, Kernel, Literal, MemRef, Op,
+    Scalar, ShuffleKind, SimdOp, Type, UnaryOp, Value,
 };
 
 /// How a tensor argument starts.
@@ -83,6 +83,7 @@ pub fn all() -> R<Vec<Sample>> {
         atomics()?,
         vector_access()?,
         dynamic_shared()?,
+        fragments()?,
     ])
 }
 
@@ -851,4 +852,63 @@ fn dynamic_shared_reference(inputs: &[Vec<f64>]) -> Vec<Vec<f64>> {
         }
     }
     vec![x.clone(), out]
+}
+
+/// Matrix fragments read from threadgroup memory in all four layouts (A plain and
+/// transposed, B plain and transposed: every `ldmatrix` form), from an unaligned index
+/// (the element-gather fallback), and accumulators stored in pairs: `out0 = a·b`,
+/// `out1 = aᵀ·bᵀ`, `out2` = the product of the tiles one element further on. One
+/// simdgroup; `a` and `b` are 16×17 bf16 tiles.
+pub fn fragments() -> R<Sample> {
+    let mut b = Builder::kernel("fragments");
+    let a = b.tensor_param("a", Scalar::BF16, false);
+    let bt = b.tensor_param("b", Scalar::BF16, false);
+    let outs: Vec<_> = (0..3)
+        .map(|i| b.tensor_param(&format!("out{i}"), Scalar::F32, true))
+        .collect();
+    let sa = b.shared_array("sa", Scalar::BF16, Value::Int(272))?;
+    let sb = b.shared_array("sb", Scalar::BF16, Value::Int(272))?;
+    let tid = b.builtin(Builtin::ThreadId);
+    for e in 0..9 {
+        let i = b.binary(BinaryOp::Add, tid, Value::Int(32 * e))?;
+        let c = b.binary(BinaryOp::Lt, i, Value::Int(272))?;
+        let ic = b.select(c, i, Value::Int(0))?;
+        let x = b.load(a, ic)?;
+        b.store(sa, ic, x)?;
+        let y = b.load(bt, ic)?;
+        b.store(sb, ic, y)?;
+    }
+    b.barrier();
+    let fa = b.frag("fa", FragRole::A, Scalar::BF16)?;
+    let fb = b.frag("fb", FragRole::B, Scalar::BF16)?;
+    let acc = b.frag("acc", FragRole::Acc, Scalar::F32)?;
+    for (k, (index, stride, transpose)) in [(0, 16, false), (0, 16, true), (1, 17, false)]
+        .into_iter()
+        .enumerate()
+    {
+        let zero = b.lit(Literal::F32(0.0));
+        b.frag_fill(acc, zero)?;
+        b.frag_load(fa, sa, Value::Int(index), Value::Int(stride), transpose)?;
+        b.frag_load(fb, sb, Value::Int(index), Value::Int(stride), transpose)?;
+        b.frag_mma(acc, fa, fb, acc)?;
+        b.frag_store(acc, outs[k], Value::Int(0), Value::Int(16))?;
+    }
+    Ok(Sample {
+        name: "fragments",
+        kernel: b.finish_kernel()?,
+        args: vec![
+            rand(272),
+            rand(272),
+            t(256, Init::Zero),
+            t(256, Init::Zero),
+            t(256, Init::Zero),
+        ],
+        grid: [1, 1, 1],
+        group_size: 32,
+        check: Check::Close {
+            abs: 1e-3,
+            rel: 1e-3,
+        },
+        host_reference: None,
+    })
 }

@@ -293,3 +293,24 @@ fn constant_bounds_that_cannot_overflow_just_add() {
     assert!(src.contains(" += 4u) {"), "{src}");
     assert!(!src.contains("__trap"), "{src}");
 }
+
+#[test]
+fn fragments_in_threadgroup_memory_use_ldmatrix_with_a_gather_fallback() {
+    let src = source_of(&samples::fragments().unwrap());
+    assert!(
+        src.contains("ldmatrix.sync.aligned.m8n8.x4.shared.b16"),
+        "{src}"
+    );
+    assert!(
+        src.contains("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"),
+        "{src}"
+    );
+    // Every ldmatrix sits behind a check of 16-byte row alignment, with the gather after.
+    assert_eq!(
+        src.matches("ldmatrix").count(),
+        src.matches("& 7u) == 0u)").count(),
+        "{src}"
+    );
+    assert!(src.contains(".bits << 16"), "{src}");
+    assert!(src.contains("reinterpret_cast<ts_pair*>"), "{src}");
+}

@@ -3,7 +3,10 @@
 //! A 16×16 operand A is four packed 16-bit pairs (rows `g`, `g + 8`; columns `2t`, `2t + 8`),
 //! B is two 16×8 halves of two pairs each (rows `2t`, `2t + 8`; column `g`), an
 //! accumulator two 16×8 halves of four f32. A multiply-accumulate is two `mma.sync`
-//! instructions, one per half of B and D; loads and stores are element gathers.
+//! instructions, one per half of B and D. An A or B operand in threadgroup memory is
+//! loaded with one `ldmatrix.x4` when its rows are 16-byte aligned; an accumulator moves
+//! in 8-byte column pairs when its index and stride are even; anything else is an
+//! element gather.
 
 use super::{Emitter, R};
 use tessera_ir::{FragRole, MemRef, Scalar, ValueId};
@@ -89,6 +92,11 @@ impl Emitter<'_> {
         self.line("{");
         self.depth += 1;
         self.line(LANE);
+        let ldmatrix = matches!(mem, MemRef::Shared(_)) && role != FragRole::Acc;
+        if ldmatrix {
+            self.ldmatrix(&n, &m, &i, &s, role, transpose);
+            self.line("} else {");
+        }
         match role {
             FragRole::A => {
                 self.line("#pragma unroll");
@@ -113,17 +121,92 @@ impl Emitter<'_> {
                 self.line("}");
             }
             FragRole::Acc => {
+                if !transpose {
+                    self.acc_pairs(&n, &m, &i, &s, false);
+                }
                 self.line("#pragma unroll");
                 self.line("for (int ts_i = 0; ts_i < 8; ++ts_i) {");
                 self.line("  const unsigned int ts_r = ts_g + 8u * ((ts_i >> 1) & 1), ts_c = 8u * (ts_i >> 2) + 2u * ts_t + (ts_i & 1);");
                 let at = Self::elem_at(&i, &s, transpose, "ts_r", "ts_c");
                 self.line(&format!("  {n}[ts_i] = {m}[{at}];"));
                 self.line("}");
+                if !transpose {
+                    self.line("}");
+                }
             }
+        }
+        if ldmatrix {
+            self.line("}");
         }
         self.depth -= 1;
         self.line("}");
         Ok(())
+    }
+
+    /// Opens `if (aligned) { ldmatrix … ` for an operand in threadgroup memory: one
+    /// `ldmatrix.x4` reads the four 8×8 quarters of the 16×16 operand, lane `8j + rr`
+    /// giving the address of row `rr` of quarter `j` (register `j` of the fragment). The
+    /// quarter rows are the memory rows, so the operand's pair dimension decides `.trans`:
+    /// pairs run along memory rows for A and for transposed B (plain), across them
+    /// otherwise (`.trans`). The instruction needs 16-byte aligned rows; the caller emits
+    /// the element gather as the `else` branch for an index or stride that is not a
+    /// multiple of 8 (both are simdgroup-uniform, so the branch is too).
+    fn ldmatrix(
+        &mut self,
+        n: &str,
+        m: &str,
+        index: &str,
+        stride: &str,
+        role: FragRole,
+        transpose: bool,
+    ) {
+        // The quarter rows are memory rows: fragment rows unless the access is transposed.
+        let (row, col) = if transpose {
+            ("8u * (ts_j & 1u)", "ts_rr + 8u * (ts_j >> 1)")
+        } else {
+            ("ts_rr + 8u * (ts_j & 1u)", "8u * (ts_j >> 1)")
+        };
+        let at = Self::elem_at(index, stride, transpose, row, col);
+        let trans = if (role == FragRole::A) == transpose {
+            ".trans"
+        } else {
+            ""
+        };
+        self.line(&format!("if (((({index}) | ({stride})) & 7u) == 0u) {{"));
+        self.line("  const unsigned int ts_j = ts_l >> 3, ts_rr = ts_l & 7u;");
+        self.line(&format!(
+            "  unsigned int ts_sa; asm(\"{{ .reg .u64 ts_p; cvta.to.shared.u64 ts_p, %1; \
+             cvt.u32.u64 %0, ts_p; }}\" : \"=r\"(ts_sa) : \"l\"((unsigned long long)&{m}[{at}]));"
+        ));
+        self.line(&format!(
+            "  asm volatile(\"ldmatrix.sync.aligned.m8n8.x4{trans}.shared.b16 {{%0,%1,%2,%3}}, [%4];\" \
+             : \"=r\"({n}[0]), \"=r\"({n}[1]), \"=r\"({n}[2]), \"=r\"({n}[3]) : \"r\"(ts_sa) : \"memory\");"
+        ));
+    }
+
+    /// Opens `if (even) { … } else {` around an accumulator access: registers `2p` and
+    /// `2p + 1` hold adjacent columns of one row, so with an even index and stride each
+    /// pair moves as one 8-byte access. The caller emits the element loop as the `else`
+    /// branch and closes it.
+    fn acc_pairs(&mut self, n: &str, m: &str, index: &str, stride: &str, store: bool) {
+        self.line(&format!("if (((({index}) | ({stride})) & 1u) == 0u) {{"));
+        self.line("  struct __attribute__((aligned(8))) ts_pair { float e0, e1; };");
+        self.line("  #pragma unroll");
+        self.line("  for (int ts_i = 0; ts_i < 8; ts_i += 2) {");
+        self.line("    const unsigned int ts_r = ts_g + 8u * ((ts_i >> 1) & 1), ts_c = 8u * (ts_i >> 2) + 2u * ts_t;");
+        let at = Self::elem_at(index, stride, false, "ts_r", "ts_c");
+        if store {
+            self.line(&format!(
+                "    *reinterpret_cast<ts_pair*>(&{m}[{at}]) = ts_pair{{{n}[ts_i], {n}[ts_i + 1]}};"
+            ));
+        } else {
+            self.line(&format!(
+                "    const ts_pair ts_p = *reinterpret_cast<const ts_pair*>(&{m}[{at}]); \
+                 {n}[ts_i] = ts_p.e0; {n}[ts_i + 1] = ts_p.e1;"
+            ));
+        }
+        self.line("  }");
+        self.line("} else {");
     }
 
     pub(super) fn frag_store(
@@ -145,11 +228,13 @@ impl Emitter<'_> {
         self.line("{");
         self.depth += 1;
         self.line(LANE);
+        self.acc_pairs(&n, &m, &i, &s, true);
         self.line("#pragma unroll");
         self.line("for (int ts_i = 0; ts_i < 8; ++ts_i) {");
         self.line("  const unsigned int ts_r = ts_g + 8u * ((ts_i >> 1) & 1), ts_c = 8u * (ts_i >> 2) + 2u * ts_t + (ts_i & 1);");
         let at = Self::elem_at(&i, &s, false, "ts_r", "ts_c");
         self.line(&format!("  {m}[{at}] = {n}[ts_i];"));
+        self.line("}");
         self.line("}");
         self.depth -= 1;
         self.line("}");
