@@ -8,6 +8,7 @@ use super::decode::{
 };
 use super::decode_combine::{combine_slices, sdpa_decode_combine_kernel};
 use super::decode_kernels::{sdpa_decode_kernel, sdpa_decode_partial_kernel};
+use super::decode_mma::{sdpa_decode_mma_kernel, MMA_HEAD_DIMS};
 use super::multi_query::sdpa_multi_query;
 use super::plan::{geometry, DecodeWorkspace, DECODE_HEAD_DIMS};
 use super::prefill::{prefill_constexprs, sdpa_prefill, sdpa_prefill_kernel, PREFILL_HEAD_DIMS};
@@ -125,6 +126,46 @@ fn decode_case(dt: DType, hq: usize, hkv: usize, n: usize, d: usize) -> Case {
                 None,
             );
             Ok((t.out.to_f64_vec().map_err(err)?, want))
+        },
+    )
+}
+
+/// Scores that jump late in the cache: the keys at `n/2` and `n − 3` are the first KV
+/// head's query 0 times 3 and 6, so their scores pass the running max by far more than the
+/// fragment kernel's rescale margin, after it has settled on the early keys' max.
+fn decode_rising_case(dt: DType, hq: usize, hkv: usize, n: usize, d: usize) -> Case {
+    correctness(
+        "sdpa_decode",
+        dt,
+        format!("hq={hq} hkv={hkv} n_kv={n} d={d} rising scores"),
+        move |ctx, rng| {
+            let qv: Vec<f64> = (0..hq * d).map(|_| rng.uniform(-1.0, 1.0)).collect();
+            let mut kv: Vec<f64> = (0..hkv * n * d).map(|_| rng.uniform(-1.0, 1.0)).collect();
+            for (j, c) in [(n / 2, 3.0), (n - 3, 6.0)] {
+                for e in 0..d {
+                    kv[j * d + e] = qv[e] * c;
+                }
+            }
+            let (q, qv) = upload(ctx, dt, &qv, &[hq, d])?;
+            let (k, kv) = upload(ctx, dt, &kv, &[hkv, n, d])?;
+            let (v, vv) = random_tensor(ctx, rng, dt, &[hkv, n, d], -1.0, 1.0)?;
+            let out = ctx.full_nan(dt, &[hq, d]).map_err(err)?;
+            sdpa_decode(ctx, &q, &k, &v, &out, None).map_err(err)?;
+            let want = reference::decode(
+                &qv,
+                &kv,
+                &vv,
+                &[(0, n)],
+                hq,
+                hkv,
+                n,
+                d,
+                scale_of(d),
+                0,
+                0,
+                None,
+            );
+            Ok((out.to_f64_vec().map_err(err)?, want))
         },
     )
 }
@@ -264,6 +305,14 @@ fn decode_cases() -> Vec<Case> {
     }
     // Long enough that the shape picks split-KV.
     v.push(decode_case(DType::F16, 4, 1, 700, 128));
+    v.push(decode_case(DType::BF16, 8, 2, 1500, 64));
+    // GQA groups of 16 (one fragment block) and 20 (a full and a partial block).
+    v.push(decode_case(DType::F16, 32, 2, 150, 64));
+    v.push(decode_case(DType::BF16, 40, 2, 300, 128));
+    v.push(decode_case(DType::F16, 20, 1, 90, 256));
+    for dt in [DType::F16, DType::BF16] {
+        v.push(decode_rising_case(dt, 8, 2, 400, 128));
+    }
     v.extend(decode_rejections!("sdpa_decode", |c, q, k, v, o| {
         sdpa_decode(c, q, k, v, o, None)
     }));
@@ -1013,6 +1062,26 @@ fn decode_kernel_uses(partial: bool) -> Vec<KernelUse> {
     v
 }
 
+/// The fragment kernel: every 2-byte dtype × its head dims, with and without per-row
+/// lengths.
+fn mma_uses() -> Vec<KernelUse> {
+    let mut v = Vec::new();
+    for dt in [DType::F16, DType::BF16] {
+        for d in MMA_HEAD_DIMS {
+            for per_row in [0, 1] {
+                v.push(KernelUse {
+                    def: &sdpa_decode_mma_kernel::DEF,
+                    spec: Specialization::new(
+                        vec![dt],
+                        vec![Literal::U32(d), Literal::U32(per_row)],
+                    ),
+                });
+            }
+        }
+    }
+    v
+}
+
 fn combine_uses() -> Vec<KernelUse> {
     let mut v = Vec::new();
     for dt in FLOAT_DTYPES {
@@ -1032,12 +1101,14 @@ fn combine_uses() -> Vec<KernelUse> {
 fn decode_uses() -> Vec<KernelUse> {
     let mut v = decode_kernel_uses(false);
     v.extend(decode_kernel_uses(true));
+    v.extend(mma_uses());
     v.extend(combine_uses());
     v
 }
 
 fn split_uses() -> Vec<KernelUse> {
     let mut v = decode_kernel_uses(true);
+    v.extend(mma_uses());
     v.extend(combine_uses());
     v
 }
@@ -1117,12 +1188,18 @@ fn decode_bench(
 fn decode_benches() -> Vec<BenchCase> {
     let mut v = Vec::new();
     for dt in FLOAT_DTYPES {
-        v.push(decode_bench("sdpa_decode_kernel", dt, 8, 2, 256, 128, true));
+        let kernel = if dt == DType::F32 {
+            "sdpa_decode_kernel"
+        } else {
+            "sdpa_decode_mma_kernel"
+        };
+        v.push(decode_bench(kernel, dt, 8, 2, 256, 128, true));
     }
     for dt in [DType::F16, DType::BF16] {
         // Llama-3 8B: 32 q heads, 8 kv heads; 70B: 64/8; Qwen3: 32/4 and 64/4.
         for (hq, hkv, n) in [
             (32, 8, 1024),
+            (32, 8, 4096),
             (32, 8, 8192),
             (32, 8, 32768),
             (32, 8, 131072),
@@ -1131,7 +1208,7 @@ fn decode_benches() -> Vec<BenchCase> {
             (64, 4, 131072),
         ] {
             v.push(decode_bench(
-                "sdpa_decode_partial_kernel",
+                "sdpa_decode_mma_kernel",
                 dt,
                 hq,
                 hkv,
@@ -1142,7 +1219,7 @@ fn decode_benches() -> Vec<BenchCase> {
         }
     }
     v.push(decode_bench(
-        "sdpa_decode_partial_kernel",
+        "sdpa_decode_mma_kernel",
         DType::F16,
         16,
         2,
@@ -1165,7 +1242,7 @@ fn batched_benches() -> Vec<BenchCase> {
         let es = dt.size_bytes();
         v.push(BenchCase {
             op: "sdpa_decode_batched",
-            kernel: "sdpa_decode_partial_kernel",
+            kernel: "sdpa_decode_mma_kernel",
             dtype: dt,
             shape: format!("B={b} hq={hq} hkv={hkv} len={stride} d={d}"),
             bytes: ((2 * b * hkv * stride * d + 2 * b * hq * d) * es) as u64,

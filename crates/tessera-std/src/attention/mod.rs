@@ -1,13 +1,16 @@
 //! Attention: decode SDPA (GQA, strided cache, sliding window, sinks, learned sink logit,
 //! split-KV, batched), multi-query SDPA over a shared cache, and tiled prefill attention.
-//! One decode kernel family serves every decode-shaped op; the wrappers validate and the
-//! plan picks single pass or split-KV by shape.
+//! One decode plan serves every decode-shaped op: the wrappers validate, and the plan runs
+//! f16/bf16 caches of head_dim 64, 128 or 256 on the matrix-fragment kernel
+//! (`decode_mma`), everything else on the CUDA-core kernels (`decode_kernels`), single
+//! pass or split-KV by shape.
 
 mod cases;
 mod checks;
 pub mod decode;
 pub mod decode_combine;
 pub mod decode_kernels;
+pub mod decode_mma;
 pub mod multi_query;
 pub mod plan;
 pub mod prefill;

@@ -2,8 +2,11 @@
 //! the single-pass or split-KV choice, and the launches themselves. The op wrappers
 //! validate first and then describe their call as a [`DecodeCall`].
 
-use super::decode_combine::{combine_slices, sdpa_decode_combine_kernel, COMBINE_MAX_SPLITS};
+use super::decode_combine::{
+    combine_slices, sdpa_decode_combine_kernel, COMBINE_MAX_SPLITS, COMBINE_THREADS,
+};
 use super::decode_kernels::{sdpa_decode_kernel, sdpa_decode_partial_kernel};
+use super::decode_mma::{mma_block_keys, sdpa_decode_mma_kernel, MMA_HEAD_DIMS};
 use crate::error::{runtime, OpError};
 use tessera_runtime::{Context, DType, Tensor};
 
@@ -16,6 +19,12 @@ pub const DECODE_SIMDGROUPS: u32 = 4;
 /// Split-KV threadgroups resident per compute unit: the partial kernel's registers
 /// (157 a thread for head_dim 128, bf16, 4 heads, measured on an H200) allow 3 of 128 threads.
 pub const RESIDENT_GROUPS: u32 = 3;
+
+/// Threadgroups of the fragment kernel the split count aims at per compute unit. On an
+/// H200 (head_dim 128, bf16) 95 registers a thread and 29 KiB of threadgroup memory let 5
+/// of 128 threads fit; aiming at 5 won at 32k context by 2 % but lost 30 % on batched
+/// decode and head_dim 256, and 3 or 6 lost everywhere, so 4.
+pub const MMA_RESIDENT_GROUPS: u32 = 4;
 
 /// The largest number of KV chunks a split-KV call may use.
 pub const MAX_SPLITS: u32 = COMBINE_MAX_SPLITS;
@@ -138,8 +147,19 @@ impl DecodeCall<'_> {
         self.n_sink.min(lo) + n - lo
     }
 
-    /// Threadgroups of a single-pass launch.
+    /// True when the fragment kernel serves this call: a 2-byte cache and a head_dim it is
+    /// specialised for.
+    fn on_fragments(&self) -> bool {
+        matches!(self.q.dtype(), DType::F16 | DType::BF16) && MMA_HEAD_DIMS.contains(&self.head_dim)
+    }
+
+    /// Threadgroups per KV chunk: of the fragment kernel (16 heads each), or of a
+    /// single-pass launch.
     fn groups(&self) -> u32 {
+        if self.on_fragments() {
+            let gqa = self.n_q_heads / self.n_kv_heads;
+            return self.n_kv_heads * gqa.div_ceil(16) * self.rows;
+        }
         let g = self.geometry();
         self.n_q_heads / g.hpt * self.rows
     }
@@ -152,6 +172,12 @@ impl DecodeCall<'_> {
         let units = ctx.info().compute_units.max(1);
         let groups = self.groups().max(1);
         let visible = self.visible(self.max_len);
+        if self.on_fragments() {
+            let per = mma_block_keys(self.head_dim) * 2;
+            return (MMA_RESIDENT_GROUPS * units / groups)
+                .min(visible.div_ceil(per))
+                .clamp(1, MAX_SPLITS);
+        }
         let target = RESIDENT_GROUPS * units;
         if groups >= target || visible < 512 {
             return 1;
@@ -168,7 +194,7 @@ impl DecodeCall<'_> {
         splits: u32,
         ws: Option<&DecodeWorkspace>,
     ) -> Result<(), OpError> {
-        if splits <= 1 && self.kv_lens.is_none() {
+        if splits <= 1 && self.kv_lens.is_none() && !self.on_fragments() {
             self.single(ctx)
         } else {
             match ws {
@@ -229,40 +255,71 @@ impl DecodeCall<'_> {
                 ),
             ));
         }
-        let step = g.sgs * g.unroll * 32 / (self.head_dim / g.epl);
+        let step = if self.on_fragments() {
+            mma_block_keys(self.head_dim)
+        } else {
+            g.sgs * g.unroll * 32 / (self.head_dim / g.epl)
+        };
         let chunk = self
             .visible(self.max_len)
             .div_ceil(splits)
             .next_multiple_of(step)
             .max(step);
-        ctx.launch(&sdpa_decode_partial_kernel::DEF)
-            .constexpr("head_dim", self.head_dim)
-            .constexpr("epl", g.epl)
-            .constexpr("hpt", g.hpt)
-            .constexpr("sgs", g.sgs)
-            .constexpr("lg", g.lg)
-            .constexpr("per_row_lens", u32::from(self.kv_lens.is_some()))
-            .constexpr("unroll", g.unroll)
-            .arg("q", self.q)
-            .arg("k", self.k)
-            .arg("v", self.v)
-            .arg("kv_lens", self.kv_lens.unwrap_or(&ws.lens))
-            .arg("part_o", &ws.part_o)
-            .arg("part_ml", &ws.part_ml)
-            .scalar("n_q_heads", self.n_q_heads)
-            .scalar("gqa", self.n_q_heads / self.n_kv_heads)
-            .scalar("kv_stride", self.kv_stride)
-            .scalar("row_cache_rows", self.row_cache_rows)
-            .scalar("len0", self.len0)
-            .scalar("len_step", self.len_step)
-            .scalar("window", self.window)
-            .scalar("n_sink", self.n_sink)
-            .scalar("chunk", chunk)
-            .scalar("scale", self.scale)
-            .grid([self.n_q_heads / g.hpt, self.rows, splits])
-            .group_size(g.sgs * 32)
-            .run()
-            .map_err(runtime(self.op))?;
+        if self.on_fragments() {
+            let gqa = self.n_q_heads / self.n_kv_heads;
+            ctx.launch(&sdpa_decode_mma_kernel::DEF)
+                .constexpr("head_dim", self.head_dim)
+                .constexpr("per_row_lens", u32::from(self.kv_lens.is_some()))
+                .arg("q", self.q)
+                .arg("k", self.k)
+                .arg("v", self.v)
+                .arg("kv_lens", self.kv_lens.unwrap_or(&ws.lens))
+                .arg("part_o", &ws.part_o)
+                .arg("part_ml", &ws.part_ml)
+                .scalar("n_q_heads", self.n_q_heads)
+                .scalar("gqa", gqa)
+                .scalar("kv_stride", self.kv_stride)
+                .scalar("row_cache_rows", self.row_cache_rows)
+                .scalar("len0", self.len0)
+                .scalar("len_step", self.len_step)
+                .scalar("window", self.window)
+                .scalar("n_sink", self.n_sink)
+                .scalar("chunk", chunk)
+                .scalar("scale", self.scale)
+                .grid([self.n_kv_heads * gqa.div_ceil(16), self.rows, splits])
+                .group_size(128)
+                .run()
+                .map_err(runtime(self.op))?;
+        } else {
+            ctx.launch(&sdpa_decode_partial_kernel::DEF)
+                .constexpr("head_dim", self.head_dim)
+                .constexpr("epl", g.epl)
+                .constexpr("hpt", g.hpt)
+                .constexpr("sgs", g.sgs)
+                .constexpr("lg", g.lg)
+                .constexpr("per_row_lens", u32::from(self.kv_lens.is_some()))
+                .constexpr("unroll", g.unroll)
+                .arg("q", self.q)
+                .arg("k", self.k)
+                .arg("v", self.v)
+                .arg("kv_lens", self.kv_lens.unwrap_or(&ws.lens))
+                .arg("part_o", &ws.part_o)
+                .arg("part_ml", &ws.part_ml)
+                .scalar("n_q_heads", self.n_q_heads)
+                .scalar("gqa", self.n_q_heads / self.n_kv_heads)
+                .scalar("kv_stride", self.kv_stride)
+                .scalar("row_cache_rows", self.row_cache_rows)
+                .scalar("len0", self.len0)
+                .scalar("len_step", self.len_step)
+                .scalar("window", self.window)
+                .scalar("n_sink", self.n_sink)
+                .scalar("chunk", chunk)
+                .scalar("scale", self.scale)
+                .grid([self.n_q_heads / g.hpt, self.rows, splits])
+                .group_size(g.sgs * 32)
+                .run()
+                .map_err(runtime(self.op))?;
+        }
         let slices = combine_slices(self.head_dim);
         ctx.launch(&sdpa_decode_combine_kernel::DEF)
             .constexpr("head_dim", self.head_dim)
@@ -275,7 +332,7 @@ impl DecodeCall<'_> {
             .scalar("splits", splits)
             .scalar("has_sink_logit", u32::from(self.sinks.is_some()))
             .grid([self.n_q_heads, self.rows, 1])
-            .group_size(self.head_dim * slices)
+            .group_size(COMBINE_THREADS)
             .run()
             .map_err(runtime(self.op))
     }

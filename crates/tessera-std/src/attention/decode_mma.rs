@@ -1,0 +1,301 @@
+//! Split-KV decode attention on matrix fragments, for f16/bf16 caches with head_dim 64,
+//! 128 or 256. One threadgroup of four simdgroups serves up to 16 query heads that share
+//! a KV head (the group's heads are the 16 rows of the fragments, padded with zero
+//! queries) over one KV chunk, so each K/V row is read once for the whole group and the
+//! per-head work runs on the matrix units instead of the CUDA cores.
+//!
+//! The chunk is walked in blocks of `4096 / head_dim` keys. Each thread holds four 16-byte
+//! vectors of the next block's K and V in registers (issued before the current block's
+//! arithmetic; the first block's loads go out before the queries are staged), and stores
+//! them into padded threadgroup tiles at the top of the next step.
+//! Per block: the scores `Q·Kᵀ` (each simdgroup one 16-key tile over a quarter, half or
+//! all of head_dim; the partial tiles are summed by the softmax threads); an online
+//! softmax by 8 threads per head row (the score tiles are stored with a row stride of 24
+//! floats, which keeps the fragment stores free of bank conflicts); `O += P·V` with each simdgroup owning a quarter of
+//! the output columns in accumulator fragments.
+//!
+//! The running max is updated lazily: the block's scores are exponentiated against the
+//! reference max `m` unless some row's maximum exceeds `m + 8`; only then (once at the
+//! start, and rarely after) `m` moves and the accumulators are rescaled through
+//! threadgroup memory. Weights stay below `e⁸`, so f32 sums and f16/bf16 weights cannot
+//! overflow, and `(m, l, O)` are written out in the same frame, exactly as the combine
+//! kernel expects.
+
+use tessera_macros::kernel;
+
+/// The head dims the fragment kernel serves.
+pub const MMA_HEAD_DIMS: [u32; 3] = [64, 128, 256];
+
+/// Keys per block for `head_dim`: a K or V block is 4096 elements.
+pub fn mma_block_keys(head_dim: u32) -> u32 {
+    4096 / head_dim
+}
+
+/// Partial GQA decode attention over KV chunk `group_id_z()` of `chunk` visible keys, on
+/// matrix fragments; the same outputs as `sdpa_decode_partial_kernel`. Grid x is `KV head
+/// · ceil(gqa / 16) + head block`, y the query row, z the chunk; 128 threads.
+#[kernel]
+pub fn sdpa_decode_mma_kernel<T>(
+    q: Tensor<T>,
+    k: Tensor<T>,
+    v: Tensor<T>,
+    kv_lens: Tensor<u32>,
+    mut part_o: Tensor<f32>,
+    mut part_ml: Tensor<f32>,
+    n_q_heads: u32,
+    gqa: u32,
+    kv_stride: u32,
+    row_cache_rows: u32,
+    len0: u32,
+    len_step: u32,
+    window: u32,
+    n_sink: u32,
+    chunk: u32,
+    scale: f32,
+    #[constexpr] head_dim: u32,
+    #[constexpr] per_row_lens: u32,
+) {
+    let bk = 4096 / head_dim;
+    let dp = head_dim + 8;
+    let pp = bk + 8;
+    let kpl = bk / 8;
+    let tiles = bk / 16;
+    let parts = 4 / tiles;
+    let vecs = head_dim / 8;
+    let cols = head_dim / 4;
+    let nfr = cols / 16;
+    let tid = thread_id();
+    let lane = simd_lane();
+    let sg = simd_id();
+    let gblocks = (gqa + 15) / 16;
+    let kvh = group_id_x() / gblocks;
+    let h0 = kvh * gqa + (group_id_x() % gblocks) * 16;
+    let nh = min(16, kvh * gqa + gqa - h0);
+    let row = group_id_y();
+    let split = group_id_z();
+    let splits = num_groups_z();
+    // A device-side length is the same on every thread; the reduction proves it, so the
+    // block walk below may hold barriers.
+    let n = if per_row_lens != 0 {
+        group_max(min(load(kv_lens[row]), kv_stride))
+    } else {
+        len0 + row * len_step
+    };
+    let lo = select(window > 0 && n > window, n - window, 0);
+    let s_end = min(n_sink, lo);
+    let count = s_end + n - lo;
+    let jb = split * chunk;
+    let je = min(jb + chunk, count);
+    let nblocks = select(je > jb, (je - jb + bk - 1) / bk, 0);
+    let cache = (row * row_cache_rows + kvh * kv_stride) * head_dim;
+
+    let ksh = threadgroup_array::<T>(bk * dp);
+    let vsh = threadgroup_array::<T>(bk * dp);
+    let qsh = threadgroup_array::<T>(16 * dp);
+    let psh = threadgroup_array::<T>(16 * pp);
+    let fsh = threadgroup_array::<f32>(1536);
+    let rsh = threadgroup_array::<f32>(16);
+    let kr = stack_array::<T>(32);
+    let vr = stack_array::<T>(32);
+    let sv = stack_array::<f32>(kpl);
+    let fq = matrix_a::<T>();
+    let fk = matrix_b::<T>();
+    let sacc = matrix_acc();
+    let o0 = matrix_acc();
+    let o1 = matrix_acc();
+    let o2 = matrix_acc();
+    let o3 = matrix_acc();
+    matrix_fill(o0, 0.0);
+    matrix_fill(o1, 0.0);
+    matrix_fill(o2, 0.0);
+    matrix_fill(o3, 0.0);
+
+    // Softmax state of head row `sr`, replicated over its 8 threads; `l` is this thread's
+    // share of the row sum.
+    let sr = tid / 8;
+    let sc0 = (tid % 8) * kpl;
+    // Its keys as (score tile, column in the tile): 16 / kpl threads share a tile.
+    let scb = (tid % 8) / (16 / kpl);
+    let sco = ((tid % 8) % (16 / kpl)) * kpl;
+    let mut m = neg_infinity();
+    let mut l = 0.0f32;
+    for it in range(0, nblocks + 1, 1) {
+        // The registers hold block `it − 1`: into the tiles with it, then fetch block `it`
+        // into the same registers, then compute on the tiles.
+        if it > 0 {
+            barrier();
+            for i in 0..4 {
+                let vi = tid + 128 * i;
+                let at = (vi / vecs) * dp + (vi % vecs) * 8;
+                for e in 0..8 {
+                    store(ksh[at + e], load(kr[i * 8 + e]));
+                }
+                for e in 0..8 {
+                    store(vsh[at + e], load(vr[i * 8 + e]));
+                }
+            }
+        }
+        if it < nblocks {
+            let b = jb + it * bk;
+            for i in 0..4 {
+                let vi = tid + 128 * i;
+                let j = b + vi / vecs;
+                let jc = select(j < je, j, b);
+                let pos = select(jc < s_end, jc, jc - s_end + lo);
+                let base = cache + pos * head_dim + (vi % vecs) * 8;
+                for e in 0..8 {
+                    store(kr[i * 8 + e], load(k[base + e]));
+                }
+                for e in 0..8 {
+                    store(vr[i * 8 + e], load(v[base + e]));
+                }
+            }
+        }
+        if it == 0 {
+            // The group's queries as the 16 rows of the score product (zeros past `nh`).
+            for e in range(tid, 16 * head_dim, 128) {
+                let r = e / head_dim;
+                let ok = r < nh;
+                let qi = (row * n_q_heads + h0 + select(ok, r, 0)) * head_dim + e % head_dim;
+                let x = select(ok, load(q[qi]).cast::<f32>(), 0.0f32);
+                store(qsh[r * dp + e % head_dim], x.cast::<T>());
+            }
+        }
+        if it > 0 {
+            let b = jb + (it - 1) * bk;
+            barrier();
+            // Scores: simdgroup sg takes key tile sg % tiles over part sg / tiles of D.
+            let tile = sg % tiles;
+            let d0 = (sg / tiles) * (head_dim / parts);
+            matrix_fill(sacc, 0.0);
+            for kk in 0..(head_dim / parts / 16) {
+                matrix_load(fq, qsh[d0 + kk * 16], dp);
+                matrix_load_t(fk, ksh[tile * 16 * dp + d0 + kk * 16], dp);
+                matrix_mma(sacc, fq, fk, sacc);
+            }
+            matrix_store(sacc, fsh[sg * 384], 24);
+            barrier();
+            let mut mx = neg_infinity();
+            for i in 0..kpl {
+                let mut s = 0.0f32;
+                for p in 0..parts {
+                    s += load(fsh[(p * tiles + scb) * 384 + sr * 24 + sco + i]);
+                }
+                let sc = select(b + sc0 + i < je, s * scale, neg_infinity());
+                store(sv[i], sc);
+                mx = max(mx, sc);
+            }
+            for s in 0..3 {
+                mx = max(mx, simd_shuffle_xor(mx, 4 >> s));
+            }
+            let need = group_max(select(mx > m + 8.0f32, 1.0f32, 0.0f32)) > 0.5f32;
+            if need {
+                let mn = max(m, mx);
+                let f = exp(m - mn);
+                l *= f;
+                m = mn;
+                if tid % 8 == 0 {
+                    store(rsh[sr], f);
+                }
+            }
+            let mut ls = 0.0f32;
+            for i in 0..kpl {
+                let p = exp(load(sv[i]) - m);
+                ls += p;
+                store(psh[sr * pp + sc0 + i], p.cast::<T>());
+            }
+            l += ls;
+            barrier();
+            if need {
+                let reg = sg * 256;
+                for f in 0..nfr {
+                    barrier();
+                    if f == 0 {
+                        matrix_store(o0, fsh[reg], 16);
+                    }
+                    if f == 1 {
+                        matrix_store(o1, fsh[reg], 16);
+                    }
+                    if f == 2 {
+                        matrix_store(o2, fsh[reg], 16);
+                    }
+                    if f == 3 {
+                        matrix_store(o3, fsh[reg], 16);
+                    }
+                    barrier();
+                    for e in range(lane, 256, 32) {
+                        store(fsh[reg + e], load(fsh[reg + e]) * load(rsh[e / 16]));
+                    }
+                    barrier();
+                    if f == 0 {
+                        matrix_load(o0, fsh[reg], 16);
+                    }
+                    if f == 1 {
+                        matrix_load(o1, fsh[reg], 16);
+                    }
+                    if f == 2 {
+                        matrix_load(o2, fsh[reg], 16);
+                    }
+                    if f == 3 {
+                        matrix_load(o3, fsh[reg], 16);
+                    }
+                }
+            }
+            // O += P·V over the block's key tiles, on this simdgroup's output columns.
+            let c0 = sg * cols;
+            for kt in 0..tiles {
+                matrix_load(fq, psh[kt * 16], pp);
+                matrix_load(fk, vsh[kt * 16 * dp + c0], dp);
+                matrix_mma(o0, fq, fk, o0);
+                if nfr > 1 {
+                    matrix_load(fk, vsh[kt * 16 * dp + c0 + 16], dp);
+                    matrix_mma(o1, fq, fk, o1);
+                }
+                if nfr > 2 {
+                    matrix_load(fk, vsh[kt * 16 * dp + c0 + 32], dp);
+                    matrix_mma(o2, fq, fk, o2);
+                    matrix_load(fk, vsh[kt * 16 * dp + c0 + 48], dp);
+                    matrix_mma(o3, fq, fk, o3);
+                }
+            }
+        }
+    }
+
+    // The row sums, then (m, l) and O of the real heads.
+    for s in 0..3 {
+        l += simd_shuffle_xor(l, 4 >> s);
+    }
+    let slot0 = (row * n_q_heads + h0) * splits + split;
+    if tid % 8 == 0 && sr < nh {
+        let slot = slot0 + sr * splits;
+        store(part_ml[slot * 2], m);
+        store(part_ml[slot * 2 + 1], l);
+    }
+    let reg = sg * 256;
+    for f in 0..nfr {
+        barrier();
+        if f == 0 {
+            matrix_store(o0, fsh[reg], 16);
+        }
+        if f == 1 {
+            matrix_store(o1, fsh[reg], 16);
+        }
+        if f == 2 {
+            matrix_store(o2, fsh[reg], 16);
+        }
+        if f == 3 {
+            matrix_store(o3, fsh[reg], 16);
+        }
+        barrier();
+        for e in range(lane, 256, 32) {
+            let r = e / 16;
+            if r < nh {
+                let slot = slot0 + r * splits;
+                store(
+                    part_o[slot * head_dim + sg * cols + f * 16 + e % 16],
+                    load(fsh[reg + e]),
+                );
+            }
+        }
+    }
+}
