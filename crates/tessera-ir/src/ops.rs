@@ -415,7 +415,7 @@ impl AtomicOp {
 }
 
 /// Where a load or store goes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum MemRef {
     /// A tensor parameter: index into `Kernel::params`. Device memory.
     Param(u32),

@@ -240,7 +240,11 @@ impl Vectorizer {
         pred: impl Fn(MemRef) -> bool,
         runs: &mut Vec<Run>,
     ) {
-        let keys: Vec<(MemRef, Root)> = groups.keys().filter(|(m, _)| pred(*m)).copied().collect();
+        // In key order, not the map's: the fresh values the runs get, and so the emitted
+        // source, must not change from one process to the next.
+        let mut keys: Vec<(MemRef, Root)> =
+            groups.keys().filter(|(m, _)| pred(*m)).copied().collect();
+        keys.sort_unstable();
         for key in keys {
             let Some(group) = groups.remove(&key) else {
                 continue;
@@ -537,5 +541,41 @@ mod tests {
         vectorize(&mut k);
         let text = k.to_string();
         assert!(!text.contains("vload4"), "{text}");
+    }
+
+    #[test]
+    fn runs_of_several_tensors_come_out_in_the_same_order_every_time() {
+        // Loads from eight tensors close together at the barrier; the fresh values of
+        // their runs must not follow a hash map's per-instance order.
+        let build = || {
+            let mut b = Builder::kernel("many");
+            let ins: Vec<_> = (0..8)
+                .map(|t| b.tensor_param(&format!("x{t}"), Scalar::F32, false))
+                .collect();
+            let out = b.tensor_param("out", Scalar::F32, true);
+            let tid = b.builtin(Builtin::ThreadId);
+            let base = b.binary(BinaryOp::Mul, tid, Value::Int(4)).unwrap();
+            let mut acc = Value::Float(0.0);
+            for &x in &ins {
+                for k in 0..4 {
+                    let i = b.binary(BinaryOp::Add, base, Value::Int(k)).unwrap();
+                    let v = b.load(x, i).unwrap();
+                    acc = b.binary(BinaryOp::Add, acc, v).unwrap();
+                }
+            }
+            b.barrier();
+            b.store(out, tid, acc).unwrap();
+            b.finish_kernel().unwrap()
+        };
+        let first = {
+            let mut k = build();
+            assert_eq!(vectorize(&mut k), 8);
+            k.to_string()
+        };
+        for _ in 0..16 {
+            let mut k = build();
+            vectorize(&mut k);
+            assert_eq!(k.to_string(), first);
+        }
     }
 }
