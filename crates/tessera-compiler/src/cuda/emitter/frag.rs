@@ -120,20 +120,7 @@ impl Emitter<'_> {
                 ));
                 self.line("}");
             }
-            FragRole::Acc => {
-                if !transpose {
-                    self.acc_pairs(&n, &m, &i, &s, false);
-                }
-                self.line("#pragma unroll");
-                self.line("for (int ts_i = 0; ts_i < 8; ++ts_i) {");
-                self.line("  const unsigned int ts_r = ts_g + 8u * ((ts_i >> 1) & 1), ts_c = 8u * (ts_i >> 2) + 2u * ts_t + (ts_i & 1);");
-                let at = Self::elem_at(&i, &s, transpose, "ts_r", "ts_c");
-                self.line(&format!("  {n}[ts_i] = {m}[{at}];"));
-                self.line("}");
-                if !transpose {
-                    self.line("}");
-                }
-            }
+            FragRole::Acc => self.acc_access(&n, &m, &i, &s, transpose, false),
         }
         if ldmatrix {
             self.line("}");
@@ -184,29 +171,57 @@ impl Emitter<'_> {
         ));
     }
 
-    /// Opens `if (even) { … } else {` around an accumulator access: registers `2p` and
-    /// `2p + 1` hold adjacent columns of one row, so with an even index and stride each
-    /// pair moves as one 8-byte access. The caller emits the element loop as the `else`
-    /// branch and closes it.
-    fn acc_pairs(&mut self, n: &str, m: &str, index: &str, stride: &str, store: bool) {
-        self.line(&format!("if (((({index}) | ({stride})) & 1u) == 0u) {{"));
-        self.line("  struct __attribute__((aligned(8))) ts_pair { float e0, e1; };");
-        self.line("  #pragma unroll");
-        self.line("  for (int ts_i = 0; ts_i < 8; ts_i += 2) {");
-        self.line("    const unsigned int ts_r = ts_g + 8u * ((ts_i >> 1) & 1), ts_c = 8u * (ts_i >> 2) + 2u * ts_t;");
-        let at = Self::elem_at(index, stride, false, "ts_r", "ts_c");
-        if store {
+    /// An accumulator load or store: registers `2p` and `2p + 1` hold adjacent columns of
+    /// one row, so with an even index and stride (and no transpose) each pair moves as one
+    /// 8-byte access; otherwise element by element.
+    fn acc_access(
+        &mut self,
+        n: &str,
+        m: &str,
+        index: &str,
+        stride: &str,
+        transpose: bool,
+        store: bool,
+    ) {
+        const ROW: &str = "ts_g + 8u * ((ts_i >> 1) & 1)";
+        const PAIR_COL: &str = "8u * (ts_i >> 2) + 2u * ts_t";
+        if !transpose {
+            self.line(&format!("if (((({index}) | ({stride})) & 1u) == 0u) {{"));
+            self.line("  struct __attribute__((aligned(8))) ts_pair { float e0, e1; };");
+            self.line("  #pragma unroll");
+            self.line("  for (int ts_i = 0; ts_i < 8; ts_i += 2) {");
             self.line(&format!(
-                "    *reinterpret_cast<ts_pair*>(&{m}[{at}]) = ts_pair{{{n}[ts_i], {n}[ts_i + 1]}};"
+                "    const unsigned int ts_r = {ROW}, ts_c = {PAIR_COL};"
             ));
-        } else {
-            self.line(&format!(
-                "    const ts_pair ts_p = *reinterpret_cast<const ts_pair*>(&{m}[{at}]); \
-                 {n}[ts_i] = ts_p.e0; {n}[ts_i + 1] = ts_p.e1;"
-            ));
+            let at = Self::elem_at(index, stride, false, "ts_r", "ts_c");
+            if store {
+                self.line(&format!(
+                    "    *reinterpret_cast<ts_pair*>(&{m}[{at}]) = ts_pair{{{n}[ts_i], {n}[ts_i + 1]}};"
+                ));
+            } else {
+                self.line(&format!(
+                    "    const ts_pair ts_p = *reinterpret_cast<const ts_pair*>(&{m}[{at}]); \
+                     {n}[ts_i] = ts_p.e0; {n}[ts_i + 1] = ts_p.e1;"
+                ));
+            }
+            self.line("  }");
+            self.line("} else {");
         }
-        self.line("  }");
-        self.line("} else {");
+        self.line("#pragma unroll");
+        self.line("for (int ts_i = 0; ts_i < 8; ++ts_i) {");
+        self.line(&format!(
+            "  const unsigned int ts_r = {ROW}, ts_c = {PAIR_COL} + (ts_i & 1);"
+        ));
+        let at = Self::elem_at(index, stride, transpose, "ts_r", "ts_c");
+        if store {
+            self.line(&format!("  {m}[{at}] = {n}[ts_i];"));
+        } else {
+            self.line(&format!("  {n}[ts_i] = {m}[{at}];"));
+        }
+        self.line("}");
+        if !transpose {
+            self.line("}");
+        }
     }
 
     pub(super) fn frag_store(
@@ -228,14 +243,7 @@ impl Emitter<'_> {
         self.line("{");
         self.depth += 1;
         self.line(LANE);
-        self.acc_pairs(&n, &m, &i, &s, true);
-        self.line("#pragma unroll");
-        self.line("for (int ts_i = 0; ts_i < 8; ++ts_i) {");
-        self.line("  const unsigned int ts_r = ts_g + 8u * ((ts_i >> 1) & 1), ts_c = 8u * (ts_i >> 2) + 2u * ts_t + (ts_i & 1);");
-        let at = Self::elem_at(&i, &s, false, "ts_r", "ts_c");
-        self.line(&format!("  {m}[{at}] = {n}[ts_i];"));
-        self.line("}");
-        self.line("}");
+        self.acc_access(&n, &m, &i, &s, false, true);
         self.depth -= 1;
         self.line("}");
         Ok(())
