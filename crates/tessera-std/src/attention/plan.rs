@@ -8,7 +8,7 @@ use super::decode_combine::{
 use super::decode_kernels::{sdpa_decode_kernel, sdpa_decode_partial_kernel};
 use super::decode_mma::{mma_block_keys, sdpa_decode_mma_kernel, MMA_HEAD_DIMS};
 use crate::error::{runtime, OpError};
-use tessera_runtime::{Context, DType, Tensor};
+use tessera_runtime::{Context, DType, Launch, Tensor};
 
 /// The head dims the decode kernels are specialised for.
 pub const DECODE_HEAD_DIMS: [u32; 6] = [64, 96, 128, 192, 256, 512];
@@ -153,12 +153,17 @@ impl DecodeCall<'_> {
         matches!(self.q.dtype(), DType::F16 | DType::BF16) && MMA_HEAD_DIMS.contains(&self.head_dim)
     }
 
+    /// Fragment-kernel threadgroups per query row and KV chunk: each KV head's group in
+    /// blocks of 16 query heads.
+    fn mma_head_blocks(&self) -> u32 {
+        self.n_kv_heads * (self.n_q_heads / self.n_kv_heads).div_ceil(16)
+    }
+
     /// Threadgroups per KV chunk: of the fragment kernel (16 heads each), or of a
     /// single-pass launch.
     fn groups(&self) -> u32 {
         if self.on_fragments() {
-            let gqa = self.n_q_heads / self.n_kv_heads;
-            return self.n_kv_heads * gqa.div_ceil(16) * self.rows;
+            return self.mma_head_blocks() * self.rows;
         }
         let g = self.geometry();
         self.n_q_heads / g.hpt * self.rows
@@ -242,6 +247,32 @@ impl DecodeCall<'_> {
             .map_err(runtime(self.op))
     }
 
+    /// The tensors and scalars both split-KV partial kernels take.
+    fn partial_args<'a>(
+        &'a self,
+        launch: Launch<'a>,
+        ws: &'a DecodeWorkspace,
+        chunk: u32,
+    ) -> Launch<'a> {
+        launch
+            .arg("q", self.q)
+            .arg("k", self.k)
+            .arg("v", self.v)
+            .arg("kv_lens", self.kv_lens.unwrap_or(&ws.lens))
+            .arg("part_o", &ws.part_o)
+            .arg("part_ml", &ws.part_ml)
+            .scalar("n_q_heads", self.n_q_heads)
+            .scalar("gqa", self.n_q_heads / self.n_kv_heads)
+            .scalar("kv_stride", self.kv_stride)
+            .scalar("row_cache_rows", self.row_cache_rows)
+            .scalar("len0", self.len0)
+            .scalar("len_step", self.len_step)
+            .scalar("window", self.window)
+            .scalar("n_sink", self.n_sink)
+            .scalar("chunk", chunk)
+            .scalar("scale", self.scale)
+    }
+
     fn split(&self, ctx: &Context, splits: u32, ws: &DecodeWorkspace) -> Result<(), OpError> {
         let g = self.geometry();
         let slots = self.rows as usize * self.n_q_heads as usize * splits as usize;
@@ -265,61 +296,28 @@ impl DecodeCall<'_> {
             .div_ceil(splits)
             .next_multiple_of(step)
             .max(step);
+        let per_row_lens = u32::from(self.kv_lens.is_some());
         if self.on_fragments() {
-            let gqa = self.n_q_heads / self.n_kv_heads;
-            ctx.launch(&sdpa_decode_mma_kernel::DEF)
+            self.partial_args(ctx.launch(&sdpa_decode_mma_kernel::DEF), ws, chunk)
                 .constexpr("head_dim", self.head_dim)
-                .constexpr("per_row_lens", u32::from(self.kv_lens.is_some()))
-                .arg("q", self.q)
-                .arg("k", self.k)
-                .arg("v", self.v)
-                .arg("kv_lens", self.kv_lens.unwrap_or(&ws.lens))
-                .arg("part_o", &ws.part_o)
-                .arg("part_ml", &ws.part_ml)
-                .scalar("n_q_heads", self.n_q_heads)
-                .scalar("gqa", gqa)
-                .scalar("kv_stride", self.kv_stride)
-                .scalar("row_cache_rows", self.row_cache_rows)
-                .scalar("len0", self.len0)
-                .scalar("len_step", self.len_step)
-                .scalar("window", self.window)
-                .scalar("n_sink", self.n_sink)
-                .scalar("chunk", chunk)
-                .scalar("scale", self.scale)
-                .grid([self.n_kv_heads * gqa.div_ceil(16), self.rows, splits])
+                .constexpr("per_row_lens", per_row_lens)
+                .grid([self.mma_head_blocks(), self.rows, splits])
                 .group_size(128)
                 .run()
-                .map_err(runtime(self.op))?;
         } else {
-            ctx.launch(&sdpa_decode_partial_kernel::DEF)
+            self.partial_args(ctx.launch(&sdpa_decode_partial_kernel::DEF), ws, chunk)
                 .constexpr("head_dim", self.head_dim)
                 .constexpr("epl", g.epl)
                 .constexpr("hpt", g.hpt)
                 .constexpr("sgs", g.sgs)
                 .constexpr("lg", g.lg)
-                .constexpr("per_row_lens", u32::from(self.kv_lens.is_some()))
+                .constexpr("per_row_lens", per_row_lens)
                 .constexpr("unroll", g.unroll)
-                .arg("q", self.q)
-                .arg("k", self.k)
-                .arg("v", self.v)
-                .arg("kv_lens", self.kv_lens.unwrap_or(&ws.lens))
-                .arg("part_o", &ws.part_o)
-                .arg("part_ml", &ws.part_ml)
-                .scalar("n_q_heads", self.n_q_heads)
-                .scalar("gqa", self.n_q_heads / self.n_kv_heads)
-                .scalar("kv_stride", self.kv_stride)
-                .scalar("row_cache_rows", self.row_cache_rows)
-                .scalar("len0", self.len0)
-                .scalar("len_step", self.len_step)
-                .scalar("window", self.window)
-                .scalar("n_sink", self.n_sink)
-                .scalar("chunk", chunk)
-                .scalar("scale", self.scale)
                 .grid([self.n_q_heads / g.hpt, self.rows, splits])
                 .group_size(g.sgs * 32)
                 .run()
-                .map_err(runtime(self.op))?;
         }
+        .map_err(runtime(self.op))?;
         let slices = combine_slices(self.head_dim);
         ctx.launch(&sdpa_decode_combine_kernel::DEF)
             .constexpr("head_dim", self.head_dim)
