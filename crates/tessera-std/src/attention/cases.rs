@@ -103,6 +103,33 @@ fn zeros(ctx: &Context, dt: DType, shape: &[usize]) -> Result<Tensor, String> {
 
 // ── sdpa_decode ─────────────────────────────────────────────────────────────
 
+/// Runs `sdpa_decode` on `t` (q `[hq, d]`, k and v `[hkv, n, d]`): (got, the f64 reference).
+fn decode_vs_reference(
+    ctx: &Context,
+    t: &Qkv,
+    hq: usize,
+    hkv: usize,
+    n: usize,
+    d: usize,
+) -> Result<(Vec<f64>, Vec<f64>), String> {
+    sdpa_decode(ctx, &t.q, &t.k, &t.v, &t.out, None).map_err(err)?;
+    let want = reference::decode(
+        &t.qv,
+        &t.kv,
+        &t.vv,
+        &[(0, n)],
+        hq,
+        hkv,
+        n,
+        d,
+        scale_of(d),
+        0,
+        0,
+        None,
+    );
+    Ok((t.out.to_f64_vec().map_err(err)?, want))
+}
+
 fn decode_case(dt: DType, hq: usize, hkv: usize, n: usize, d: usize) -> Case {
     correctness(
         "sdpa_decode",
@@ -110,22 +137,7 @@ fn decode_case(dt: DType, hq: usize, hkv: usize, n: usize, d: usize) -> Case {
         format!("hq={hq} hkv={hkv} n_kv={n} d={d}"),
         move |ctx, rng| {
             let t = qkv(ctx, rng, dt, &[hq, d], &[hkv, n, d])?;
-            sdpa_decode(ctx, &t.q, &t.k, &t.v, &t.out, None).map_err(err)?;
-            let want = reference::decode(
-                &t.qv,
-                &t.kv,
-                &t.vv,
-                &[(0, n)],
-                hq,
-                hkv,
-                n,
-                d,
-                scale_of(d),
-                0,
-                0,
-                None,
-            );
-            Ok((t.out.to_f64_vec().map_err(err)?, want))
+            decode_vs_reference(ctx, &t, hq, hkv, n, d)
         },
     )
 }
@@ -139,33 +151,15 @@ fn decode_rising_case(dt: DType, hq: usize, hkv: usize, n: usize, d: usize) -> C
         dt,
         format!("hq={hq} hkv={hkv} n_kv={n} d={d} rising scores"),
         move |ctx, rng| {
-            let qv: Vec<f64> = (0..hq * d).map(|_| rng.uniform(-1.0, 1.0)).collect();
-            let mut kv: Vec<f64> = (0..hkv * n * d).map(|_| rng.uniform(-1.0, 1.0)).collect();
+            let mut t = qkv(ctx, rng, dt, &[hq, d], &[hkv, n, d])?;
+            let mut kv = t.kv.clone();
             for (j, c) in [(n / 2, 3.0), (n - 3, 6.0)] {
                 for e in 0..d {
-                    kv[j * d + e] = qv[e] * c;
+                    kv[j * d + e] = t.qv[e] * c;
                 }
             }
-            let (q, qv) = upload(ctx, dt, &qv, &[hq, d])?;
-            let (k, kv) = upload(ctx, dt, &kv, &[hkv, n, d])?;
-            let (v, vv) = random_tensor(ctx, rng, dt, &[hkv, n, d], -1.0, 1.0)?;
-            let out = ctx.full_nan(dt, &[hq, d]).map_err(err)?;
-            sdpa_decode(ctx, &q, &k, &v, &out, None).map_err(err)?;
-            let want = reference::decode(
-                &qv,
-                &kv,
-                &vv,
-                &[(0, n)],
-                hq,
-                hkv,
-                n,
-                d,
-                scale_of(d),
-                0,
-                0,
-                None,
-            );
-            Ok((out.to_f64_vec().map_err(err)?, want))
+            (t.k, t.kv) = upload(ctx, dt, &kv, &[hkv, n, d])?;
+            decode_vs_reference(ctx, &t, hq, hkv, n, d)
         },
     )
 }
