@@ -20,7 +20,7 @@ pub const MAX_TRIP_COUNT: u64 = 64;
 /// The largest number of instructions a loop may expand to.
 pub const MAX_UNROLLED_INSTS: u64 = 1024;
 /// The largest expansion of a loop whose body touches a per-thread stack array.
-pub const MAX_UNROLLED_INSTS_LOCALS: u64 = 4096;
+pub const MAX_UNROLLED_INSTS_LOCALS: u64 = 8192;
 /// Rounds of unroll-then-fold.
 const ROUNDS: usize = 4;
 
