@@ -4,7 +4,9 @@
 //! sequence lengths (the tail chunk is masked), GQA, an optional initial state, and the
 //! final state written in the decode step's layout `[N, Hv, Dv, Dk]`.
 
-use super::prefill_kernels::{gdn_chunk_prep_kernel, gdn_chunk_state_kernel};
+use super::prefill_kernels::{
+    gdn_chunk_prep_kernel, gdn_chunk_state_kernel, gdn_chunk_state_wide_kernel,
+};
 use super::validate::check_dk;
 use crate::error::{runtime, OpError};
 use crate::validate::{
@@ -36,6 +38,15 @@ pub fn staging_dtype(t: DType) -> DType {
     match t {
         DType::BF16 => DType::BF16,
         _ => DType::F16,
+    }
+}
+
+/// The state kernel for key head size `dk`: the staged one where its tiles fit.
+pub fn state_kernel(dk: usize) -> &'static tessera_ir::KernelDef {
+    if dk <= 128 {
+        &gdn_chunk_state_kernel::DEF
+    } else {
+        &gdn_chunk_state_wide_kernel::DEF
     }
 }
 
@@ -177,7 +188,7 @@ pub fn gdn_chunked_prefill(
     }
     let nc = table.len() / 2;
     let scratch = nc.max(1) * hv * CHUNK;
-    fits_u32(OP, "the scratch size", scratch * dk.max(dv).max(CHUNK))?;
+    fits_u32(OP, "the scratch size", scratch * (3 * dk + CHUNK).max(dv))?;
     fits_u32(OP, "the token count", total * hv * dk.max(dv))?;
     fits_u32(OP, "the state size", n * hv * dv * dk)?;
     let p = staging_dtype(t);
@@ -187,11 +198,10 @@ pub fn gdn_chunked_prefill(
     }
     let chunks = ctx.tensor(&table, &[table.len() / 2, 2]).map_err(&rt)?;
     let seqs = ctx.tensor(&seq_chunks, &[n + 1]).map_err(&rt)?;
-    let w = ctx.zeros(p, &[scratch, dk]).map_err(&rt)?;
-    let qg = ctx.zeros(p, &[scratch, dk]).map_err(&rt)?;
-    let kg = ctx.zeros(p, &[scratch, dk]).map_err(&rt)?;
+    let ops = ctx
+        .zeros(p, &[scratch * (3 * dk / CHUNK + 1), CHUNK])
+        .map_err(&rt)?;
     let u = ctx.zeros(DType::F32, &[scratch, dv]).map_err(&rt)?;
-    let aqk = ctx.zeros(p, &[scratch, CHUNK]).map_err(&rt)?;
     let decay = ctx.zeros(DType::F32, &[nc.max(1), hv]).map_err(&rt)?;
     let (dk32, dv32, hv32, hk32) = (dk as u32, dv as u32, hv as u32, hk as u32);
     if nc > 0 {
@@ -207,11 +217,8 @@ pub fn gdn_chunked_prefill(
             .arg("g", a.g)
             .arg("beta", a.beta)
             .arg("chunks", &chunks)
-            .arg("w", &w)
+            .arg("ops", &ops)
             .arg("u", &u)
-            .arg("qg", &qg)
-            .arg("kg", &kg)
-            .arg("aqk", &aqk)
             .arg("decay", &decay)
             .scalar("scale", scale)
             .grid([nc as u32, hv32, 1])
@@ -227,16 +234,13 @@ pub fn gdn_chunked_prefill(
             &dummy
         }
     };
-    ctx.launch(&gdn_chunk_state_kernel::DEF)
+    ctx.launch(state_kernel(dk))
         .dtype("P", p)
         .constexpr("dk", dk32)
         .constexpr("dv", dv32)
         .constexpr("hv", hv32)
-        .arg("w", &w)
+        .arg("ops", &ops)
         .arg("u", &u)
-        .arg("qg", &qg)
-        .arg("kg", &kg)
-        .arg("aqk", &aqk)
         .arg("decay", &decay)
         .arg("chunks", &chunks)
         .arg("seq_chunks", &seqs)

@@ -7,8 +7,8 @@
 
 use super::decode::{gdn_decode_step, DecodeArgs};
 use super::decode_cases::both;
-use super::prefill::{gdn_chunked_prefill, staging_dtype, PrefillArgs};
-use super::prefill_kernels::{gdn_chunk_prep_kernel, gdn_chunk_state_kernel};
+use super::prefill::{gdn_chunked_prefill, staging_dtype, state_kernel, PrefillArgs};
+use super::prefill_kernels::gdn_chunk_prep_kernel;
 use super::reference::{recurrent, GdnInputs, GdnShape};
 use crate::registry::{BenchCase, Case, CaseKind, KernelUse, OpEntry, Outcome, PreparedBench};
 use crate::testing::{compare, expect_rejection, tolerance, upload, CaseRng, Tolerance};
@@ -472,7 +472,7 @@ fn kernels() -> Vec<KernelUse> {
                     continue;
                 }
                 v.push(KernelUse {
-                    def: &gdn_chunk_state_kernel::DEF,
+                    def: state_kernel(dk as usize),
                     spec: Specialization::new(vec![t, s, p], vec![lit(dk), lit(dv), lit(hv)]),
                 });
             }

@@ -1,20 +1,32 @@
-//! The two kernels of the chunked Gated DeltaNet prefill (chunks of 64 tokens, matrix
+//! The kernels of the chunked Gated DeltaNet prefill (chunks of 64 tokens, matrix
 //! fragments for every product). `P` is the tensor-core input type (f16 or bf16).
 //!
 //! 1. [`gdn_chunk_prep_kernel`], one threadgroup per (chunk, value head), all chunks in
 //!    parallel: chunk-local cumulative log decay `gc`; `A = strict_lower(β·K·Kᵀ ⊙
-//!    e^{gc_i − gc_j})`; `Ai = (I + A)⁻¹` by forward substitution (a column per thread);
-//!    `w = Ai·(β·e^{gc}·K)`, `u = Ai·(β·V)`; `Aqk = scale·tril(Q·Kᵀ ⊙ e^{gc_i − gc_j})`;
-//!    `qg = −scale·e^{gc}·Q`, `kg = e^{gc_last − gc}·K` and the chunk decay `e^{gc_last}`.
-//!    Rows past a sequence's end are zero in every output.
+//!    e^{gc_i − gc_j})`; `Ai = (I + A)⁻¹` blockwise (below); `w = Ai·(β·e^{gc}·K)`,
+//!    `u = Ai·(β·V)`; `Aqk = scale·tril(Q·Kᵀ ⊙ e^{gc_i − gc_j})`; `qg = −scale·e^{gc}·Q`,
+//!    `kg = e^{gc_last − gc}·K` and the chunk decay `e^{gc_last}`. Rows past a sequence's
+//!    end are zero in qg, kg, w and Aqk, and carry no weight (β = 0) anywhere.
 //! 2. [`gdn_chunk_state_kernel`], one threadgroup per (16 value rows, value head,
 //!    sequence), walking the sequence's chunks in order with its slice of the state in
 //!    threadgroup memory: `V_new = u − w·Sᵀ`, `o = qg·(−S)ᵀ + Aqk·V_new`,
 //!    `S ← e^{gc_last}·S + V_newᵀ·kg`; the final state in the decode layout.
+//!    [`gdn_chunk_state_wide_kernel`] does the same for Dk = 256.
 //!
-//! Scratch layouts (chunk-major): w, qg, kg `[NC, Hv, 64, Dk]`, u `[NC, Hv, 64, Dv]`,
-//! Aqk `[NC, Hv, 64, 64]`, decay `[NC, Hv]`; the chunk table `[NC, 2]` holds each chunk's
-//! first token and length, `seq_chunks [N + 1]` each sequence's first chunk.
+//! The inverse: with `D_i = (I + A_ii)⁻¹` for the four 16×16 diagonal blocks (forward
+//! substitution in registers, one column per thread) and `G_ik = −D_i·A_ik` for the six
+//! blocks below them, the blocks of `Ai` below the diagonal follow diagonal by diagonal
+//! as `Ai_ij = Σ_{k=j}^{i−1} G_ik·Ai_kj` (with `Ai_jj = D_j`): four rounds of fragment
+//! products instead of 64 dependent rows.
+//!
+//! Scratch layouts (chunk-major): `ops [NC, Hv, 3·Dk/64 + 1, 64, 64]` holds the P operands
+//! of the state walk as contiguous 64×64 slabs in the order the walk reads them: w and qg
+//! by 64 columns, Aqk, kg by 64 columns (so a chunk's operands are one contiguous read);
+//! u `[NC, Hv, 64, Dv]` f32, decay `[NC, Hv]`; the chunk table `[NC, 2]` holds each
+//! chunk's first token and length, `seq_chunks [N + 1]` each sequence's first chunk.
+//!
+//! Threadgroup tiles are padded (row strides of 24 or 72 elements for 16- and 64-wide
+//! operands, `Dk + 8` for the state) so fragment loads and stores meet no bank conflicts.
 
 use tessera_macros::kernel;
 
@@ -27,11 +39,8 @@ pub fn gdn_chunk_prep_kernel<T, P>(
     g: Tensor<f32>,
     beta: Tensor<f32>,
     chunks: Tensor<u32>,
-    mut w: Tensor<P>,
+    mut ops: Tensor<P>,
     mut u: Tensor<f32>,
-    mut qg: Tensor<P>,
-    mut kg: Tensor<P>,
-    mut aqk: Tensor<P>,
     mut decay: Tensor<f32>,
     scale: f32,
     #[constexpr] dk: u32,
@@ -43,173 +52,303 @@ pub fn gdn_chunk_prep_kernel<T, P>(
     let h = group_id_y();
     let kh = h / (hv / hk);
     let tid = thread_id();
+    let lane = simd_lane();
     let sg = simd_id();
     let bos = load(chunks[c * 2]);
     let len = load(chunks[c * 2 + 1]);
-    let sgl = threadgroup_array::<f32>(64);
+    let nd = dk / 64;
+    // First slab of this (chunk, head) in `ops`, and its first row in `u`.
+    let slab0 = (c * hv + h) * (3 * nd + 1);
+    let ch = (c * hv + h) * 64;
     let sgc = threadgroup_array::<f32>(64);
     let sb = threadgroup_array::<f32>(64);
+    // f32 staging of products: K·Kᵀ, then A, then fragment results on their way to P.
     let sa = threadgroup_array::<f32>(4096);
-    let sai = threadgroup_array::<P>(4096);
-    let sx = threadgroup_array::<P>(1024);
-    let sy = threadgroup_array::<P>(1024);
+    // Ai, row stride 72.
+    let sai = threadgroup_array::<P>(64 * 72);
+    // Operand tiles: Q and K steps (64×16 each, stride 24), then the six blocks of −A and
+    // G below the diagonal (16×16, stride 24), then the w/u right-hand sides.
+    let sx = threadgroup_array::<P>(3072);
+    // This thread's 8 columns of the next staging step (Q then K, or one of K/V).
+    let xr = stack_array::<f32>(16);
     let fa = matrix_a::<P>();
+    let fq = matrix_a::<P>();
     let fb = matrix_b::<P>();
-    let acc0 = matrix_acc();
-    let acc1 = matrix_acc();
-    let acc2 = matrix_acc();
-    let acc3 = matrix_acc();
-    // Gates of the chunk's rows; rows past its end have β = 0 and g = 0.
-    if tid < 64 {
-        let ok = tid < len;
-        let gi = ((bos + select(ok, tid, 0)) * hv + h);
-        store(sgl[tid], select(ok, load(g[gi]), 0.0));
-        store(sb[tid], select(ok, load(beta[gi]), 0.0));
-    }
-    barrier();
-    if tid < 64 {
-        let mut acc = 0.0f32;
-        for j in 0..64 {
-            if j <= tid {
-                acc += load(sgl[j]);
-            }
-        }
-        store(sgc[tid], acc);
+    let acc = matrix_acc();
+    let kk0 = matrix_acc();
+    let kk1 = matrix_acc();
+    let kk2 = matrix_acc();
+    let kk3 = matrix_acc();
+    let qk0 = matrix_acc();
+    let qk1 = matrix_acc();
+    let qk2 = matrix_acc();
+    let qk3 = matrix_acc();
+
+    // Chunk-local cumulative log decay and β. Every simdgroup scans the 64 gates (rows
+    // `lane` and `32 + lane`), and simdgroup 0 publishes them.
+    let r1 = lane + 32;
+    let ok0 = lane < len;
+    let ok1 = r1 < len;
+    let gi0 = (bos + select(ok0, lane, 0)) * hv + h;
+    let gi1 = (bos + select(ok1, r1, 0)) * hv + h;
+    let g0 = select(ok0, load(g[gi0]), 0.0);
+    let g1 = select(ok1, load(g[gi1]), 0.0);
+    let p0 = simd_prefix_sum(g0);
+    let p1 = simd_prefix_sum(g1) + simd_sum(g0);
+    if sg == 0 {
+        store(sgc[lane], p0);
+        store(sgc[r1], p1);
+        store(sb[lane], select(ok0, load(beta[gi0]), 0.0));
+        store(sb[r1], select(ok1, load(beta[gi1]), 0.0));
     }
     barrier();
     let glast = load(sgc[63]);
-    // K·Kᵀ (pass 0) and Q·Kᵀ (pass 1), 16 columns of Dk at a time; simdgroup sg owns
-    // rows sg·16.. of the 64×64 product, one accumulator per 16-column block.
-    for pass in 0..2 {
-        matrix_fill(acc0, 0.0);
-        matrix_fill(acc1, 0.0);
-        matrix_fill(acc2, 0.0);
-        matrix_fill(acc3, 0.0);
-        for kb in range(0, dk, 16) {
-            for e in range(tid, 1024, 128) {
-                let r = e / 16;
-                let ok = r < len;
-                let ki = ((bos + select(ok, r, 0)) * hk + kh) * dk + kb + e % 16;
-                let kv = select(ok, load(k[ki]).cast::<f32>(), 0.0);
-                let qv = select(ok, load(q[ki]).cast::<f32>(), 0.0);
-                store(sx[e], select(pass == 0, kv, qv).cast::<P>());
-                store(sy[e], kv.cast::<P>());
-            }
+
+    // Staging geometry: thread `tid` moves 8 consecutive columns of row `sr`.
+    let sr = tid / 2;
+    let sc = (tid % 2) * 8;
+    let sok = sr < len;
+    let srow = bos + select(sok, sr, 0);
+    let kbase = (srow * hk + kh) * dk + sc;
+    let vbase = (srow * hv + h) * dv + sc;
+    let gcr = load(sgc[sr]);
+    let fqg = select(sok, exp(gcr) * (0.0 - scale), 0.0);
+    let fkg = select(sok, exp(glast - gcr), 0.0);
+
+    // K·Kᵀ and Q·Kᵀ over Dk in steps of 16 columns (simdgroup sg owns rows sg·16.. of
+    // both 64×64 products); the registers hold the next step while the tiles serve the
+    // current one. qg and kg leave from the same registers.
+    matrix_fill(kk0, 0.0);
+    matrix_fill(kk1, 0.0);
+    matrix_fill(kk2, 0.0);
+    matrix_fill(kk3, 0.0);
+    matrix_fill(qk0, 0.0);
+    matrix_fill(qk1, 0.0);
+    matrix_fill(qk2, 0.0);
+    matrix_fill(qk3, 0.0);
+    for kb in range(0, dk + 16, 16) {
+        if kb > 0 {
             barrier();
-            matrix_load(fa, sx[sg * 256], 16);
-            matrix_load_t(fb, sy[0], 16);
-            matrix_mma(acc0, fa, fb, acc0);
-            matrix_load_t(fb, sy[256], 16);
-            matrix_mma(acc1, fa, fb, acc1);
-            matrix_load_t(fb, sy[512], 16);
-            matrix_mma(acc2, fa, fb, acc2);
-            matrix_load_t(fb, sy[768], 16);
-            matrix_mma(acc3, fa, fb, acc3);
-            barrier();
-        }
-        matrix_store(acc0, sa[sg * 1024], 64);
-        matrix_store(acc1, sa[sg * 1024 + 16], 64);
-        matrix_store(acc2, sa[sg * 1024 + 32], 64);
-        matrix_store(acc3, sa[sg * 1024 + 48], 64);
-        barrier();
-        // Gate and mask: strictly lower with β for A, lower with scale for Aqk.
-        for e in range(tid, 4096, 128) {
-            let i = e / 64;
-            let j = e % 64;
-            let gate = exp(load(sgc[i]) - load(sgc[j]));
-            let keep = select(pass == 0, i > j, i >= j);
-            let f = select(pass == 0, load(sb[i]), scale);
-            let x = select(keep, load(sa[e]) * gate * f, 0.0);
-            if pass == 0 {
-                store(sa[e], x);
-            } else {
-                store(aqk[(c * hv + h) * 4096 + e], x.cast::<P>());
-            }
-        }
-        barrier();
-        // (I + A)⁻¹: thread j solves column j top-down, in f32.
-        if pass == 0 {
-            if tid < 64 {
-                let col = stack_array::<f32>(64);
-                for i in 0..64 {
-                    let mut x = select(i == tid, 1.0, 0.0);
-                    if i > tid {
-                        for m in range(tid, i, 1) {
-                            x -= load(sa[i * 64 + m]) * load(col[m]);
-                        }
-                    }
-                    store(col[i], x);
-                    store(sai[i * 64 + tid], x.cast::<P>());
-                }
-            }
-            barrier();
-        }
-    }
-    // w = Ai·(β·e^{gc}·K) and u = Ai·(β·V), 16 columns at a time.
-    for kb in range(0, dk + dv, 16) {
-        let is_k = kb < dk;
-        for e in range(tid, 1024, 128) {
-            let r = e / 16;
-            let ok = r < len;
-            let col = e % 16;
-            let row = bos + select(ok, r, 0);
-            let ki = (row * hk + kh) * dk + select(is_k, kb, 0) + col;
-            let vi = (row * hv + h) * dv + select(is_k, 0, kb - dk) + col;
-            let x = select(
-                is_k,
-                load(k[ki]).cast::<f32>() * exp(load(sgc[r])),
-                load(v[vi]).cast::<f32>(),
-            );
-            store(sx[e], select(ok, x * load(sb[r]), 0.0).cast::<P>());
-        }
-        barrier();
-        matrix_fill(acc0, 0.0);
-        for j in 0..4 {
-            matrix_load(fa, sai[sg * 1024 + j * 16], 64);
-            matrix_load(fb, sx[j * 256], 16);
-            matrix_mma(acc0, fa, fb, acc0);
-        }
-        if is_k {
-            matrix_store(acc0, sa[sg * 256], 16);
-        } else {
-            matrix_store(acc0, u[((c * hv + h) * 64 + sg * 16) * dv + kb - dk], dv);
-        }
-        barrier();
-        if is_k {
-            for e in range(tid, 1024, 128) {
+            let kc = kb - 16;
+            let at = sr * 64 + kc % 64 + sc;
+            let oq = (slab0 + nd + kc / 64) * 4096 + at;
+            let ok = (slab0 + 2 * nd + 1 + kc / 64) * 4096 + at;
+            for e in 0..8 {
                 store(
-                    w[((c * hv + h) * 64 + e / 16) * dk + kb + e % 16],
-                    load(sa[e]).cast::<P>(),
+                    sx[sr * 24 + sc + e],
+                    select(sok, load(xr[e]), 0.0).cast::<P>(),
                 );
             }
+            for e in 0..8 {
+                store(
+                    sx[1536 + sr * 24 + sc + e],
+                    select(sok, load(xr[8 + e]), 0.0).cast::<P>(),
+                );
+            }
+            for e in 0..8 {
+                store(ops[oq + e], (load(xr[e]) * fqg).cast::<P>());
+            }
+            for e in 0..8 {
+                store(ops[ok + e], (load(xr[8 + e]) * fkg).cast::<P>());
+            }
+        }
+        if kb < dk {
+            for e in 0..8 {
+                store(xr[e], load(q[kbase + kb + e]).cast::<f32>());
+            }
+            for e in 0..8 {
+                store(xr[8 + e], load(k[kbase + kb + e]).cast::<f32>());
+            }
+        }
+        if kb > 0 {
+            barrier();
+            matrix_load(fq, sx[sg * 384], 24);
+            matrix_load(fa, sx[1536 + sg * 384], 24);
+            matrix_load_t(fb, sx[1536], 24);
+            matrix_mma(kk0, fa, fb, kk0);
+            matrix_mma(qk0, fq, fb, qk0);
+            matrix_load_t(fb, sx[1536 + 384], 24);
+            matrix_mma(kk1, fa, fb, kk1);
+            matrix_mma(qk1, fq, fb, qk1);
+            matrix_load_t(fb, sx[1536 + 768], 24);
+            matrix_mma(kk2, fa, fb, kk2);
+            matrix_mma(qk2, fq, fb, qk2);
+            matrix_load_t(fb, sx[1536 + 1152], 24);
+            matrix_mma(kk3, fa, fb, kk3);
+            matrix_mma(qk3, fq, fb, qk3);
+        }
+    }
+    matrix_store(kk0, sa[sg * 1024], 64);
+    matrix_store(kk1, sa[sg * 1024 + 16], 64);
+    matrix_store(kk2, sa[sg * 1024 + 32], 64);
+    matrix_store(kk3, sa[sg * 1024 + 48], 64);
+    barrier();
+    // A = strict_lower(β_i·e^{gc_i − gc_j}·(K·Kᵀ)_ij) in place; −A of the six blocks below
+    // the diagonal, block (bi, bj) as tile bi·(bi − 1)/2 + bj.
+    for e in range(tid, 4096, 128) {
+        let i = e / 64;
+        let j = e % 64;
+        let x = select(
+            i > j,
+            load(sa[e]) * exp(load(sgc[i]) - load(sgc[j])) * load(sb[i]),
+            0.0,
+        );
+        store(sa[e], x);
+        let bi = i / 16;
+        let bj = j / 16;
+        if bi > bj {
+            store(
+                sx[(bi * (bi - 1) / 2 + bj) * 384 + (i % 16) * 24 + j % 16],
+                (0.0 - x).cast::<P>(),
+            );
+        }
+    }
+    barrier();
+    // D_b = (I + A_bb)⁻¹: thread b·16 + j solves column j of diagonal block b.
+    if tid < 64 {
+        let d0 = (tid / 16) * 16;
+        let jc = tid % 16;
+        let xs = stack_array::<f32>(16);
+        for i in 0..16 {
+            let mut x = select(i == jc, 1.0, 0.0);
+            for m in 0..16 {
+                if m < i {
+                    x -= load(sa[(d0 + i) * 64 + d0 + m]) * load(xs[m]);
+                }
+            }
+            store(xs[i], x);
+            store(sai[(d0 + i) * 72 + d0 + jc], x.cast::<P>());
+        }
+    }
+    barrier();
+    // G_ik = D_i·(−A_ik) over the −A tiles: simdgroup sg takes tiles sg and sg + 4.
+    for t2 in 0..2 {
+        let ti = sg + 4 * t2;
+        if ti < 6 {
+            let bi = select(ti < 1, 1, select(ti < 3, 2, 3));
+            matrix_fill(acc, 0.0);
+            matrix_load(fa, sai[bi * 16 * 72 + bi * 16], 72);
+            matrix_load(fb, sx[ti * 384], 24);
+            matrix_mma(acc, fa, fb, acc);
+            matrix_store(acc, sa[ti * 384], 24);
+        }
+    }
+    barrier();
+    for e in range(tid, 1536, 128) {
+        let at = (e / 256) * 384 + ((e % 256) / 16) * 24 + e % 16;
+        store(sx[at], load(sa[at]).cast::<P>());
+    }
+    barrier();
+    // Diagonal `lvl` below the main one: Ai_ij = Σ_{k=j}^{i−1} G_ik·Ai_kj, i = j + lvl,
+    // simdgroup sg taking j = sg.
+    for lvl in 1..4 {
+        if sg < 4 - lvl {
+            let i = sg + lvl;
+            matrix_fill(acc, 0.0);
+            for kq in 0..3 {
+                if kq < lvl {
+                    let kb = sg + kq;
+                    matrix_load(fa, sx[(i * (i - 1) / 2 + kb) * 384], 24);
+                    matrix_load(fb, sai[kb * 16 * 72 + sg * 16], 72);
+                    matrix_mma(acc, fa, fb, acc);
+                }
+            }
+            matrix_store(acc, sa[sg * 384], 24);
+        }
+        barrier();
+        for e in range(tid, (4 - lvl) * 256, 128) {
+            let bj = e / 256;
+            let r = (e % 256) / 16;
+            let cc = e % 16;
+            store(
+                sai[((bj + lvl) * 16 + r) * 72 + bj * 16 + cc],
+                load(sa[bj * 384 + r * 24 + cc]).cast::<P>(),
+            );
         }
         barrier();
     }
-    // qg, kg and the chunk decay.
-    for e in range(tid, 64 * dk, 128) {
-        let r = e / dk;
-        let ok = r < len;
-        let ki = ((bos + select(ok, r, 0)) * hk + kh) * dk + e % dk;
-        let gr = load(sgc[r]);
-        let qv = select(ok, load(q[ki]).cast::<f32>() * exp(gr) * (0.0 - scale), 0.0);
-        let kv = select(ok, load(k[ki]).cast::<f32>() * exp(glast - gr), 0.0);
-        let o = (c * hv + h) * 64 * dk + e;
-        store(qg[o], qv.cast::<P>());
-        store(kg[o], kv.cast::<P>());
+    // Aqk = scale·tril(Q·Kᵀ ⊙ e^{gc_i − gc_j}), 8 consecutive columns per thread.
+    matrix_store(qk0, sa[sg * 1024], 64);
+    matrix_store(qk1, sa[sg * 1024 + 16], 64);
+    matrix_store(qk2, sa[sg * 1024 + 32], 64);
+    matrix_store(qk3, sa[sg * 1024 + 48], 64);
+    barrier();
+    for vi in range(tid, 512, 128) {
+        let i = vi / 8;
+        let j0 = (vi % 8) * 8;
+        let gi = load(sgc[i]);
+        for e in 0..8 {
+            let j = j0 + e;
+            let x = select(
+                i >= j && i < len,
+                load(sa[i * 64 + j]) * exp(gi - load(sgc[j])) * scale,
+                0.0,
+            );
+            store(ops[(slab0 + 2 * nd) * 4096 + i * 64 + j], x.cast::<P>());
+        }
+    }
+    // w = Ai·(β·e^{gc}·K) and u = Ai·(β·V), 16 columns a step (Ai is lower triangular,
+    // so simdgroup sg needs the first sg + 1 column blocks). A w block waits in `sa`
+    // (its column mod 64) and leaves as P at the next step.
+    let fx = load(sb[sr]);
+    let fxk = fx * exp(gcr);
+    for kb in range(0, dk + dv + 16, 16) {
+        if kb > 0 {
+            barrier();
+            for e in 0..8 {
+                store(sx[sr * 24 + sc + e], load(xr[e]).cast::<P>());
+            }
+            if kb >= 32 && kb - 32 < dk {
+                let pb = kb - 32;
+                for e in 0..8 {
+                    store(
+                        ops[(slab0 + pb / 64) * 4096 + sr * 64 + pb % 64 + sc + e],
+                        load(sa[sr * 64 + pb % 64 + sc + e]).cast::<P>(),
+                    );
+                }
+            }
+        }
+        if kb < dk {
+            for e in 0..8 {
+                store(xr[e], load(k[kbase + kb + e]).cast::<f32>() * fxk);
+            }
+        } else if kb < dk + dv {
+            for e in 0..8 {
+                store(xr[e], load(v[vbase + kb - dk + e]).cast::<f32>() * fx);
+            }
+        }
+        if kb > 0 {
+            let ob = kb - 16;
+            barrier();
+            matrix_fill(acc, 0.0);
+            for j in 0..4 {
+                if j <= sg {
+                    matrix_load(fa, sai[sg * 16 * 72 + j * 16], 72);
+                    matrix_load(fb, sx[j * 384], 24);
+                    matrix_mma(acc, fa, fb, acc);
+                }
+            }
+            if ob < dk {
+                matrix_store(acc, sa[sg * 1024 + ob % 64], 64);
+            } else {
+                matrix_store(acc, u[(ch + sg * 16) * dv + ob - dk], dv);
+            }
+        }
     }
     if tid == 0 {
         store(decay[c * hv + h], exp(glast));
     }
 }
 
-/// Per (16 value rows, value head, sequence): the state recurrence over the chunks.
+/// Per (16 value rows, value head, sequence): the state recurrence over the chunks, for
+/// Dk ≤ 128. The chunk's operands pass through one padded 64×64 tile in `3·Dk/64 + 1`
+/// slabs (w, qg by 64 columns, Aqk, kg by 64 columns); each thread holds all slabs of the
+/// next chunk in registers, issued right after the matching slab of the current chunk
+/// went into the tile, so the walk over the chunks never waits on device memory.
 #[kernel]
 pub fn gdn_chunk_state_kernel<T, S, P>(
-    w: Tensor<P>,
+    ops: Tensor<P>,
     u: Tensor<f32>,
-    qg: Tensor<P>,
-    kg: Tensor<P>,
-    aqk: Tensor<P>,
     decay: Tensor<f32>,
     chunks: Tensor<u32>,
     seq_chunks: Tensor<u32>,
@@ -221,6 +360,191 @@ pub fn gdn_chunk_state_kernel<T, S, P>(
     #[constexpr] dv: u32,
     #[constexpr] hv: u32,
 ) {
+    let nd = dk / 64;
+    let ns = 3 * nd + 1;
+    let ds = dk + 8;
+    let v0 = group_id_x() * 16;
+    let h = group_id_y();
+    let n = group_id_z();
+    let tid = thread_id();
+    let sg = simd_id();
+    // The state slice S [16 value rows, Dk] in f32, and −S in P for the products.
+    let ss = threadgroup_array::<f32>(16 * ds);
+    let ssn = threadgroup_array::<P>(16 * ds);
+    // u, then V_new, then o, in f32 (64×16, stride 24); V_new in P.
+    let svn = threadgroup_array::<f32>(64 * 24);
+    let svp = threadgroup_array::<P>(64 * 24);
+    let tile = threadgroup_array::<P>(64 * 72);
+    let xr = stack_array::<P>(32 * ns);
+    let ur = stack_array::<f32>(8);
+    let fa = matrix_a::<P>();
+    let fb = matrix_b::<P>();
+    let acc = matrix_acc();
+    let sbase = ((n * hv + h) * dv + v0) * dk;
+    for e in range(tid, 16 * dk, 128) {
+        let x = select(
+            use_h0 == 1,
+            load(h0[select(use_h0 == 1, sbase + e, 0)]).cast::<f32>(),
+            0.0,
+        );
+        store(ss[(e / dk) * ds + e % dk], x);
+    }
+    let c_begin = group_max(load(seq_chunks[n]));
+    let c_end = group_max(load(seq_chunks[n + 1]));
+    let nch = c_end - c_begin;
+    let mut d_next = 0.0f32;
+    let mut bos_next = 0u32;
+    let mut len_next = 0u32;
+    barrier();
+    // Iteration `it` fetches chunk c_begin + it and computes chunk c_begin + it − 1.
+    for it in range(0, nch + 1, 1) {
+        let dc = d_next;
+        let bos = bos_next;
+        let len = len_next;
+        let cn = c_begin + it;
+        let chn = (cn * hv + h) * 64;
+        for s in 0..ns {
+            if it > 0 {
+                for i in 0..4 {
+                    let vi = tid + 128 * i;
+                    let at = (vi / 8) * 72 + (vi % 8) * 8;
+                    for e in 0..8 {
+                        store(tile[at + e], load(xr[s * 32 + i * 8 + e]));
+                    }
+                }
+                if s == 0 {
+                    for e in range(tid, 16 * dk, 128) {
+                        let at = (e / dk) * ds + e % dk;
+                        store(ssn[at], (0.0 - load(ss[at])).cast::<P>());
+                    }
+                    for i in 0..2 {
+                        let vi = tid + 128 * i;
+                        for e in 0..4 {
+                            store(svn[(vi / 4) * 24 + (vi % 4) * 4 + e], load(ur[i * 4 + e]));
+                        }
+                    }
+                }
+                if s == nd {
+                    for e in range(tid, 1024, 128) {
+                        let at = (e / 16) * 24 + e % 16;
+                        store(svp[at], load(svn[at]).cast::<P>());
+                    }
+                    for e in range(tid, 16 * dk, 128) {
+                        let at = (e / dk) * ds + e % dk;
+                        store(ss[at], load(ss[at]) * dc);
+                    }
+                }
+                if s == 2 * nd + 1 {
+                    for e in range(tid, 1024, 128) {
+                        let i = e / 16;
+                        if i < len {
+                            store(
+                                o[((bos + i) * hv + h) * dv + v0 + e % 16],
+                                load(svn[i * 24 + e % 16]).cast::<T>(),
+                            );
+                        }
+                    }
+                }
+            }
+            if it < nch {
+                if s == 0 {
+                    d_next = load(decay[cn * hv + h]);
+                    bos_next = load(chunks[cn * 2]);
+                    len_next = load(chunks[cn * 2 + 1]);
+                    for i in 0..2 {
+                        let vi = tid + 128 * i;
+                        let at = (chn + vi / 4) * dv + v0 + (vi % 4) * 4;
+                        for e in 0..4 {
+                            store(ur[i * 4 + e], load(u[at + e]));
+                        }
+                    }
+                }
+                let at = ((cn * hv + h) * ns + s) * 4096;
+                for i in 0..4 {
+                    for e in 0..8 {
+                        store(
+                            xr[s * 32 + i * 8 + e],
+                            load(ops[at + (tid + 128 * i) * 8 + e]),
+                        );
+                    }
+                }
+            }
+            if it > 0 {
+                barrier();
+                if s < nd {
+                    // V_new = u − w·Sᵀ (simdgroup sg: rows sg·16.. of the chunk).
+                    if s == 0 {
+                        matrix_load(acc, svn[sg * 384], 24);
+                    }
+                    for kk in 0..4 {
+                        matrix_load(fa, tile[sg * 16 * 72 + kk * 16], 72);
+                        matrix_load_t(fb, ssn[s * 64 + kk * 16], ds);
+                        matrix_mma(acc, fa, fb, acc);
+                    }
+                    if s == nd - 1 {
+                        matrix_store(acc, svn[sg * 384], 24);
+                    }
+                } else if s < 2 * nd {
+                    // o = qg·(−S)ᵀ + … (qg carries −scale·e^{gc}).
+                    if s == nd {
+                        matrix_fill(acc, 0.0);
+                    }
+                    for kk in 0..4 {
+                        matrix_load(fa, tile[sg * 16 * 72 + kk * 16], 72);
+                        matrix_load_t(fb, ssn[(s - nd) * 64 + kk * 16], ds);
+                        matrix_mma(acc, fa, fb, acc);
+                    }
+                } else if s == 2 * nd {
+                    // … + Aqk·V_new.
+                    for j in 0..4 {
+                        matrix_load(fa, tile[sg * 16 * 72 + j * 16], 72);
+                        matrix_load(fb, svp[j * 384], 24);
+                        matrix_mma(acc, fa, fb, acc);
+                    }
+                    matrix_store(acc, svn[sg * 384], 24);
+                } else {
+                    // S ← e^{gc_last}·S + V_newᵀ·kg, simdgroup sg on 16 columns of the slab.
+                    let kd = (s - 2 * nd - 1) * 64 + sg * 16;
+                    matrix_load(acc, ss[kd], ds);
+                    for j in 0..4 {
+                        matrix_load_t(fa, svp[j * 384], 24);
+                        matrix_load(fb, tile[j * 16 * 72 + sg * 16], 72);
+                        matrix_mma(acc, fa, fb, acc);
+                    }
+                    matrix_store(acc, ss[kd], ds);
+                }
+                barrier();
+            }
+        }
+    }
+    for e in range(tid, 16 * dk, 128) {
+        store(
+            state_out[sbase + e],
+            load(ss[(e / dk) * ds + e % dk]).cast::<S>(),
+        );
+    }
+}
+
+/// Per (16 value rows, value head, sequence): the state recurrence over the chunks, for
+/// Dk = 256, whose f32 state slice and its staging copy (24 KiB) leave no room for the
+/// operand tiles of [`gdn_chunk_state_kernel`] under the 32 KiB threadgroup limit. Its
+/// fragment operands come straight from device memory.
+#[kernel]
+pub fn gdn_chunk_state_wide_kernel<T, S, P>(
+    ops: Tensor<P>,
+    u: Tensor<f32>,
+    decay: Tensor<f32>,
+    chunks: Tensor<u32>,
+    seq_chunks: Tensor<u32>,
+    h0: Tensor<S>,
+    mut o: Tensor<T>,
+    mut state_out: Tensor<S>,
+    use_h0: u32,
+    #[constexpr] dk: u32,
+    #[constexpr] dv: u32,
+    #[constexpr] hv: u32,
+) {
+    let nd = dk / 64;
     let v0 = group_id_x() * 16;
     let h = group_id_y();
     let n = group_id_z();
@@ -247,6 +571,8 @@ pub fn gdn_chunk_state_kernel<T, S, P>(
     barrier();
     for c in range(c_begin, c_end, 1) {
         let ch = (c * hv + h) * 64;
+        // First slab of this (chunk, head) in `ops`.
+        let slab = (c * hv + h) * (3 * nd + 1);
         for e in range(tid, 16 * dk, 128) {
             store(ssn[e], (0.0 - load(ss[e])).cast::<P>());
         }
@@ -254,7 +580,11 @@ pub fn gdn_chunk_state_kernel<T, S, P>(
         // V_new = u − w·Sᵀ: simdgroup sg owns rows sg·16.. of the chunk.
         matrix_load(acc, u[(ch + sg * 16) * dv + v0], dv);
         for kk in range(0, dk, 16) {
-            matrix_load(fa, w[(ch + sg * 16) * dk + kk], dk);
+            matrix_load(
+                fa,
+                ops[(slab + kk / 64) * 4096 + sg * 16 * 64 + kk % 64],
+                64,
+            );
             matrix_load_t(fb, ssn[kk], dk);
             matrix_mma(acc, fa, fb, acc);
         }
@@ -271,12 +601,16 @@ pub fn gdn_chunk_state_kernel<T, S, P>(
         // o = qg·(−S)ᵀ + Aqk·V_new (qg carries −scale·e^{gc}).
         matrix_fill(acc, 0.0);
         for kk in range(0, dk, 16) {
-            matrix_load(fa, qg[(ch + sg * 16) * dk + kk], dk);
+            matrix_load(
+                fa,
+                ops[(slab + nd + kk / 64) * 4096 + sg * 16 * 64 + kk % 64],
+                64,
+            );
             matrix_load_t(fb, ssn[kk], dk);
             matrix_mma(acc, fa, fb, acc);
         }
         for j in 0..4 {
-            matrix_load(fa, aqk[(ch + sg * 16) * 64 + j * 16], 64);
+            matrix_load(fa, ops[(slab + 2 * nd) * 4096 + sg * 16 * 64 + j * 16], 64);
             matrix_load(fb, svp[j * 256], 16);
             matrix_mma(acc, fa, fb, acc);
         }
@@ -286,7 +620,11 @@ pub fn gdn_chunk_state_kernel<T, S, P>(
             matrix_load(acc, ss[kd], dk);
             for j in 0..4 {
                 matrix_load_t(fa, svp[j * 256], 16);
-                matrix_load(fb, kg[(ch + j * 16) * dk + kd], dk);
+                matrix_load(
+                    fb,
+                    ops[(slab + 2 * nd + 1 + kd / 64) * 4096 + j * 16 * 64 + kd % 64],
+                    64,
+                );
                 matrix_mma(acc, fa, fb, acc);
             }
             matrix_store(acc, ss[kd], dk);
