@@ -155,6 +155,12 @@ pub trait Backend: Send + Sync {
     /// Allocates `bytes` bytes of zero-filled device memory (`bytes` may be 0).
     fn alloc(&self, bytes: usize) -> Result<Arc<dyn DeviceBuffer>>;
 
+    /// Allocates `bytes` bytes whose contents are unspecified, for scratch that a kernel
+    /// writes before it reads; backends where zeroing costs nothing zero it anyway.
+    fn alloc_uninit(&self, bytes: usize) -> Result<Arc<dyn DeviceBuffer>> {
+        self.alloc(bytes)
+    }
+
     /// Copies `src` into `dst` starting at byte `offset`.
     fn upload(&self, dst: &dyn DeviceBuffer, offset: usize, src: &[u8]) -> Result<()>;
 

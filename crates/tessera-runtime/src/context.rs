@@ -128,6 +128,12 @@ impl Context {
         Tensor::alloc(&self.inner.backend, dtype, shape)
     }
 
+    /// A tensor whose contents are unspecified (zero on the CPU backends), for scratch
+    /// that the kernels write in full before they read it: no zero-fill on the GPU.
+    pub fn scratch(&self, dtype: DType, shape: &[usize]) -> Result<Tensor> {
+        Tensor::alloc_uninit(&self.inner.backend, dtype, shape)
+    }
+
     /// A tensor filled with NaN (floats) or all-ones bits (integers): poisons an output so
     /// an element the kernel does not write fails the comparison.
     pub fn full_nan(&self, dtype: DType, shape: &[usize]) -> Result<Tensor> {

@@ -76,6 +76,24 @@ impl Tensor {
         dtype: DType,
         shape: &[usize],
     ) -> Result<Tensor> {
+        Self::alloc_with(backend, dtype, shape, false)
+    }
+
+    /// [`Tensor::alloc`] with unspecified contents (see [`Backend::alloc_uninit`]).
+    pub(crate) fn alloc_uninit(
+        backend: &Arc<dyn Backend>,
+        dtype: DType,
+        shape: &[usize],
+    ) -> Result<Tensor> {
+        Self::alloc_with(backend, dtype, shape, true)
+    }
+
+    fn alloc_with(
+        backend: &Arc<dyn Backend>,
+        dtype: DType,
+        shape: &[usize],
+        uninit: bool,
+    ) -> Result<Tensor> {
         let n = element_count(shape)?;
         let bytes =
             n.checked_mul(dtype.size_bytes())
@@ -83,7 +101,11 @@ impl Tensor {
                     shape: shape.to_vec(),
                     reason: "the size in bytes overflows usize".into(),
                 })?;
-        let buffer = backend.alloc(bytes)?;
+        let buffer = if uninit {
+            backend.alloc_uninit(bytes)?
+        } else {
+            backend.alloc(bytes)?
+        };
         Ok(Tensor {
             backend: backend.clone(),
             buffer,

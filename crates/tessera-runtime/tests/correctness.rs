@@ -689,3 +689,23 @@ fn ops_agree_with_eval_bit_for_bit() {
         }
     }
 }
+
+/// Scratch has the asked shape and dtype, holds what is written into it, and a scratch
+/// buffer handed back is served again without mixing up sizes (the CUDA pool reuses
+/// blocks; on the CPU backends this is plain allocation).
+#[test]
+fn scratch_tensors_hold_what_is_written_and_reuse_freed_memory() {
+    let ctx = Context::cpu();
+    let mut rng = Rng::new(31);
+    for n in [1usize, 7, 4096, 100_003] {
+        let data = rng.vec_f32(n);
+        let t = ctx.scratch(DType::F32, &[n]).unwrap();
+        assert_eq!((t.dtype(), t.shape(), t.len()), (DType::F32, &[n][..], n));
+        t.write(&data).unwrap();
+        assert_eq!(t.to_vec::<f32>().unwrap(), data);
+        drop(t);
+        let again = ctx.scratch(DType::U32, &[n, 2]).unwrap();
+        assert_eq!(again.size_bytes(), n * 8);
+    }
+    assert!(ctx.scratch(DType::F32, &[usize::MAX, 2]).is_err());
+}

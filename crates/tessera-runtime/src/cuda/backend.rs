@@ -4,7 +4,7 @@
 
 use super::buffer::CudaBuffer;
 use super::disk_cache;
-use super::driver::{driver_version, open_context};
+use super::driver::{driver_version, keep_freed_memory, open_context};
 use super::nvrtc::Nvrtc;
 use crate::backend::{
     downcast_buffer, downcast_kernel, Backend, BackendKind, CompiledKernel, DeviceBuffer,
@@ -181,6 +181,7 @@ impl CudaBackend {
         let stream = ctx
             .new_stream()
             .map_err(|e| err(format!("creating a stream: {e}")))?;
+        keep_freed_memory(&ctx, ordinal);
         Ok(CudaBackend {
             info: DeviceInfo {
                 kind: KIND,
@@ -384,18 +385,29 @@ impl CudaBackend {
     }
 }
 
+impl CudaBackend {
+    /// A block from the device's memory pool, on this backend's stream.
+    fn alloc_block(&self, bytes: usize) -> Result<CudaBuffer> {
+        self.not_capturing("an allocation")?;
+        CudaBuffer::new(&self.ctx, &self.stream, bytes).map_err(err)
+    }
+}
+
 impl Backend for CudaBackend {
     fn info(&self) -> &DeviceInfo {
         &self.info
     }
 
     fn alloc(&self, bytes: usize) -> Result<Arc<dyn DeviceBuffer>> {
-        self.not_capturing("an allocation")?;
-        let buf = CudaBuffer::new(&self.ctx, bytes).map_err(err)?;
+        let buf = self.alloc_block(bytes)?;
         // SAFETY: the buffer holds at least `max(bytes, 1)` bytes; the stream is this context's.
         unsafe { result::memset_d8_async(buf.ptr, 0, buf.size.max(1), self.stream.cu_stream()) }
             .map_err(|e| err(format!("zeroing {bytes} bytes: {e}")))?;
         Ok(Arc::new(buf))
+    }
+
+    fn alloc_uninit(&self, bytes: usize) -> Result<Arc<dyn DeviceBuffer>> {
+        Ok(Arc::new(self.alloc_block(bytes)?))
     }
 
     fn upload(&self, dst: &dyn DeviceBuffer, offset: usize, src: &[u8]) -> Result<()> {

@@ -1,8 +1,11 @@
-//! Device memory of the CUDA backend: one `cuMemAlloc` block per buffer (256-byte aligned),
-//! freed when the last reference drops.
+//! Device memory of the CUDA backend: one stream-ordered block per buffer (256-byte
+//! aligned) from the device's memory pool, handed back to the pool, in stream order, when
+//! the last reference drops. The pool keeps freed blocks for the next allocations, so a
+//! call that allocates its scratch does not pay `cuMemAlloc`/`cuMemFree` (which
+//! synchronises the device) every time.
 
 use crate::backend::DeviceBuffer;
-use cudarc::driver::{result, sys, CudaContext};
+use cudarc::driver::{result, sys, CudaContext, CudaStream};
 use std::any::Any;
 use std::sync::Arc;
 
@@ -11,6 +14,8 @@ pub struct CudaBuffer {
     pub(crate) ptr: sys::CUdeviceptr,
     pub(crate) size: usize,
     ctx: Arc<CudaContext>,
+    /// The stream the block was allocated on and is freed on.
+    stream: Arc<CudaStream>,
 }
 
 impl std::fmt::Debug for CudaBuffer {
@@ -21,15 +26,21 @@ impl std::fmt::Debug for CudaBuffer {
 
 impl CudaBuffer {
     /// Allocates `size` bytes (at least one, so every buffer has an address).
-    pub(crate) fn new(ctx: &Arc<CudaContext>, size: usize) -> Result<CudaBuffer, String> {
+    pub(crate) fn new(
+        ctx: &Arc<CudaContext>,
+        stream: &Arc<CudaStream>,
+        size: usize,
+    ) -> Result<CudaBuffer, String> {
         ctx.bind_to_thread().map_err(|e| e.to_string())?;
-        // SAFETY: the context is current on this thread; the size is nonzero.
-        let ptr = unsafe { result::malloc_sync(size.max(1)) }
-            .map_err(|e| format!("cuMemAlloc of {size} bytes failed: {e}"))?;
+        // SAFETY: the context is current on this thread and owns the stream; the size is
+        // nonzero.
+        let ptr = unsafe { result::malloc_async(stream.cu_stream(), size.max(1)) }
+            .map_err(|e| format!("cuMemAllocAsync of {size} bytes failed: {e}"))?;
         Ok(CudaBuffer {
             ptr,
             size,
             ctx: ctx.clone(),
+            stream: stream.clone(),
         })
     }
 }
@@ -37,8 +48,9 @@ impl CudaBuffer {
 impl Drop for CudaBuffer {
     fn drop(&mut self) {
         if self.ctx.bind_to_thread().is_ok() {
-            // SAFETY: `ptr` came from cuMemAlloc in this context and is freed once.
-            let _ = unsafe { result::free_sync(self.ptr) };
+            // SAFETY: `ptr` came from cuMemAllocAsync on this stream and is freed once, after
+            // all work issued on the stream (every use of the buffer) in stream order.
+            let _ = unsafe { result::free_async(self.ptr, self.stream.cu_stream()) };
         }
     }
 }

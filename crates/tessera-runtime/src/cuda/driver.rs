@@ -1,7 +1,7 @@
 //! Opening the CUDA driver safely: `libcuda` is loaded dynamically, so a machine without
 //! it (CI, a laptop) gets a clear error instead of a link failure or a panic.
 
-use cudarc::driver::{sys, CudaContext};
+use cudarc::driver::{result, sys, CudaContext};
 use std::sync::Arc;
 
 /// Opens device `ordinal`'s primary context, or says why it cannot.
@@ -49,4 +49,31 @@ pub fn driver_version() -> i32 {
     // SAFETY: the driver is loaded (a context exists); `v` is valid for one write.
     let _ = unsafe { sys::cuDriverGetVersion(&mut v) };
     v
+}
+
+/// Lets device `ordinal`'s default memory pool keep the blocks it gets back instead of
+/// returning them to the driver at every synchronisation, so stream-ordered allocations of
+/// a repeated call reuse them. Best effort: where the attribute cannot be set the pool still
+/// serves allocations, only with less reuse.
+pub fn keep_freed_memory(ctx: &Arc<CudaContext>, ordinal: usize) {
+    if ctx.bind_to_thread().is_err() {
+        return;
+    }
+    let Ok(device) = result::device::get(ordinal as i32) else {
+        return;
+    };
+    let mut pool = std::mem::MaybeUninit::<sys::CUmemoryPool>::uninit();
+    // SAFETY: the context is current; `pool` is written by the call before it is read.
+    unsafe {
+        if sys::cuDeviceGetDefaultMemPool(pool.as_mut_ptr(), device) != sys::CUresult::CUDA_SUCCESS
+        {
+            return;
+        }
+        let mut threshold = u64::MAX;
+        let _ = sys::cuMemPoolSetAttribute(
+            pool.assume_init(),
+            sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+            (&mut threshold as *mut u64).cast(),
+        );
+    }
 }
