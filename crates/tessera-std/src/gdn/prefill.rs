@@ -5,13 +5,15 @@
 //! final state written in the decode step's layout `[N, Hv, Dv, Dk]`.
 
 use super::prefill_kernels::{
-    gdn_chunk_prep_kernel, gdn_chunk_state_kernel, gdn_chunk_state_wide_kernel,
+    gdn_chunk_out_kernel, gdn_chunk_prep_kernel, gdn_chunk_state_kernel,
+    gdn_chunk_state_wide_kernel,
 };
 use super::validate::check_dk;
 use crate::error::{runtime, OpError};
 use crate::validate::{
     distinct, dtype_in, dtype_is, fits_u32, shape_is, state_dtype, FLOAT_DTYPES,
 };
+use tessera_ir::KernelDef;
 use tessera_runtime::{Context, DType, Tensor};
 
 /// Tokens per chunk.
@@ -41,14 +43,10 @@ pub fn staging_dtype(t: DType) -> DType {
     }
 }
 
-/// The state kernel for key head size `dk`: the staged one where its tiles fit.
-pub fn state_kernel(dk: usize) -> &'static tessera_ir::KernelDef {
-    if dk <= 128 {
-        &gdn_chunk_state_kernel::DEF
-    } else {
-        &gdn_chunk_state_wide_kernel::DEF
-    }
-}
+/// The largest Dk whose state slice leaves room for the staged state walk's tiles under
+/// the 32 KiB threadgroup limit; above it one walk reads its operands from device memory
+/// and forms the outputs itself.
+pub const STAGED_DK_MAX: usize = 128;
 
 /// Splits the leading dims of `x` into tokens; returns (tokens, batch if 4-D, trailing).
 fn tokens(
@@ -191,6 +189,7 @@ pub fn gdn_chunked_prefill(
     fits_u32(OP, "the scratch size", scratch * (3 * dk + CHUNK).max(dv))?;
     fits_u32(OP, "the token count", total * hv * dk.max(dv))?;
     fits_u32(OP, "the state size", n * hv * dv * dk)?;
+    fits_u32(OP, "the chunk-start states", nc * hv * dv * dk)?;
     let p = staging_dtype(t);
     let rt = runtime(OP);
     if table.is_empty() {
@@ -198,18 +197,23 @@ pub fn gdn_chunked_prefill(
     }
     let chunks = ctx.tensor(&table, &[table.len() / 2, 2]).map_err(&rt)?;
     let seqs = ctx.tensor(&seq_chunks, &[n + 1]).map_err(&rt)?;
+    // Scratch the kernels write in full before reading: no zero-fill.
     let ops = ctx
-        .zeros(p, &[scratch * (3 * dk / CHUNK + 1), CHUNK])
+        .scratch(p, &[scratch * (3 * dk / CHUNK + 1), CHUNK])
         .map_err(&rt)?;
-    let u = ctx.zeros(DType::F32, &[scratch, dv]).map_err(&rt)?;
-    let decay = ctx.zeros(DType::F32, &[nc.max(1), hv]).map_err(&rt)?;
+    let u = ctx.scratch(DType::F32, &[scratch, dv]).map_err(&rt)?;
+    let decay = ctx.scratch(DType::F32, &[nc.max(1), hv]).map_err(&rt)?;
     let (dk32, dv32, hv32, hk32) = (dk as u32, dv as u32, hv as u32, hk as u32);
-    if nc > 0 {
-        ctx.launch(&gdn_chunk_prep_kernel::DEF)
+    // Every kernel of the prefill takes the staging type and the head sizes.
+    let launch = |def: &'static KernelDef| {
+        ctx.launch(def)
             .dtype("P", p)
             .constexpr("dk", dk32)
             .constexpr("dv", dv32)
             .constexpr("hv", hv32)
+    };
+    if nc > 0 {
+        launch(&gdn_chunk_prep_kernel::DEF)
             .constexpr("hk", hk32)
             .arg("q", a.q)
             .arg("k", a.k)
@@ -234,21 +238,48 @@ pub fn gdn_chunked_prefill(
             &dummy
         }
     };
-    ctx.launch(state_kernel(dk))
-        .dtype("P", p)
-        .constexpr("dk", dk32)
-        .constexpr("dv", dv32)
-        .constexpr("hv", hv32)
+    if dk > STAGED_DK_MAX {
+        return launch(&gdn_chunk_state_wide_kernel::DEF)
+            .arg("ops", &ops)
+            .arg("u", &u)
+            .arg("decay", &decay)
+            .arg("chunks", &chunks)
+            .arg("seq_chunks", &seqs)
+            .arg("h0", h0)
+            .arg("o", a.o)
+            .arg("state_out", a.final_state)
+            .scalar("use_h0", a.h0.is_some() as u32)
+            .grid([dv32 / 16, hv32, n as u32])
+            .group_size(128)
+            .run()
+            .map_err(rt);
+    }
+    let hs = ctx.scratch(p, &[nc.max(1) * hv * dv, dk]).map_err(&rt)?;
+    let vn = ctx.scratch(p, &[scratch, dv]).map_err(&rt)?;
+    launch(&gdn_chunk_state_kernel::DEF)
         .arg("ops", &ops)
         .arg("u", &u)
         .arg("decay", &decay)
-        .arg("chunks", &chunks)
         .arg("seq_chunks", &seqs)
         .arg("h0", h0)
-        .arg("o", a.o)
+        .arg("hs", &hs)
+        .arg("vn", &vn)
         .arg("state_out", a.final_state)
         .scalar("use_h0", a.h0.is_some() as u32)
         .grid([dv32 / 16, hv32, n as u32])
+        .group_size(128)
+        .run()
+        .map_err(&rt)?;
+    if nc == 0 {
+        return Ok(());
+    }
+    launch(&gdn_chunk_out_kernel::DEF)
+        .arg("ops", &ops)
+        .arg("hs", &hs)
+        .arg("vn", &vn)
+        .arg("chunks", &chunks)
+        .arg("o", a.o)
+        .grid([nc as u32, hv32, dv32.div_ceil(64)])
         .group_size(128)
         .run()
         .map_err(rt)

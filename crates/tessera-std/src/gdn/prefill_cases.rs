@@ -7,8 +7,11 @@
 
 use super::decode::{gdn_decode_step, DecodeArgs};
 use super::decode_cases::both;
-use super::prefill::{gdn_chunked_prefill, staging_dtype, state_kernel, PrefillArgs};
-use super::prefill_kernels::gdn_chunk_prep_kernel;
+use super::prefill::{gdn_chunked_prefill, staging_dtype, PrefillArgs, STAGED_DK_MAX};
+use super::prefill_kernels::{
+    gdn_chunk_out_kernel, gdn_chunk_prep_kernel, gdn_chunk_state_kernel,
+    gdn_chunk_state_wide_kernel,
+};
 use super::reference::{recurrent, GdnInputs, GdnShape};
 use crate::registry::{BenchCase, Case, CaseKind, KernelUse, OpEntry, Outcome, PreparedBench};
 use crate::testing::{compare, expect_rejection, tolerance, upload, CaseRng, Tolerance};
@@ -467,14 +470,30 @@ fn kernels() -> Vec<KernelUse> {
                 def: &gdn_chunk_prep_kernel::DEF,
                 spec: Specialization::new(vec![t, p], vec![lit(dk), lit(dv), lit(hv), lit(hk)]),
             });
+            let consts = vec![lit(dk), lit(dv), lit(hv)];
+            let staged = dk as usize <= STAGED_DK_MAX;
+            if staged {
+                v.push(KernelUse {
+                    def: &gdn_chunk_out_kernel::DEF,
+                    spec: Specialization::new(vec![t, p], consts.clone()),
+                });
+            }
             for s in [DType::F32, t] {
                 if s == t && t == DType::F32 {
                     continue;
                 }
-                v.push(KernelUse {
-                    def: state_kernel(dk as usize),
-                    spec: Specialization::new(vec![t, s, p], vec![lit(dk), lit(dv), lit(hv)]),
-                });
+                let u = if staged {
+                    KernelUse {
+                        def: &gdn_chunk_state_kernel::DEF,
+                        spec: Specialization::new(vec![s, p], consts.clone()),
+                    }
+                } else {
+                    KernelUse {
+                        def: &gdn_chunk_state_wide_kernel::DEF,
+                        spec: Specialization::new(vec![t, s, p], consts.clone()),
+                    }
+                };
+                v.push(u);
             }
         }
     }

@@ -9,9 +9,11 @@
 //!    end are zero in qg, kg, w and Aqk, and carry no weight (β = 0) anywhere.
 //! 2. [`gdn_chunk_state_kernel`], one threadgroup per (16 value rows, value head,
 //!    sequence), walking the sequence's chunks in order with its slice of the state in
-//!    threadgroup memory: `V_new = u − w·Sᵀ`, `o = qg·(−S)ᵀ + Aqk·V_new`,
-//!    `S ← e^{gc_last}·S + V_newᵀ·kg`; the final state in the decode layout.
-//!    [`gdn_chunk_state_wide_kernel`] does the same for Dk = 256.
+//!    threadgroup memory: `V_new = u − w·Sᵀ`, `S ← e^{gc_last}·S + V_newᵀ·kg`; −S at each
+//!    chunk's start and V_new go out for step 3; the final state in the decode layout.
+//! 3. [`gdn_chunk_out_kernel`], all chunks in parallel: `o = qg·(−S)ᵀ + Aqk·V_new`.
+//!
+//! For Dk = 256, [`gdn_chunk_state_wide_kernel`] does steps 2 and 3 in one walk.
 //!
 //! The inverse: with `D_i = (I + A_ii)⁻¹` for the four 16×16 diagonal blocks (forward
 //! substitution in registers, one column per thread) and `G_ik = −D_i·A_ik` for the six
@@ -20,9 +22,10 @@
 //! products instead of 64 dependent rows.
 //!
 //! Scratch layouts (chunk-major): `ops [NC, Hv, 3·Dk/64 + 1, 64, 64]` holds the P operands
-//! of the state walk as contiguous 64×64 slabs in the order the walk reads them: w and qg
-//! by 64 columns, Aqk, kg by 64 columns (so a chunk's operands are one contiguous read);
-//! u `[NC, Hv, 64, Dv]` f32, decay `[NC, Hv]`; the chunk table `[NC, 2]` holds each
+//! as contiguous 64×64 slabs (each one contiguous 8 KiB read): w and qg by 64 columns,
+//! Aqk, kg by 64 columns;
+//! u `[NC, Hv, 64, Dv]` f32, decay `[NC, Hv]`; −S at chunk starts `hs [NC, Hv, Dv, Dk]`
+//! and V_new `vn [NC, Hv, 64, Dv]` in P; the chunk table `[NC, 2]` holds each
 //! chunk's first token and length, `seq_chunks [N + 1]` each sequence's first chunk.
 //!
 //! Threadgroup tiles are padded (row strides of 24 or 72 elements for 16- and 64-wide
@@ -341,19 +344,20 @@ pub fn gdn_chunk_prep_kernel<T, P>(
 }
 
 /// Per (16 value rows, value head, sequence): the state recurrence over the chunks, for
-/// Dk ≤ 128. The chunk's operands pass through one padded 64×64 tile in `3·Dk/64 + 1`
-/// slabs (w, qg by 64 columns, Aqk, kg by 64 columns); each thread holds all slabs of the
-/// next chunk in registers, issued right after the matching slab of the current chunk
-/// went into the tile, so the walk over the chunks never waits on device memory.
+/// Dk ≤ 128. The chunk's w and kg pass through one padded 64×64 tile in `2·Dk/64` slabs;
+/// each thread holds all slabs of the next chunk in registers, issued right after the
+/// matching slab of the current chunk went into the tile, so the walk never waits on
+/// device memory. It leaves −S at each chunk's start (`hs`, P) and V_new (`vn`, P) for
+/// [`gdn_chunk_out_kernel`], which forms the outputs of all chunks in parallel.
 #[kernel]
-pub fn gdn_chunk_state_kernel<T, S, P>(
+pub fn gdn_chunk_state_kernel<S, P>(
     ops: Tensor<P>,
     u: Tensor<f32>,
     decay: Tensor<f32>,
-    chunks: Tensor<u32>,
     seq_chunks: Tensor<u32>,
     h0: Tensor<S>,
-    mut o: Tensor<T>,
+    mut hs: Tensor<P>,
+    mut vn: Tensor<P>,
     mut state_out: Tensor<S>,
     use_h0: u32,
     #[constexpr] dk: u32,
@@ -361,7 +365,7 @@ pub fn gdn_chunk_state_kernel<T, S, P>(
     #[constexpr] hv: u32,
 ) {
     let nd = dk / 64;
-    let ns = 3 * nd + 1;
+    let ns = 2 * nd;
     let ds = dk + 8;
     let v0 = group_id_x() * 16;
     let h = group_id_y();
@@ -371,7 +375,7 @@ pub fn gdn_chunk_state_kernel<T, S, P>(
     // The state slice S [16 value rows, Dk] in f32, and −S in P for the products.
     let ss = threadgroup_array::<f32>(16 * ds);
     let ssn = threadgroup_array::<P>(16 * ds);
-    // u, then V_new, then o, in f32 (64×16, stride 24); V_new in P.
+    // u, then V_new, in f32 (64×16, stride 24); V_new in P.
     let svn = threadgroup_array::<f32>(64 * 24);
     let svp = threadgroup_array::<P>(64 * 24);
     let tile = threadgroup_array::<P>(64 * 72);
@@ -393,16 +397,13 @@ pub fn gdn_chunk_state_kernel<T, S, P>(
     let c_end = group_max(load(seq_chunks[n + 1]));
     let nch = c_end - c_begin;
     let mut d_next = 0.0f32;
-    let mut bos_next = 0u32;
-    let mut len_next = 0u32;
     barrier();
     // Iteration `it` fetches chunk c_begin + it and computes chunk c_begin + it − 1.
     for it in range(0, nch + 1, 1) {
         let dc = d_next;
-        let bos = bos_next;
-        let len = len_next;
         let cn = c_begin + it;
-        let chn = (cn * hv + h) * 64;
+        // The chunk computed (clamped at it = 0, where nothing is).
+        let cc = c_begin + max(it, 1) - 1;
         for s in 0..ns {
             if it > 0 {
                 for i in 0..4 {
@@ -413,9 +414,17 @@ pub fn gdn_chunk_state_kernel<T, S, P>(
                     }
                 }
                 if s == 0 {
-                    for e in range(tid, 16 * dk, 128) {
-                        let at = (e / dk) * ds + e % dk;
-                        store(ssn[at], (0.0 - load(ss[at])).cast::<P>());
+                    // −S in P, here and for the output kernel.
+                    for i in 0..(dk / 64) {
+                        let vi = tid + 128 * i;
+                        let r = vi / (dk / 8);
+                        let cv = (vi % (dk / 8)) * 8;
+                        let ho = ((cc * hv + h) * dv + v0 + r) * dk + cv;
+                        for e in 0..8 {
+                            let x = (0.0 - load(ss[r * ds + cv + e])).cast::<P>();
+                            store(ssn[r * ds + cv + e], x);
+                            store(hs[ho + e], x);
+                        }
                     }
                     for i in 0..2 {
                         let vi = tid + 128 * i;
@@ -425,41 +434,35 @@ pub fn gdn_chunk_state_kernel<T, S, P>(
                     }
                 }
                 if s == nd {
-                    for e in range(tid, 1024, 128) {
-                        let at = (e / 16) * 24 + e % 16;
-                        store(svp[at], load(svn[at]).cast::<P>());
+                    // V_new in P, here and for the output kernel; then decay S.
+                    let r = tid / 2;
+                    let cv = (tid % 2) * 8;
+                    let vo = ((cc * hv + h) * 64 + r) * dv + v0 + cv;
+                    for e in 0..8 {
+                        let x = load(svn[r * 24 + cv + e]).cast::<P>();
+                        store(svp[r * 24 + cv + e], x);
+                        store(vn[vo + e], x);
                     }
                     for e in range(tid, 16 * dk, 128) {
                         let at = (e / dk) * ds + e % dk;
                         store(ss[at], load(ss[at]) * dc);
                     }
                 }
-                if s == 2 * nd + 1 {
-                    for e in range(tid, 1024, 128) {
-                        let i = e / 16;
-                        if i < len {
-                            store(
-                                o[((bos + i) * hv + h) * dv + v0 + e % 16],
-                                load(svn[i * 24 + e % 16]).cast::<T>(),
-                            );
-                        }
-                    }
-                }
             }
             if it < nch {
                 if s == 0 {
                     d_next = load(decay[cn * hv + h]);
-                    bos_next = load(chunks[cn * 2]);
-                    len_next = load(chunks[cn * 2 + 1]);
                     for i in 0..2 {
                         let vi = tid + 128 * i;
-                        let at = (chn + vi / 4) * dv + v0 + (vi % 4) * 4;
+                        let at = ((cn * hv + h) * 64 + vi / 4) * dv + v0 + (vi % 4) * 4;
                         for e in 0..4 {
                             store(ur[i * 4 + e], load(u[at + e]));
                         }
                     }
                 }
-                let at = ((cn * hv + h) * ns + s) * 4096;
+                // Slab s: w by 64 columns, then kg by 64 columns (ops slabs 2·nd + 1 ..).
+                let slab = select(s < nd, s, s + nd + 1);
+                let at = ((cn * hv + h) * (3 * nd + 1) + slab) * 4096;
                 for i in 0..4 {
                     for e in 0..8 {
                         store(
@@ -484,27 +487,9 @@ pub fn gdn_chunk_state_kernel<T, S, P>(
                     if s == nd - 1 {
                         matrix_store(acc, svn[sg * 384], 24);
                     }
-                } else if s < 2 * nd {
-                    // o = qg·(−S)ᵀ + … (qg carries −scale·e^{gc}).
-                    if s == nd {
-                        matrix_fill(acc, 0.0);
-                    }
-                    for kk in 0..4 {
-                        matrix_load(fa, tile[sg * 16 * 72 + kk * 16], 72);
-                        matrix_load_t(fb, ssn[(s - nd) * 64 + kk * 16], ds);
-                        matrix_mma(acc, fa, fb, acc);
-                    }
-                } else if s == 2 * nd {
-                    // … + Aqk·V_new.
-                    for j in 0..4 {
-                        matrix_load(fa, tile[sg * 16 * 72 + j * 16], 72);
-                        matrix_load(fb, svp[j * 384], 24);
-                        matrix_mma(acc, fa, fb, acc);
-                    }
-                    matrix_store(acc, svn[sg * 384], 24);
                 } else {
                     // S ← e^{gc_last}·S + V_newᵀ·kg, simdgroup sg on 16 columns of the slab.
-                    let kd = (s - 2 * nd - 1) * 64 + sg * 16;
+                    let kd = (s - nd) * 64 + sg * 16;
                     matrix_load(acc, ss[kd], ds);
                     for j in 0..4 {
                         matrix_load_t(fa, svp[j * 384], 24);
@@ -522,6 +507,124 @@ pub fn gdn_chunk_state_kernel<T, S, P>(
             state_out[sbase + e],
             load(ss[(e / dk) * ds + e % dk]).cast::<S>(),
         );
+    }
+}
+
+/// Per (chunk, value head, 64 value columns): `o = qg·(−S)ᵀ + Aqk·V_new` from the chunk's
+/// slabs and what [`gdn_chunk_state_kernel`] left (−S at the chunk's start in `hs`,
+/// V_new in `vn`), all chunks in parallel. Simdgroup sg owns rows sg·16.. and four
+/// 16-column accumulators; operands pass through two padded 64×64 tiles.
+#[kernel]
+pub fn gdn_chunk_out_kernel<T, P>(
+    ops: Tensor<P>,
+    hs: Tensor<P>,
+    vn: Tensor<P>,
+    chunks: Tensor<u32>,
+    mut o: Tensor<T>,
+    #[constexpr] dk: u32,
+    #[constexpr] dv: u32,
+    #[constexpr] hv: u32,
+) {
+    let nd = dk / 64;
+    let c = group_id_x();
+    let h = group_id_y();
+    let vb = group_id_z() * 64;
+    let tid = thread_id();
+    let sg = simd_id();
+    let bos = load(chunks[c * 2]);
+    let len = load(chunks[c * 2 + 1]);
+    let slab0 = (c * hv + h) * (3 * nd + 1);
+    let ta = threadgroup_array::<P>(64 * 72);
+    let tb = threadgroup_array::<P>(64 * 72);
+    let so = threadgroup_array::<f32>(64 * 40);
+    let fa = matrix_a::<P>();
+    let fb = matrix_b::<P>();
+    let o0 = matrix_acc();
+    let o1 = matrix_acc();
+    let o2 = matrix_acc();
+    let o3 = matrix_acc();
+    matrix_fill(o0, 0.0);
+    matrix_fill(o1, 0.0);
+    matrix_fill(o2, 0.0);
+    matrix_fill(o3, 0.0);
+    // Step kb < nd: qg slab kb against −S rows vb.. (columns kb·64..); step nd: Aqk
+    // against V_new columns vb... Rows or columns past Dv only feed accumulators that are
+    // never stored, so their loads are clamped, not masked.
+    for kb in 0..(nd + 1) {
+        if kb > 0 {
+            barrier();
+        }
+        let sa = select(kb < nd, slab0 + nd + kb, slab0 + 2 * nd) * 4096;
+        for i in 0..4 {
+            let vi = tid + 128 * i;
+            let r = vi / 8;
+            let cv = (vi % 8) * 8;
+            for e in 0..8 {
+                store(ta[r * 72 + cv + e], load(ops[sa + vi * 8 + e]));
+            }
+            if kb < nd {
+                let v = select(vb + r < dv, vb + r, 0);
+                let src = ((c * hv + h) * dv + v) * dk + kb * 64 + cv;
+                for e in 0..8 {
+                    store(tb[r * 72 + cv + e], load(hs[src + e]));
+                }
+            } else {
+                let col = select(vb + cv < dv, vb + cv, 0);
+                let src = ((c * hv + h) * 64 + r) * dv + col;
+                for e in 0..8 {
+                    store(tb[r * 72 + cv + e], load(vn[src + e]));
+                }
+            }
+        }
+        barrier();
+        for kk in 0..4 {
+            matrix_load(fa, ta[sg * 16 * 72 + kk * 16], 72);
+            if kb < nd {
+                matrix_load_t(fb, tb[kk * 16], 72);
+                matrix_mma(o0, fa, fb, o0);
+                matrix_load_t(fb, tb[16 * 72 + kk * 16], 72);
+                matrix_mma(o1, fa, fb, o1);
+                matrix_load_t(fb, tb[32 * 72 + kk * 16], 72);
+                matrix_mma(o2, fa, fb, o2);
+                matrix_load_t(fb, tb[48 * 72 + kk * 16], 72);
+                matrix_mma(o3, fa, fb, o3);
+            } else {
+                matrix_load(fb, tb[kk * 16 * 72], 72);
+                matrix_mma(o0, fa, fb, o0);
+                matrix_load(fb, tb[kk * 16 * 72 + 16], 72);
+                matrix_mma(o1, fa, fb, o1);
+                matrix_load(fb, tb[kk * 16 * 72 + 32], 72);
+                matrix_mma(o2, fa, fb, o2);
+                matrix_load(fb, tb[kk * 16 * 72 + 48], 72);
+                matrix_mma(o3, fa, fb, o3);
+            }
+        }
+    }
+    // The rows of the chunk, 32 columns at a time through `so`.
+    for half in 0..2 {
+        if half == 0 {
+            matrix_store(o0, so[sg * 16 * 40], 40);
+            matrix_store(o1, so[sg * 16 * 40 + 16], 40);
+        } else {
+            barrier();
+            matrix_store(o2, so[sg * 16 * 40], 40);
+            matrix_store(o3, so[sg * 16 * 40 + 16], 40);
+        }
+        barrier();
+        for i in 0..2 {
+            let vi = tid + 128 * i;
+            let r = vi / 4;
+            let cv = (vi % 4) * 8;
+            let col = vb + half * 32 + cv;
+            if r < len && col < dv {
+                for e in 0..8 {
+                    store(
+                        o[((bos + r) * hv + h) * dv + col + e],
+                        load(so[r * 40 + cv + e]).cast::<T>(),
+                    );
+                }
+            }
+        }
     }
 }
 
