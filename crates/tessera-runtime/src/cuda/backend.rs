@@ -348,6 +348,12 @@ impl CudaBackend {
         Ok(())
     }
 
+    /// A block from the device's memory pool, on this backend's stream.
+    fn alloc_block(&self, bytes: usize) -> Result<CudaBuffer> {
+        self.not_capturing("an allocation")?;
+        CudaBuffer::new(&self.ctx, &self.stream, bytes).map_err(err)
+    }
+
     /// Records `launches` calls of `f` on the stream into an instantiated graph.
     fn record_graph(
         &self,
@@ -382,14 +388,6 @@ impl CudaBackend {
              step) leaves the CUDA context unusable; run the launch on the cpu backend to \
              find it"
         ))
-    }
-}
-
-impl CudaBackend {
-    /// A block from the device's memory pool, on this backend's stream.
-    fn alloc_block(&self, bytes: usize) -> Result<CudaBuffer> {
-        self.not_capturing("an allocation")?;
-        CudaBuffer::new(&self.ctx, &self.stream, bytes).map_err(err)
     }
 }
 

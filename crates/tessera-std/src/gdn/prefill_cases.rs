@@ -482,18 +482,15 @@ fn kernels() -> Vec<KernelUse> {
                 if s == t && t == DType::F32 {
                     continue;
                 }
-                let u = if staged {
-                    KernelUse {
-                        def: &gdn_chunk_state_kernel::DEF,
-                        spec: Specialization::new(vec![s, p], consts.clone()),
-                    }
+                let (def, dtypes) = if staged {
+                    (&gdn_chunk_state_kernel::DEF, vec![s, p])
                 } else {
-                    KernelUse {
-                        def: &gdn_chunk_state_wide_kernel::DEF,
-                        spec: Specialization::new(vec![t, s, p], consts.clone()),
-                    }
+                    (&gdn_chunk_state_wide_kernel::DEF, vec![t, s, p])
                 };
-                v.push(u);
+                v.push(KernelUse {
+                    def,
+                    spec: Specialization::new(dtypes, consts.clone()),
+                });
             }
         }
     }
