@@ -1,7 +1,8 @@
 //! The MSL emitter's output shape: binding layout, the IR's semantics spelled in MSL,
-//! guards, determinism, and clear errors for ops that must be lowered first. (That the
-//! output compiles and computes the CPU backend's results is checked in tessera-runtime's
-//! `metal_emu` tests, which need g++.)
+//! guards, determinism, and clear errors for ops that must be lowered first; and the
+//! declared occupancy in both the MSL and the CUDA entry point. (That the output compiles
+//! and computes the CPU backend's results is checked in tessera-runtime's `metal_emu`
+//! tests, which need g++.)
 
 use std::sync::Arc;
 use tessera_compiler::msl::{emit, MslArg, MslBuiltin, MslError};
@@ -188,4 +189,31 @@ fn malformed_ir_is_an_error_not_a_panic() {
     }
     let e = emit(&k).unwrap_err();
     assert!(matches!(e, MslError::Invalid { .. }), "{e}");
+}
+
+#[test]
+fn a_declared_occupancy_bounds_the_entry_point_in_cuda_and_msl() {
+    let mut k = axpy_f16();
+    assert!(!tessera_compiler::cuda::emit(&k)
+        .unwrap()
+        .source
+        .contains("__launch_bounds__"));
+    assert!(!emit(&k)
+        .unwrap()
+        .code
+        .contains("max_total_threads_per_threadgroup"));
+    k.occupancy = Some(tessera_ir::Occupancy {
+        group_size: 128,
+        groups_per_core: 4,
+    });
+    let cuda = tessera_compiler::cuda::emit(&k).unwrap().source;
+    assert!(
+        cuda.contains("__global__ void __launch_bounds__(128, 4) tessera_axpy"),
+        "{cuda}"
+    );
+    let msl = emit(&k).unwrap().code;
+    assert!(
+        msl.contains("[[max_total_threads_per_threadgroup(128)]] kernel void"),
+        "{msl}"
+    );
 }

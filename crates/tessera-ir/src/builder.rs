@@ -6,8 +6,8 @@
 use crate::error::IrError;
 use crate::eval;
 use crate::kernel::{
-    ArrayDecl, Block, Body, FragDecl, FragRole, Function, Inst, Kernel, Loc, Param, ParamKind,
-    ValueId,
+    ArrayDecl, Block, Body, FragDecl, FragRole, Function, Inst, Kernel, Loc, Occupancy, Param,
+    ParamKind, ValueId, MAX_GROUP_SIZE,
 };
 use crate::literal::Literal;
 use crate::ops::{AtomicOp, BinaryOp, Builtin, MemRef, Op, ReduceOp, ShuffleKind, SimdOp, UnaryOp};
@@ -75,6 +75,7 @@ pub struct Builder {
     frames: Vec<Frame>,
     consts: HashMap<ValueId, Literal>,
     loc: Option<Loc>,
+    occupancy: Option<Occupancy>,
 }
 
 thread_local! {
@@ -128,6 +129,7 @@ impl Builder {
             }],
             consts: HashMap::new(),
             loc: None,
+            occupancy: None,
         }
     }
 
@@ -702,7 +704,38 @@ impl Builder {
         Ok(())
     }
 
-    fn frag_mem(&mut self, f: Frag, m: Mem, index: Value, stride: Value) -> R<(ValueId, ValueId)> {
+    /// Multiplies every element of accumulator `f` by `value`.
+    pub fn frag_scale(&mut self, f: Frag, value: Value) -> R<()> {
+        if f.role != FragRole::Acc {
+            return Err(self.error(format!(
+                "`{}` is an operand fragment; only accumulators are scaled",
+                self.frag_name(f)
+            )));
+        }
+        let what = format!("the scale of `{}`", self.frag_name(f));
+        let v = match value {
+            Value::Id(_) => self.coerce(value, Scalar::F32, &what)?,
+            Value::Int(i) => self.constant(Literal::F32(i as f32)),
+            Value::Float(x) => self.constant(Literal::F32(x as f32)),
+        };
+        self.push(
+            Op::FragScale {
+                frag: f.index,
+                value: v,
+            },
+            vec![],
+        );
+        Ok(())
+    }
+
+    fn frag_mem(
+        &mut self,
+        f: Frag,
+        m: Mem,
+        index: Value,
+        stride: Value,
+        store: bool,
+    ) -> R<(ValueId, ValueId)> {
         let (fname, mname) = (self.frag_name(f), self.mem_name(m.mem));
         if matches!(m.mem, MemRef::Local(_)) {
             return Err(self.error(format!(
@@ -710,7 +743,9 @@ impl Builder {
                  device or threadgroup memory"
             )));
         }
-        if m.elem != f.elem {
+        // Accumulators also store into 16-bit memory, rounding.
+        let rounds = store && matches!(m.elem, Scalar::F16 | Scalar::BF16);
+        if m.elem != f.elem && !rounds {
             return Err(self.error(format!(
                 "fragment `{fname}` holds {} but `{mname}` holds {}; stage the data through a \
                  threadgroup array of {}",
@@ -732,7 +767,7 @@ impl Builder {
         stride: Value,
         transpose: bool,
     ) -> R<()> {
-        let (index, stride) = self.frag_mem(f, m, index, stride)?;
+        let (index, stride) = self.frag_mem(f, m, index, stride, false)?;
         self.push(
             Op::FragLoad {
                 frag: f.index,
@@ -746,7 +781,8 @@ impl Builder {
         Ok(())
     }
 
-    /// Stores accumulator `f` to `m`: element `(r, c)` at `index + r·stride + c`.
+    /// Stores accumulator `f` to `m`: element `(r, c)` at `index + r·stride + c`, as f32
+    /// or rounded to the f16/bf16 of `m`.
     pub fn frag_store(&mut self, f: Frag, m: Mem, index: Value, stride: Value) -> R<()> {
         if f.role != FragRole::Acc {
             return Err(self.error(format!(
@@ -760,7 +796,7 @@ impl Builder {
                 "`{name}` is read-only; declare the parameter `mut {name}: Tensor<…>` to write it"
             )));
         }
-        let (index, stride) = self.frag_mem(f, m, index, stride)?;
+        let (index, stride) = self.frag_mem(f, m, index, stride, true)?;
         self.push(
             Op::FragStore {
                 frag: f.index,
@@ -1132,6 +1168,22 @@ impl Builder {
         Ok(std::mem::take(&mut self.frames[0].block))
     }
 
+    /// Declares the kernel's launch shape (see [`Occupancy`]): at most `group_size`
+    /// threads per threadgroup, `groups_per_core` threadgroups resident per core.
+    pub fn occupancy(&mut self, group_size: u32, groups_per_core: u32) -> R<()> {
+        if group_size == 0 || group_size > MAX_GROUP_SIZE || groups_per_core == 0 {
+            return Err(self.error(format!(
+                "group_size must be in 1..={MAX_GROUP_SIZE} and groups_per_core at least 1, \
+                 got {group_size} and {groups_per_core}"
+            )));
+        }
+        self.occupancy = Some(Occupancy {
+            group_size,
+            groups_per_core,
+        });
+        Ok(())
+    }
+
     /// Finishes a kernel.
     pub fn finish_kernel(mut self) -> R<Kernel> {
         let block = self.finish_body()?;
@@ -1147,6 +1199,7 @@ impl Builder {
             name: self.name,
             params: self.params,
             specialization: self.specialization,
+            occupancy: self.occupancy,
             body: self.body,
         })
     }

@@ -195,8 +195,23 @@ pub struct Kernel {
     /// The generic dtypes and constexpr values this kernel was built with, for printing
     /// and cache keys: `[("T", "f16"), ("n", "4096u32")]`.
     pub specialization: Vec<(String, String)>,
+    /// The occupancy the kernel is compiled for, when it declares one.
+    pub occupancy: Option<Occupancy>,
     pub body: Body,
 }
+
+/// A kernel's declared launch shape, `#[kernel(group_size = N, groups_per_core = M)]`:
+/// it is launched with at most `group_size` threads per threadgroup, and the compiler
+/// budgets registers so that `groups_per_core` threadgroups fit on one core (CUDA
+/// `__launch_bounds__`, Metal `max_total_threads_per_threadgroup`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Occupancy {
+    pub group_size: u32,
+    pub groups_per_core: u32,
+}
+
+/// The largest threadgroup any backend launches.
+pub const MAX_GROUP_SIZE: u32 = 1024;
 
 impl Kernel {
     /// Index of the parameter with this name.

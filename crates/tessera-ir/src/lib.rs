@@ -17,8 +17,8 @@ pub mod verify;
 pub use builder::{Builder, Frag, FunctionDepthGuard, Mem, Value};
 pub use error::IrError;
 pub use kernel::{
-    ArrayDecl, Block, Body, FragDecl, FragRole, Function, Inst, Kernel, Loc, Param, ParamKind,
-    ValueId, FRAG_DIM,
+    ArrayDecl, Block, Body, FragDecl, FragRole, Function, Inst, Kernel, Loc, Occupancy, Param,
+    ParamKind, ValueId, FRAG_DIM, MAX_GROUP_SIZE,
 };
 pub use literal::Literal;
 pub use ops::{AtomicOp, BinaryOp, Builtin, MemRef, Op, ReduceOp, ShuffleKind, SimdOp, UnaryOp};

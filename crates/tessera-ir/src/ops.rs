@@ -536,12 +536,18 @@ pub enum Op {
         transpose: bool,
     },
     /// Stores accumulator fragment `frag`: `mem[index + r·stride + c] = (r, c)`, into f32
-    /// device or threadgroup memory. No result.
+    /// device or threadgroup memory, or f16/bf16 memory (each element rounded to nearest
+    /// even). No result.
     FragStore {
         frag: u32,
         mem: MemRef,
         index: ValueId,
         stride: ValueId,
+    },
+    /// Multiplies every element of accumulator fragment `frag` by `value` (f32). No result.
+    FragScale {
+        frag: u32,
+        value: ValueId,
     },
     /// `d = a·b + c` on fragments (roles A, B, Acc, Acc; `d` may be `c`), products and
     /// sums in f32. No result.
@@ -565,7 +571,7 @@ impl Op {
             Op::Const(_) | Op::Builtin(_) | Op::Param(_) | Op::Barrier | Op::FragMma { .. } => {
                 vec![]
             }
-            Op::FragFill { value, .. } => vec![*value],
+            Op::FragFill { value, .. } | Op::FragScale { value, .. } => vec![*value],
             Op::FragLoad { index, stride, .. } | Op::FragStore { index, stride, .. } => {
                 vec![*index, *stride]
             }
@@ -599,7 +605,7 @@ impl Op {
     pub fn map_operands(&mut self, mut f: impl FnMut(ValueId) -> ValueId) {
         match self {
             Op::Const(_) | Op::Builtin(_) | Op::Param(_) | Op::Barrier | Op::FragMma { .. } => {}
-            Op::FragFill { value, .. } => *value = f(*value),
+            Op::FragFill { value, .. } | Op::FragScale { value, .. } => *value = f(*value),
             Op::FragLoad { index, stride, .. } | Op::FragStore { index, stride, .. } => {
                 *index = f(*index);
                 *stride = f(*stride);
@@ -702,7 +708,11 @@ impl Op {
     pub fn is_frag(&self) -> bool {
         matches!(
             self,
-            Op::FragFill { .. } | Op::FragLoad { .. } | Op::FragStore { .. } | Op::FragMma { .. }
+            Op::FragFill { .. }
+                | Op::FragScale { .. }
+                | Op::FragLoad { .. }
+                | Op::FragStore { .. }
+                | Op::FragMma { .. }
         )
     }
 

@@ -118,6 +118,7 @@ impl Printer<'_> {
             Op::GroupReduce(op, a) => format!("{} {a}", op.name()),
             Op::Call { func, args } => format!("call {}({})", func.name, Self::list(args)),
             Op::FragFill { frag, value } => format!("frag_fill {}, {value}", self.frag(*frag)),
+            Op::FragScale { frag, value } => format!("frag_scale {}, {value}", self.frag(*frag)),
             Op::FragLoad {
                 frag,
                 mem,
@@ -230,9 +231,18 @@ pub fn print_kernel(k: &Kernel) -> String {
         params: &k.params,
         out: String::new(),
     };
+    let occupancy = k
+        .occupancy
+        .map(|o| {
+            format!(
+                " [group_size {}, groups_per_core {}]",
+                o.group_size, o.groups_per_core
+            )
+        })
+        .unwrap_or_default();
     let _ = writeln!(
         p.out,
-        "kernel {}({}) {{",
+        "kernel {}({}){occupancy} {{",
         k.specialized_name(),
         params.join(", ")
     );

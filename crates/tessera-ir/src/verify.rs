@@ -632,6 +632,7 @@ impl<'a> Verifier<'a> {
             }
             Op::Barrier => Ok(Some(vec![])),
             Op::FragFill { .. }
+            | Op::FragScale { .. }
             | Op::FragLoad { .. }
             | Op::FragStore { .. }
             | Op::FragMma { .. } => self.frag_op(s, inst, ops),
@@ -766,6 +767,18 @@ impl<'a> Verifier<'a> {
                 self.index_u32(ops[0], loc, name)?;
                 self.index_u32(ops[1], loc, name)?;
             }
+            Op::FragScale { frag, .. } => {
+                let f = self.frag(s, *frag, loc)?;
+                if f.role != FragRole::Acc {
+                    return Err(bad(format!(
+                        "only accumulators are scaled; `{}` is an operand",
+                        f.name
+                    )));
+                }
+                if ops[0] != Type::Scalar(Scalar::F32) {
+                    return Err(bad(format!("the scale must be f32, got {}", ops[0])));
+                }
+            }
             Op::FragStore { frag, mem, .. } => {
                 let f = self.frag(s, *frag, loc)?;
                 if f.role != FragRole::Acc {
@@ -774,7 +787,13 @@ impl<'a> Verifier<'a> {
                         f.name
                     )));
                 }
-                memory(*mem, true, f.elem)?;
+                // An accumulator stores as f32, or rounded into f16/bf16 memory.
+                let have = self.mem(s, *mem, loc, true)?;
+                let target = match have {
+                    Scalar::F16 | Scalar::BF16 => have,
+                    _ => f.elem,
+                };
+                memory(*mem, true, target)?;
                 self.index_u32(ops[0], loc, name)?;
                 self.index_u32(ops[1], loc, name)?;
             }
@@ -876,6 +895,7 @@ pub fn op_name(op: &Op) -> &'static str {
         Op::For { .. } => "for",
         Op::Call { .. } => "call",
         Op::FragFill { .. } => "frag_fill",
+        Op::FragScale { .. } => "frag_scale",
         Op::FragLoad { .. } => "frag_load",
         Op::FragStore { .. } => "frag_store",
         Op::FragMma { .. } => "frag_mma",
@@ -950,6 +970,7 @@ impl Analysis<'_> {
             Op::Load { .. } | Op::VecLoad { .. } | Op::Atomic { .. } => Varying,
             Op::Store { .. } | Op::VecStore { .. } | Op::Barrier => Threadgroup,
             Op::FragFill { .. }
+            | Op::FragScale { .. }
             | Op::FragLoad { .. }
             | Op::FragStore { .. }
             | Op::FragMma { .. } => Threadgroup,

@@ -377,6 +377,14 @@ impl Lower<'_> {
                 let v = self.expr(&c.args[1])?;
                 Ok(quote!({ let __v = #v; #b.frag_fill(#f, __v)?; }))
             }
+            Some("matrix_scale") => {
+                if c.args.len() != 2 {
+                    return err(c.span(), "`matrix_scale` takes (accumulator, factor)");
+                }
+                let f = self.frag_arg(&c.args[0])?;
+                let v = self.expr(&c.args[1])?;
+                Ok(quote!({ let __v = #v; #b.frag_scale(#f, __v)?; }))
+            }
             Some(n @ ("matrix_load" | "matrix_load_t" | "matrix_store")) => {
                 if c.args.len() != 3 {
                     return err(
@@ -515,8 +523,8 @@ impl Lower<'_> {
                 self.args(c, 0, n)?;
                 Ok(quote!(#ir::Value::Float(f64::NEG_INFINITY)))
             }
-            "store" | "barrier" | "matrix_fill" | "matrix_load" | "matrix_load_t" | "matrix_store"
-            | "matrix_mma" => err(
+            "store" | "barrier" | "matrix_fill" | "matrix_scale" | "matrix_load" | "matrix_load_t"
+            | "matrix_store" | "matrix_mma" => err(
                 c.span(),
                 &format!("`{n}` has no value; use it as a statement"),
             ),
@@ -619,6 +627,7 @@ fn is_builtin_name(n: &str) -> bool {
                 | "matrix_b"
                 | "matrix_acc"
                 | "matrix_fill"
+                | "matrix_scale"
                 | "matrix_load"
                 | "matrix_load_t"
                 | "matrix_store"

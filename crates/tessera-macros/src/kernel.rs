@@ -173,10 +173,45 @@ fn type_sig(ty: &syn::Type, generics: &[syn::Ident], ir: &TokenStream) -> syn::R
     Ok(quote!(#ir::TypeSig::Fixed(#ir::Scalar::#v)))
 }
 
-pub fn expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
-    if !attr.is_empty() {
-        return err(attr.span(), "#[kernel] takes no arguments");
+/// `#[kernel(group_size = N, groups_per_core = M)]`: the declared launch shape, if any.
+fn occupancy_arg(attr: TokenStream) -> syn::Result<Option<(u32, u32)>> {
+    if attr.is_empty() {
+        return Ok(None);
     }
+    let usage = "#[kernel] takes `group_size = N` and optionally `groups_per_core = M`";
+    let args = syn::parse::Parser::parse2(
+        syn::punctuated::Punctuated::<syn::MetaNameValue, syn::Token![,]>::parse_terminated,
+        attr.clone(),
+    )
+    .map_err(|e| syn::Error::new(e.span(), usage))?;
+    let (mut group_size, mut per_core) = (None, None);
+    for a in &args {
+        let value = match &a.value {
+            syn::Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Int(i),
+                ..
+            }) => i.base10_parse::<u32>()?,
+            v => return err(v.span(), "expected an integer literal"),
+        };
+        let slot = if a.path.is_ident("group_size") {
+            &mut group_size
+        } else if a.path.is_ident("groups_per_core") {
+            &mut per_core
+        } else {
+            return err(a.path.span(), usage);
+        };
+        if slot.replace(value).is_some() {
+            return err(a.path.span(), "given twice");
+        }
+    }
+    match group_size {
+        Some(gs) => Ok(Some((gs, per_core.unwrap_or(1)))),
+        None => err(attr.span(), usage),
+    }
+}
+
+pub fn expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
+    let occupancy = occupancy_arg(attr)?;
     let f: syn::ItemFn = syn::parse2(item)?;
     check_fn_shape(&f.sig, "kernel")?;
     if let syn::ReturnType::Type(_, ty) = &f.sig.output {
@@ -315,6 +350,8 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> 
         }
     }
 
+    let set_occupancy = occupancy.map(|(gs, per_core)| quote!(#b.occupancy(#gs, #per_core)?;));
+
     Ok(quote! {
         #(#docs)*
         #[allow(non_camel_case_types)]
@@ -347,6 +384,7 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> 
             #[allow(non_snake_case, unused_mut, unused_variables, unused_assignments, unused_braces, clippy::all)]
             fn __tessera_build(__spec: &#ir::Specialization) -> ::core::result::Result<#ir::Kernel, #ir::IrError> {
                 let mut #b = #ir::Builder::kernel(#name_str);
+                #set_occupancy
                 #(#generic_binds)*
                 #(#param_binds)*
                 #body

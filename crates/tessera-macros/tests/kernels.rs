@@ -154,3 +154,24 @@ fn print_ir() {
     println!("{}", mixed::ir(2).unwrap());
     println!("{}", rms_norm_strided::ir(Scalar::F16, 64).unwrap());
 }
+
+/// Declares the launch shape it is compiled for.
+#[kernel(group_size = 64, groups_per_core = 3)]
+fn bounded(x: Tensor<f32>, mut out: Tensor<f32>) {
+    let i = global_id();
+    store(out[i], load(x[i]) * 2.0);
+}
+
+#[test]
+fn a_declared_occupancy_reaches_the_ir_and_its_text() {
+    let k = bounded::ir().unwrap();
+    assert_eq!(
+        k.occupancy,
+        Some(tessera_ir::Occupancy {
+            group_size: 64,
+            groups_per_core: 3
+        })
+    );
+    assert!(tessera_ir::printer::print_kernel(&k).contains("[group_size 64, groups_per_core 3]"));
+    assert_eq!(mixed::ir(4).unwrap().occupancy, None);
+}

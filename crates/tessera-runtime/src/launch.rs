@@ -402,6 +402,15 @@ impl<'a> Launch<'a> {
         if let Some(m) = entry.compiled.max_group_size() {
             max = max.min(m);
         }
+        if let Some(o) = entry.compiled.kernel().occupancy {
+            if gs > o.group_size {
+                return Err(self.reject(format!(
+                    "group size {gs} is not allowed: the kernel is compiled for at most {} \
+                     threads per group (#[kernel(group_size = {})])",
+                    o.group_size, o.group_size
+                )));
+            }
+        }
         let simd = info.simd_width.max(1);
         if entry.needs_simd_multiple {
             if gs == 0 || gs % simd != 0 || gs > max {

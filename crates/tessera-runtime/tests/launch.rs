@@ -9,8 +9,21 @@ use tessera_runtime::{Context, DType, RuntimeError, Tensor};
 
 /// `out[g] = simd_sum(x[g]) * scale + n` (when `simd`), or `x[g] * scale + n`.
 fn build(spec: &Specialization, simd: bool, shared: u32) -> Result<Kernel, IrError> {
+    build_for(spec, simd, shared, None)
+}
+
+/// [`build`], declaring an occupancy `(group_size, groups_per_core)` when given.
+fn build_for(
+    spec: &Specialization,
+    simd: bool,
+    shared: u32,
+    occupancy: Option<(u32, u32)>,
+) -> Result<Kernel, IrError> {
     let t = spec.dtypes[0];
     let mut b = Builder::kernel(if simd { "scaled_sum" } else { "scaled" });
+    if let Some((gs, per_core)) = occupancy {
+        b.occupancy(gs, per_core)?;
+    }
     b.generic("T", t);
     let x = b.tensor_param("x", t, false);
     let out = b.tensor_param("out", t, true);
@@ -89,6 +102,13 @@ fn big_shared_def() -> KernelDef {
     }
 }
 
+fn bounded_def() -> KernelDef {
+    KernelDef {
+        signature: sig("scaled_bounded"),
+        build: |s| build_for(s, false, 0, Some((32, 4))),
+    }
+}
+
 struct Setup {
     ctx: Context,
     x: Tensor,
@@ -151,6 +171,24 @@ fn a_valid_launch_runs_infers_the_dtype_and_is_cached() {
         .run()
         .unwrap();
     assert_eq!(s.ctx.cached_kernels(), 2);
+}
+
+#[test]
+fn a_kernel_with_a_declared_occupancy_runs_at_its_group_size() {
+    let s = setup();
+    let bounded = bounded_def();
+    s.ctx
+        .launch(&bounded)
+        .constexpr("n", 1u32)
+        .arg("x", &s.x)
+        .arg("out", &s.out)
+        .scalar("scale", -1.0f32)
+        .grid([2, 1, 1])
+        .group_size(32)
+        .run()
+        .unwrap();
+    let want: Vec<f32> = (0..64).map(|i| 1.0 - i as f32).collect();
+    assert_eq!(s.out.to_vec::<f32>().unwrap(), want);
 }
 
 #[test]
@@ -357,6 +395,13 @@ fn geometry_errors_list_the_allowed_values() {
     );
     let big = big_shared_def();
     rejected(&s, go(&big, [1, 1, 1], 64), &["65536 bytes", "32768"]);
+    // A kernel compiled for at most 32 threads per group.
+    let bounded = bounded_def();
+    rejected(
+        &s,
+        go(&bounded, [1, 1, 1], 64),
+        &["group size 64", "at most 32", "group_size = 32"],
+    );
     // No grid / group size at all.
     let r = base(&s, &SCALED)
         .arg("x", &s.x)

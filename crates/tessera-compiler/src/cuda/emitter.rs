@@ -251,7 +251,18 @@ impl<'k> Emitter<'k> {
 
         let mut text = String::new();
         let _ = writeln!(text, "// {}", self.kernel.specialized_name());
-        let _ = writeln!(text, "extern \"C\" __global__ void {entry}(");
+        // A declared occupancy caps the registers per thread, so that many groups fit.
+        let bounds = self
+            .kernel
+            .occupancy
+            .map(|o| {
+                format!(
+                    "__launch_bounds__({}, {}) ",
+                    o.group_size, o.groups_per_core
+                )
+            })
+            .unwrap_or_default();
+        let _ = writeln!(text, "extern \"C\" __global__ void {bounds}{entry}(");
         let _ = writeln!(text, "    {}) {{", sig.join(",\n    "));
         text.push_str(&self.out);
         text.push_str("}\n");
@@ -518,6 +529,7 @@ impl<'k> Emitter<'k> {
                 });
             }
             Op::FragFill { frag, value } => self.frag_fill(*frag, *value)?,
+            Op::FragScale { frag, value } => self.frag_scale(*frag, *value)?,
             Op::FragLoad {
                 frag,
                 mem,

@@ -84,6 +84,7 @@ pub fn all() -> R<Vec<Sample>> {
         vector_access()?,
         dynamic_shared()?,
         fragments()?,
+        fragment_rounding()?,
     ])
 }
 
@@ -908,6 +909,69 @@ pub fn fragments() -> R<Sample> {
         check: Check::Close {
             abs: 1e-3,
             rel: 1e-3,
+        },
+        host_reference: None,
+    })
+}
+
+/// An accumulator scaled in place and stored rounded into 16-bit memory: `acc = s·(a·b)`
+/// for 16×16 bf16 tiles `a`, `b`, then `out_pair` (bf16, even index and stride: the
+/// paired path), `out_gather` (f16, index 1 and row stride 17: element by element) and a
+/// threadgroup f16 array copied out as f32 to `out_shared`. One simdgroup.
+pub fn fragment_rounding() -> R<Sample> {
+    let mut b = Builder::kernel("fragment_rounding");
+    let a = b.tensor_param("a", Scalar::BF16, false);
+    let bt = b.tensor_param("b", Scalar::BF16, false);
+    let s = b.scalar_param("s", Scalar::F32);
+    let out_pair = b.tensor_param("out_pair", Scalar::BF16, true);
+    let out_gather = b.tensor_param("out_gather", Scalar::F16, true);
+    let out_shared = b.tensor_param("out_shared", Scalar::F32, true);
+    let sa = b.shared_array("sa", Scalar::BF16, Value::Int(256))?;
+    let sb = b.shared_array("sb", Scalar::BF16, Value::Int(256))?;
+    let sh = b.shared_array("sh", Scalar::F16, Value::Int(256))?;
+    let tid = b.builtin(Builtin::ThreadId);
+    for e in 0..8 {
+        let i = b.binary(BinaryOp::Add, tid, Value::Int(32 * e))?;
+        let x = b.load(a, i)?;
+        b.store(sa, i, x)?;
+        let y = b.load(bt, i)?;
+        b.store(sb, i, y)?;
+    }
+    b.barrier();
+    let fa = b.frag("fa", FragRole::A, Scalar::BF16)?;
+    let fb = b.frag("fb", FragRole::B, Scalar::BF16)?;
+    let acc = b.frag("acc", FragRole::Acc, Scalar::F32)?;
+    b.frag_fill(acc, Value::Float(0.0))?;
+    b.frag_load(fa, sa, Value::Int(0), Value::Int(16), false)?;
+    b.frag_load(fb, sb, Value::Int(0), Value::Int(16), false)?;
+    b.frag_mma(acc, fa, fb, acc)?;
+    b.frag_scale(acc, s)?;
+    b.frag_store(acc, out_pair, Value::Int(0), Value::Int(16))?;
+    b.frag_store(acc, out_gather, Value::Int(1), Value::Int(17))?;
+    b.frag_store(acc, sh, Value::Int(0), Value::Int(16))?;
+    b.barrier();
+    for e in 0..8 {
+        let i = b.binary(BinaryOp::Add, tid, Value::Int(32 * e))?;
+        let x = b.load(sh, i)?;
+        let x = b.cast(x, Scalar::F32)?;
+        b.store(out_shared, i, x)?;
+    }
+    Ok(Sample {
+        name: "fragment_rounding",
+        kernel: b.finish_kernel()?,
+        args: vec![
+            rand(256),
+            rand(256),
+            SampleArg::Scalar(Literal::F32(-0.75)),
+            t(256, Init::Zero),
+            t(1 + 16 * 17, Init::Zero),
+            t(256, Init::Zero),
+        ],
+        grid: [1, 1, 1],
+        group_size: 32,
+        check: Check::Close {
+            abs: 1e-3,
+            rel: 1e-2,
         },
         host_reference: None,
     })

@@ -350,7 +350,15 @@ impl<'k> Emitter<'k> {
             code.push('\n');
             code.push_str(h.source());
         }
-        let _ = write!(code, "\nkernel void {}(", self.entry);
+        code.push('\n');
+        if let Some(o) = k.occupancy {
+            let _ = write!(
+                code,
+                "[[max_total_threads_per_threadgroup({})]] ",
+                o.group_size
+            );
+        }
+        let _ = write!(code, "kernel void {}(", self.entry);
         for (i, s) in sig.iter().enumerate() {
             let sep = if i + 1 < sig.len() { "," } else { "" };
             let _ = write!(code, "\n    {s}{sep}");
@@ -557,6 +565,7 @@ impl<'k> Emitter<'k> {
                 body,
             } => self.emit_for(inst, *start, *end, *step, inits, body)?,
             Op::FragFill { frag, value } => self.frag_fill(*frag, *value)?,
+            Op::FragScale { frag, value } => self.frag_scale(*frag, *value)?,
             Op::FragLoad {
                 frag,
                 mem,
@@ -1004,6 +1013,7 @@ fn op_name(op: &Op) -> String {
         Op::For { .. } => "for".into(),
         Op::Call { func, .. } => format!("call {}", func.name),
         Op::FragFill { .. } => "frag_fill".into(),
+        Op::FragScale { .. } => "frag_scale".into(),
         Op::FragLoad { .. } => "frag_load".into(),
         Op::FragStore { .. } => "frag_store".into(),
         Op::FragMma { .. } => "frag_mma".into(),

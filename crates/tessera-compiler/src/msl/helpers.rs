@@ -1,6 +1,7 @@
 //! Small MSL functions the generated code calls where a single Metal expression would not
 //! have the IR's meaning (saturating float → int casts, total integer division, float
-//! atomics on threadgroup memory). Only the ones a kernel uses are emitted.
+//! atomics on threadgroup memory, per-element work on simdgroup matrices). Only the ones a
+//! kernel uses are emitted.
 
 /// One helper function.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -14,6 +15,10 @@ pub enum Helper {
     F2I8,
     F2U8,
     AtomicAddF32Threadgroup,
+    /// A float simdgroup matrix rounded to `half` or `bfloat`, element by element.
+    SgRound,
+    /// A float simdgroup matrix times a scalar.
+    SgScale,
 }
 
 impl Helper {
@@ -65,6 +70,25 @@ impl Helper {
                  as_type<uint>(as_type<float>(old) + v), memory_order_relaxed, memory_order_relaxed)) {\n    \
                  }\n    \
                  return as_type<float>(old);\n}\n"
+            }
+            // Each thread owns two elements of an 8×8 simdgroup matrix (`thread_elements`).
+            // The Linux emulator holds whole matrices per thread and brings its own
+            // definitions (TESSERA_SG_ELEMENTWISE).
+            Helper::SgRound => {
+                "#ifndef TESSERA_SG_ELEMENTWISE\n\
+                 template <typename T>\n\
+                 inline simdgroup_matrix<T, 8, 8> tsr_sg_round(simdgroup_matrix<float, 8, 8> m) {\n    \
+                 simdgroup_matrix<T, 8, 8> r;\n    \
+                 r.thread_elements()[0] = T(m.thread_elements()[0]);\n    \
+                 r.thread_elements()[1] = T(m.thread_elements()[1]);\n    \
+                 return r;\n}\n#endif\n"
+            }
+            Helper::SgScale => {
+                "#ifndef TESSERA_SG_ELEMENTWISE\n\
+                 inline simdgroup_matrix<float, 8, 8> tsr_sg_scale(simdgroup_matrix<float, 8, 8> m, float s) {\n    \
+                 m.thread_elements()[0] *= s;\n    \
+                 m.thread_elements()[1] *= s;\n    \
+                 return m;\n}\n#endif\n"
             }
         }
     }

@@ -72,6 +72,7 @@ impl Dce<'_> {
             | Op::VecLoad { .. }
             | Op::Call { .. }
             | Op::FragFill { .. }
+            | Op::FragScale { .. }
             | Op::FragLoad { .. }
             | Op::FragStore { .. }
             | Op::FragMma { .. } => true,

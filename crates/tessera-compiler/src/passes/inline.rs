@@ -110,9 +110,10 @@ fn rebase_frags(block: &mut Block, base: u32) {
     }
     for inst in &mut block.insts {
         match &mut inst.op {
-            Op::FragFill { frag, .. } | Op::FragLoad { frag, .. } | Op::FragStore { frag, .. } => {
-                *frag += base
-            }
+            Op::FragFill { frag, .. }
+            | Op::FragScale { frag, .. }
+            | Op::FragLoad { frag, .. }
+            | Op::FragStore { frag, .. } => *frag += base,
             Op::FragMma { d, a, b, c } => {
                 for f in [d, a, b, c] {
                     *f += base;

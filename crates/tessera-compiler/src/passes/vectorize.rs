@@ -203,6 +203,7 @@ impl Vectorizer {
                 }
                 // A fragment op touches a whole tile of its memory: nothing moves across it.
                 Op::FragFill { .. }
+                | Op::FragScale { .. }
                 | Op::FragLoad { .. }
                 | Op::FragStore { .. }
                 | Op::FragMma { .. } => {

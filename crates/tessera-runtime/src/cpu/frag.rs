@@ -27,6 +27,15 @@ fn to_f32(elem: Scalar, bits: u32) -> f32 {
 }
 
 /// f32 rounded to a fragment's element type, still as f32.
+/// The bits of `x` as an element of `elem` (f32, or rounded to f16/bf16).
+fn bits_of(elem: Scalar, x: f32) -> u32 {
+    match elem {
+        Scalar::F16 => f16::from_f32(x).to_bits() as u32,
+        Scalar::BF16 => bf16::from_f32(x).to_bits() as u32,
+        _ => f32e(x),
+    }
+}
+
 fn round_to(elem: Scalar, x: f32) -> f32 {
     match elem {
         Scalar::F16 => f16::from_f32(x).to_f32(),
@@ -128,6 +137,13 @@ impl Group<'_> {
                     self.frags[*frag as usize][g * TILE..(g + 1) * TILE].fill(x);
                     self.frag_set[*frag as usize][g] = true;
                 }
+                Op::FragScale { frag, value } => {
+                    self.need_filled(inst, *frag, g)?;
+                    let x = f32d(self.uniform_u32(inst, g, *value, "scale")?);
+                    for e in &mut self.frags[*frag as usize][g * TILE..(g + 1) * TILE] {
+                        *e *= x;
+                    }
+                }
                 Op::FragLoad {
                     frag,
                     mem,
@@ -185,16 +201,17 @@ impl Group<'_> {
                     let s = self.uniform_u32(inst, g, *stride, "stride")?;
                     let addrs = self.tile_addresses(inst, g, *mem, (i, s, false))?;
                     let tile: Vec<f32> = self.frag_slice(*frag, g).to_vec();
+                    let elem = self.mem_elem(*mem);
                     for (&x, &a) in tile.iter().zip(&addrs) {
                         match *mem {
                             MemRef::Param(p) => {
                                 if let Some(view) = self.l.tensors[p as usize] {
-                                    dev_store(view, a, f32e(x));
+                                    dev_store(view, a, bits_of(elem, x));
                                 }
                             }
                             MemRef::Shared(k) => {
                                 let arr = &mut self.shared[k as usize];
-                                arr.data[a] = f32e(x);
+                                arr.data[a] = bits_of(elem, x);
                                 arr.tag[a] = 0;
                             }
                             MemRef::Local(_) => {}

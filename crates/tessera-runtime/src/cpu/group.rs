@@ -508,6 +508,7 @@ impl<'a> Group<'a> {
                 body,
             } => self.exec_for(inst, m, [*start, *end, *step], inits, body),
             Op::FragFill { .. }
+            | Op::FragScale { .. }
             | Op::FragLoad { .. }
             | Op::FragStore { .. }
             | Op::FragMma { .. } => self.frag_op(inst, m),

@@ -65,6 +65,7 @@ impl Program {
                 name: String::new(),
                 params: Vec::new(),
                 specialization: Vec::new(),
+                occupancy: None,
                 body: Default::default(),
             },
         };
@@ -164,7 +165,7 @@ impl Program {
                 self.check_mem(k, *mem)?;
                 self.check_frag(k, *frag)?;
             }
-            Op::FragFill { frag, .. } => self.check_frag(k, *frag)?,
+            Op::FragFill { frag, .. } | Op::FragScale { frag, .. } => self.check_frag(k, *frag)?,
             Op::FragMma { d, a, b, c } => {
                 for f in [d, a, b, c] {
                     self.check_frag(k, *f)?;

@@ -120,7 +120,7 @@ impl Emitter<'_> {
                 ));
                 self.line("}");
             }
-            FragRole::Acc => self.acc_access(&n, &m, &i, &s, transpose, false),
+            FragRole::Acc => self.acc_access(&n, &m, Scalar::F32, &i, &s, transpose, false),
         }
         if ldmatrix {
             self.line("}");
@@ -173,11 +173,14 @@ impl Emitter<'_> {
 
     /// An accumulator load or store: registers `2p` and `2p + 1` hold adjacent columns of
     /// one row, so with an even index and stride (and no transpose) each pair moves as one
-    /// 8-byte access; otherwise element by element.
+    /// access (8 bytes, or 4 for a store rounded into f16/bf16 memory of element `elem`);
+    /// otherwise element by element.
+    #[allow(clippy::too_many_arguments)]
     fn acc_access(
         &mut self,
         n: &str,
         m: &str,
+        elem: Scalar,
         index: &str,
         stride: &str,
         transpose: bool,
@@ -185,6 +188,11 @@ impl Emitter<'_> {
     ) {
         const ROW: &str = "ts_g + 8u * ((ts_i >> 1) & 1)";
         const PAIR_COL: &str = "8u * (ts_i >> 2) + 2u * ts_t";
+        let round = match elem {
+            Scalar::F16 => Some("ts_f16_from_f32"),
+            Scalar::BF16 => Some("ts_bf16_from_f32"),
+            _ => None,
+        };
         if !transpose {
             self.line(&format!("if (((({index}) | ({stride})) & 1u) == 0u) {{"));
             self.line("  struct __attribute__((aligned(8))) ts_pair { float e0, e1; };");
@@ -194,7 +202,12 @@ impl Emitter<'_> {
                 "    const unsigned int ts_r = {ROW}, ts_c = {PAIR_COL};"
             ));
             let at = Self::elem_at(index, stride, false, "ts_r", "ts_c");
-            if store {
+            if let (true, Some(conv)) = (store, round) {
+                self.line(&format!(
+                    "    *reinterpret_cast<unsigned int*>(&{m}[{at}]) = \
+                     (unsigned int){conv}({n}[ts_i]).bits | ((unsigned int){conv}({n}[ts_i + 1]).bits << 16);"
+                ));
+            } else if store {
                 self.line(&format!(
                     "    *reinterpret_cast<ts_pair*>(&{m}[{at}]) = ts_pair{{{n}[ts_i], {n}[ts_i + 1]}};"
                 ));
@@ -213,7 +226,9 @@ impl Emitter<'_> {
             "  const unsigned int ts_r = {ROW}, ts_c = {PAIR_COL} + (ts_i & 1);"
         ));
         let at = Self::elem_at(index, stride, transpose, "ts_r", "ts_c");
-        if store {
+        if let (true, Some(conv)) = (store, round) {
+            self.line(&format!("  {m}[{at}] = {conv}({n}[ts_i]);"));
+        } else if store {
             self.line(&format!("  {m}[{at}] = {n}[ts_i];"));
         } else {
             self.line(&format!("  {n}[ts_i] = {m}[{at}];"));
@@ -235,7 +250,7 @@ impl Emitter<'_> {
         if role != FragRole::Acc {
             return Err(self.malformed("only accumulator fragments are stored"));
         }
-        let (m, _) = self.mem(mem)?;
+        let (m, elem) = self.mem(mem)?;
         let (i, s) = (
             self.name(index)?.to_string(),
             self.name(stride)?.to_string(),
@@ -243,9 +258,21 @@ impl Emitter<'_> {
         self.line("{");
         self.depth += 1;
         self.line(LANE);
-        self.acc_access(&n, &m, &i, &s, false, true);
+        self.acc_access(&n, &m, elem, &i, &s, false, true);
         self.depth -= 1;
         self.line("}");
+        Ok(())
+    }
+
+    pub(super) fn frag_scale(&mut self, f: u32, value: ValueId) -> R<()> {
+        let (n, role, _) = self.frag_decl(f)?;
+        if role != FragRole::Acc {
+            return Err(self.malformed("only accumulator fragments are scaled"));
+        }
+        let v = self.name(value)?.to_string();
+        self.line(&format!(
+            "for (int ts_i = 0; ts_i < 8; ++ts_i) {n}[ts_i] *= {v};"
+        ));
         Ok(())
     }
 

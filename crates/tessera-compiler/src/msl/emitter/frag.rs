@@ -4,8 +4,9 @@
 //! multiply-accumulate is eight `simdgroup_multiply_accumulate`.
 
 use super::{Emitter, R};
+use crate::msl::helpers::Helper;
 use crate::msl::types::scalar;
-use tessera_ir::{MemRef, ValueId};
+use tessera_ir::{MemRef, Scalar, ValueId};
 
 impl Emitter<'_> {
     fn frag_name(&self, f: u32) -> R<String> {
@@ -78,20 +79,40 @@ impl Emitter<'_> {
         stride: ValueId,
     ) -> R<()> {
         let n = self.frag_name(f)?;
-        if !self.mem(mem)?.writable {
+        let info = self.mem(mem)?;
+        if !info.writable {
             return Err(self.invalid("a fragment store into read-only memory"));
         }
+        // Into f16/bf16 memory the f32 accumulator is rounded block by block.
+        let round = matches!(info.elem, Scalar::F16 | Scalar::BF16).then(|| scalar(info.elem));
         let m = self.frag_ptr(mem)?;
         let (i, s) = (self.val(index)?, self.val(stride)?);
+        if round.is_some() {
+            self.helpers.insert(Helper::SgRound);
+        }
         for bi in 0..2 {
             for bj in 0..2 {
                 let (r0, c0) = (8 * bi, 8 * bj);
+                let b = 2 * bi + bj;
+                let block = match round {
+                    Some(t) => format!("tsr_sg_round<{t}>({n}[{b}])"),
+                    None => format!("{n}[{b}]"),
+                };
                 self.line(&format!(
-                    "simdgroup_store({n}[{}], &{m}[{i} + {r0}u * {s} + {c0}u], ulong({s}));",
-                    2 * bi + bj
+                    "simdgroup_store({block}, &{m}[{i} + {r0}u * {s} + {c0}u], ulong({s}));"
                 ));
             }
         }
+        Ok(())
+    }
+
+    pub(super) fn frag_scale(&mut self, f: u32, value: ValueId) -> R<()> {
+        let n = self.frag_name(f)?;
+        let v = self.val(value)?;
+        self.helpers.insert(Helper::SgScale);
+        self.line(&format!(
+            "for (uint tsr_b = 0; tsr_b < 4; ++tsr_b) {n}[tsr_b] = tsr_sg_scale({n}[tsr_b], {v});"
+        ));
         Ok(())
     }
 

@@ -345,6 +345,22 @@ inline void tsr_sg_mma(simdgroup_matrix<T, N, M>& d, const simdgroup_matrix<U, K
     for (int i = 0; i < M * N; ++i) d.e[i] = T(out[i]);
 }
 
+// Per-element work on a matrix. On Metal each thread owns two elements
+// (`thread_elements()`); here each thread holds the whole matrix, so the generated code's
+// helpers give way to whole-matrix definitions.
+#define TESSERA_SG_ELEMENTWISE 1
+template <typename T, typename U, int Cols, int Rows>
+inline simdgroup_matrix<T, Cols, Rows> tsr_sg_round(const simdgroup_matrix<U, Cols, Rows>& m) {
+    simdgroup_matrix<T, Cols, Rows> r;
+    for (int i = 0; i < Rows * Cols; ++i) r.e[i] = T(float(m.e[i]));
+    return r;
+}
+template <typename T, int Cols, int Rows>
+inline simdgroup_matrix<T, Cols, Rows> tsr_sg_scale(simdgroup_matrix<T, Cols, Rows> m, float s) {
+    for (int i = 0; i < Rows * Cols; ++i) m.e[i] = T(float(m.e[i]) * s);
+    return m;
+}
+
 }  // namespace metal
 
 // ── simdgroup collectives (semantics; the rendezvous is the runtime's) ──────────
