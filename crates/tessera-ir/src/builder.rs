@@ -728,14 +728,7 @@ impl Builder {
         Ok(())
     }
 
-    fn frag_mem(
-        &mut self,
-        f: Frag,
-        m: Mem,
-        index: Value,
-        stride: Value,
-        store: bool,
-    ) -> R<(ValueId, ValueId)> {
+    fn frag_mem(&mut self, f: Frag, m: Mem, index: Value, stride: Value) -> R<(ValueId, ValueId)> {
         let (fname, mname) = (self.frag_name(f), self.mem_name(m.mem));
         if matches!(m.mem, MemRef::Local(_)) {
             return Err(self.error(format!(
@@ -743,9 +736,10 @@ impl Builder {
                  device or threadgroup memory"
             )));
         }
-        // Accumulators also store into 16-bit memory, rounding.
-        let rounds = store && matches!(m.elem, Scalar::F16 | Scalar::BF16);
-        if m.elem != f.elem && !rounds {
+        // Accumulators also move to and from 16-bit memory (rounded on store, widened on
+        // load).
+        let converts = f.role == FragRole::Acc && matches!(m.elem, Scalar::F16 | Scalar::BF16);
+        if m.elem != f.elem && !converts {
             return Err(self.error(format!(
                 "fragment `{fname}` holds {} but `{mname}` holds {}; stage the data through a \
                  threadgroup array of {}",
@@ -758,7 +752,7 @@ impl Builder {
     }
 
     /// Loads `f` from `m`: element `(r, c)` at `index + r·stride + c` (`+ c·stride + r`
-    /// when `transpose`).
+    /// when `transpose`); an accumulator also from f16/bf16 memory, widened.
     pub fn frag_load(
         &mut self,
         f: Frag,
@@ -767,7 +761,7 @@ impl Builder {
         stride: Value,
         transpose: bool,
     ) -> R<()> {
-        let (index, stride) = self.frag_mem(f, m, index, stride, false)?;
+        let (index, stride) = self.frag_mem(f, m, index, stride)?;
         self.push(
             Op::FragLoad {
                 frag: f.index,
@@ -796,7 +790,7 @@ impl Builder {
                 "`{name}` is read-only; declare the parameter `mut {name}: Tensor<…>` to write it"
             )));
         }
-        let (index, stride) = self.frag_mem(f, m, index, stride, true)?;
+        let (index, stride) = self.frag_mem(f, m, index, stride)?;
         self.push(
             Op::FragStore {
                 frag: f.index,

@@ -527,7 +527,8 @@ pub enum Op {
     },
     /// Loads fragment `frag`: element `(r, c)` is `mem[index + r·stride + c]`, or
     /// `mem[index + c·stride + r]` when `transpose`. `mem` is device or threadgroup memory
-    /// of the fragment's element type; `index` and `stride` are u32. No result.
+    /// of the fragment's element type (for an accumulator also f16/bf16, widened exactly);
+    /// `index` and `stride` are u32. No result.
     FragLoad {
         frag: u32,
         mem: MemRef,

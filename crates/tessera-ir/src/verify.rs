@@ -763,7 +763,13 @@ impl<'a> Verifier<'a> {
             }
             Op::FragLoad { frag, mem, .. } => {
                 let f = self.frag(s, *frag, loc)?;
-                memory(*mem, false, f.elem)?;
+                // An accumulator also loads from f16/bf16 memory, widening.
+                let have = self.mem(s, *mem, loc, false)?;
+                let target = match have {
+                    Scalar::F16 | Scalar::BF16 if f.role == FragRole::Acc => have,
+                    _ => f.elem,
+                };
+                memory(*mem, false, target)?;
                 self.index_u32(ops[0], loc, name)?;
                 self.index_u32(ops[1], loc, name)?;
             }

@@ -1,6 +1,6 @@
-//! Accumulator fragments scaled in place (`FragScale`) and stored rounded into f16/bf16
-//! memory (`FragStore`), on the CPU and under metal-emu, against a product computed on the
-//! host in f64 and rounded once.
+//! Accumulator fragments loaded from f16 memory (`FragLoad`, widened), scaled in place
+//! (`FragScale`) and stored rounded into f16/bf16 memory (`FragStore`), on the CPU and
+//! under metal-emu, against a product computed on the host in f64 and rounded once.
 
 use half::{bf16, f16};
 use tessera_compiler::cuda::samples::fragment_rounding;
@@ -20,10 +20,11 @@ fn tile(seed: u64) -> Vec<bf16> {
 }
 
 /// Runs the sample on `ctx`; returns (out_pair, out_gather, out_shared) as f64.
-fn run(ctx: &Context, a: &[bf16], b: &[bf16], s: f32) -> [Vec<f64>; 3] {
+fn run(ctx: &Context, a: &[bf16], b: &[bf16], c: &[f16], s: f32) -> [Vec<f64>; 3] {
     let kernel = fragment_rounding().unwrap().kernel;
     let ta = ctx.tensor(a, &[256]).unwrap();
     let tb = ctx.tensor(b, &[256]).unwrap();
+    let tc = ctx.tensor(c, &[256]).unwrap();
     let pair = ctx.zeros(tessera_runtime::DType::BF16, &[256]).unwrap();
     let gather = ctx
         .zeros(tessera_runtime::DType::F16, &[1 + 16 * 17])
@@ -32,6 +33,7 @@ fn run(ctx: &Context, a: &[bf16], b: &[bf16], s: f32) -> [Vec<f64>; 3] {
     ctx.launch_ir(&kernel)
         .arg("a", &ta)
         .arg("b", &tb)
+        .arg("c", &tc)
         .scalar("s", s)
         .arg("out_pair", &pair)
         .arg("out_gather", &gather)
@@ -46,36 +48,38 @@ fn run(ctx: &Context, a: &[bf16], b: &[bf16], s: f32) -> [Vec<f64>; 3] {
 
 fn check(ctx: &Context) {
     let (a, b) = (tile(1), tile(2));
+    let c: Vec<f16> = tile(3).iter().map(|x| f16::from_f32(x.to_f32())).collect();
     let s = -0.75f32;
-    let [pair, gather, shared] = run(ctx, &a, &b, s);
+    let [pair, gather, shared] = run(ctx, &a, &b, &c, s);
     let mut checked = 0;
     for r in 0..16 {
-        for c in 0..16 {
-            let exact: f64 = (0..16)
-                .map(|k| a[r * 16 + k].to_f64() * b[k * 16 + c].to_f64())
+        for col in 0..16 {
+            let exact: f64 = ((0..16)
+                .map(|k| a[r * 16 + k].to_f64() * b[k * 16 + col].to_f64())
                 .sum::<f64>()
+                + c[r * 16 + col].to_f64())
                 * s as f64;
             // f32 accumulation may move the value across one rounding step of the target.
             let near = |got: f64, rounded: f64, ulp: f64| {
                 let tol = ulp * rounded.abs().max(1e-3) + 1e-6;
                 assert!(
                     (got - rounded).abs() <= tol,
-                    "({r}, {c}): got {got}, want {rounded} (exact {exact}) on {}",
+                    "({r}, {col}): got {got}, want {rounded} (exact {exact}) on {}",
                     ctx.info().name
                 );
             };
             near(
-                pair[r * 16 + c],
+                pair[r * 16 + col],
                 bf16::from_f64(exact).to_f64(),
                 1.0 / 128.0,
             );
             near(
-                gather[1 + r * 17 + c],
+                gather[1 + r * 17 + col],
                 f16::from_f64(exact).to_f64(),
                 1.0 / 1024.0,
             );
             near(
-                shared[r * 16 + c],
+                shared[r * 16 + col],
                 f16::from_f64(exact).to_f64(),
                 1.0 / 1024.0,
             );

@@ -914,14 +914,16 @@ pub fn fragments() -> R<Sample> {
     })
 }
 
-/// An accumulator scaled in place and stored rounded into 16-bit memory: `acc = s·(a·b)`
-/// for 16×16 bf16 tiles `a`, `b`, then `out_pair` (bf16, even index and stride: the
-/// paired path), `out_gather` (f16, index 1 and row stride 17: element by element) and a
-/// threadgroup f16 array copied out as f32 to `out_shared`. One simdgroup.
+/// An accumulator loaded from 16-bit memory, scaled in place and stored rounded into
+/// 16-bit memory: `acc = s·(a·b + c)` for 16×16 bf16 tiles `a`, `b` and an f16 tile `c`
+/// (widened on load), then `out_pair` (bf16, even index and stride: the paired path),
+/// `out_gather` (f16, index 1 and row stride 17: element by element) and a threadgroup f16
+/// array copied out as f32 to `out_shared`. One simdgroup.
 pub fn fragment_rounding() -> R<Sample> {
     let mut b = Builder::kernel("fragment_rounding");
     let a = b.tensor_param("a", Scalar::BF16, false);
     let bt = b.tensor_param("b", Scalar::BF16, false);
+    let c = b.tensor_param("c", Scalar::F16, false);
     let s = b.scalar_param("s", Scalar::F32);
     let out_pair = b.tensor_param("out_pair", Scalar::BF16, true);
     let out_gather = b.tensor_param("out_gather", Scalar::F16, true);
@@ -941,7 +943,7 @@ pub fn fragment_rounding() -> R<Sample> {
     let fa = b.frag("fa", FragRole::A, Scalar::BF16)?;
     let fb = b.frag("fb", FragRole::B, Scalar::BF16)?;
     let acc = b.frag("acc", FragRole::Acc, Scalar::F32)?;
-    b.frag_fill(acc, Value::Float(0.0))?;
+    b.frag_load(acc, c, Value::Int(0), Value::Int(16), false)?;
     b.frag_load(fa, sa, Value::Int(0), Value::Int(16), false)?;
     b.frag_load(fb, sb, Value::Int(0), Value::Int(16), false)?;
     b.frag_mma(acc, fa, fb, acc)?;
@@ -960,6 +962,7 @@ pub fn fragment_rounding() -> R<Sample> {
         name: "fragment_rounding",
         kernel: b.finish_kernel()?,
         args: vec![
+            rand(256),
             rand(256),
             rand(256),
             SampleArg::Scalar(Literal::F32(-0.75)),

@@ -15,8 +15,9 @@ pub enum Helper {
     F2I8,
     F2U8,
     AtomicAddF32Threadgroup,
-    /// A float simdgroup matrix rounded to `half` or `bfloat`, element by element.
-    SgRound,
+    /// A simdgroup matrix converted element by element (float to `half`/`bfloat` rounds,
+    /// the other way widens).
+    SgConvert,
     /// A float simdgroup matrix times a scalar.
     SgScale,
 }
@@ -74,10 +75,10 @@ impl Helper {
             // Each thread owns two elements of an 8×8 simdgroup matrix (`thread_elements`).
             // The Linux emulator holds whole matrices per thread and brings its own
             // definitions (TESSERA_SG_ELEMENTWISE).
-            Helper::SgRound => {
+            Helper::SgConvert => {
                 "#ifndef TESSERA_SG_ELEMENTWISE\n\
-                 template <typename T>\n\
-                 inline simdgroup_matrix<T, 8, 8> tsr_sg_round(simdgroup_matrix<float, 8, 8> m) {\n    \
+                 template <typename T, typename U>\n\
+                 inline simdgroup_matrix<T, 8, 8> tsr_sg_convert(simdgroup_matrix<U, 8, 8> m) {\n    \
                  simdgroup_matrix<T, 8, 8> r;\n    \
                  r.thread_elements()[0] = T(m.thread_elements()[0]);\n    \
                  r.thread_elements()[1] = T(m.thread_elements()[1]);\n    \

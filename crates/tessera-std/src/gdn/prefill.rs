@@ -201,7 +201,7 @@ pub fn gdn_chunked_prefill(
     let ops = ctx
         .scratch(p, &[scratch * (3 * dk / CHUNK + 1), CHUNK])
         .map_err(&rt)?;
-    let u = ctx.scratch(DType::F32, &[scratch, dv]).map_err(&rt)?;
+    let u = ctx.scratch(p, &[scratch, dv]).map_err(&rt)?;
     let decay = ctx.scratch(DType::F32, &[nc.max(1), hv]).map_err(&rt)?;
     let (dk32, dv32, hv32, hk32) = (dk as u32, dv as u32, hv as u32, hk as u32);
     // Every kernel of the prefill takes the staging type and the head sizes.
@@ -266,8 +266,8 @@ pub fn gdn_chunked_prefill(
         .arg("vn", &vn)
         .arg("state_out", a.final_state)
         .scalar("use_h0", a.h0.is_some() as u32)
-        .grid([dv32 / 16, hv32, n as u32])
-        .group_size(128)
+        .grid([dv32.div_ceil(32), hv32, n as u32])
+        .group_size(256)
         .run()
         .map_err(&rt)?;
     if nc == 0 {

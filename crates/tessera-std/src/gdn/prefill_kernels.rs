@@ -3,15 +3,17 @@
 //!
 //! 1. [`gdn_chunk_prep_kernel`], one threadgroup per (chunk, value head), all chunks in
 //!    parallel: chunk-local cumulative log decay `gc`; `A = strict_lower(β·K·Kᵀ ⊙
-//!    e^{gc_i − gc_j})`; `Ai = (I + A)⁻¹` blockwise (below); `w = Ai·(β·e^{gc}·K)`,
-//!    `u = Ai·(β·V)`; `Aqk = scale·tril(Q·Kᵀ ⊙ e^{gc_i − gc_j})`; `qg = −scale·e^{gc}·Q`,
-//!    `kg = e^{gc_last − gc}·K` and the chunk decay `e^{gc_last}`. Rows past a sequence's
-//!    end are zero in qg, kg, w and Aqk, and carry no weight (β = 0) anywhere.
-//! 2. [`gdn_chunk_state_kernel`], one threadgroup per (16 value rows, value head,
+//!    e^{gc_i − gc_j})`; `Ai = (I + A)⁻¹` blockwise (below); `w = Ai·(β·e^{gc}·K)` (kept
+//!    as −w), `u = Ai·(β·V)`; `Aqk = scale·tril(Q·Kᵀ ⊙ e^{gc_i − gc_j})`;
+//!    `qg = scale·e^{gc}·Q`, `kg = e^{gc_last − gc}·K` and the chunk decay `e^{gc_last}`.
+//!    Rows past a sequence's end are zero in qg, kg, w and Aqk, and carry no weight (β = 0)
+//!    anywhere.
+//! 2. [`gdn_chunk_state_kernel`], one threadgroup per (32 value rows, value head,
 //!    sequence), walking the sequence's chunks in order with its slice of the state in
-//!    threadgroup memory: `V_new = u − w·Sᵀ`, `S ← e^{gc_last}·S + V_newᵀ·kg`; −S at each
-//!    chunk's start and V_new go out for step 3; the final state in the decode layout.
-//! 3. [`gdn_chunk_out_kernel`], all chunks in parallel: `o = qg·(−S)ᵀ + Aqk·V_new`.
+//!    accumulator fragments: `V_new = u + (−w)·Sᵀ`, `S ← e^{gc_last}·S + V_newᵀ·kg`; S at
+//!    each chunk's start and V_new go out for step 3; the final state in the decode
+//!    layout.
+//! 3. [`gdn_chunk_out_kernel`], all chunks in parallel: `o = qg·Sᵀ + Aqk·V_new`.
 //!
 //! For Dk = 256, [`gdn_chunk_state_wide_kernel`] does steps 2 and 3 in one walk.
 //!
@@ -22,19 +24,22 @@
 //! products instead of 64 dependent rows.
 //!
 //! Scratch layouts (chunk-major): `ops [NC, Hv, 3·Dk/64 + 1, 64, 64]` holds the P operands
-//! as contiguous 64×64 slabs (each one contiguous 8 KiB read): w and qg by 64 columns,
+//! as contiguous 64×64 slabs (each one contiguous 8 KiB read): −w and qg by 64 columns,
 //! Aqk, kg by 64 columns;
-//! u `[NC, Hv, 64, Dv]` f32, decay `[NC, Hv]`; −S at chunk starts `hs [NC, Hv, Dv, Dk]`
+//! u `[NC, Hv, 64, Dv]` in P, decay `[NC, Hv]`; S at chunk starts `hs [NC, Hv, Dv, Dk]`
 //! and V_new `vn [NC, Hv, 64, Dv]` in P; the chunk table `[NC, 2]` holds each
 //! chunk's first token and length, `seq_chunks [N + 1]` each sequence's first chunk.
 //!
-//! Threadgroup tiles are padded (row strides of 24 or 72 elements for 16- and 64-wide
-//! operands, `Dk + 8` for the state) so fragment loads and stores meet no bank conflicts.
+//! Threadgroup tiles are padded (row strides of 24, 40 or 72 elements for 16-, 32- and
+//! 64-wide operands, `Dk + 8` for the state) so fragment loads and stores meet no bank
+//! conflicts.
 
 use tessera_macros::kernel;
 
 /// Per (chunk, value head): everything of the chunk that does not depend on the state.
-#[kernel]
+/// Compiled for four resident threadgroups per core: it holds eight accumulators through
+/// the staging loop, and unbounded it takes enough registers to leave room for two.
+#[kernel(group_size = 128, groups_per_core = 4)]
 pub fn gdn_chunk_prep_kernel<T, P>(
     q: Tensor<T>,
     k: Tensor<T>,
@@ -43,7 +48,7 @@ pub fn gdn_chunk_prep_kernel<T, P>(
     beta: Tensor<f32>,
     chunks: Tensor<u32>,
     mut ops: Tensor<P>,
-    mut u: Tensor<f32>,
+    mut u: Tensor<P>,
     mut decay: Tensor<f32>,
     scale: f32,
     #[constexpr] dk: u32,
@@ -115,7 +120,7 @@ pub fn gdn_chunk_prep_kernel<T, P>(
     let kbase = (srow * hk + kh) * dk + sc;
     let vbase = (srow * hv + h) * dv + sc;
     let gcr = load(sgc[sr]);
-    let fqg = select(sok, exp(gcr) * (0.0 - scale), 0.0);
+    let fqg = select(sok, exp(gcr) * scale, 0.0);
     let fkg = select(sok, exp(glast - gcr), 0.0);
 
     // K·Kᵀ and Q·Kᵀ over Dk in steps of 16 columns (simdgroup sg owns rows sg·16.. of
@@ -292,7 +297,7 @@ pub fn gdn_chunk_prep_kernel<T, P>(
     }
     // w = Ai·(β·e^{gc}·K) and u = Ai·(β·V), 16 columns a step (Ai is lower triangular,
     // so simdgroup sg needs the first sg + 1 column blocks). A w block waits in `sa`
-    // (its column mod 64) and leaves as P at the next step.
+    // (its column mod 64) and leaves as −w in P at the next step.
     let fx = load(sb[sr]);
     let fxk = fx * exp(gcr);
     for kb in range(0, dk + dv + 16, 16) {
@@ -306,7 +311,7 @@ pub fn gdn_chunk_prep_kernel<T, P>(
                 for e in 0..8 {
                     store(
                         ops[(slab0 + pb / 64) * 4096 + sr * 64 + pb % 64 + sc + e],
-                        load(sa[sr * 64 + pb % 64 + sc + e]).cast::<P>(),
+                        (0.0 - load(sa[sr * 64 + pb % 64 + sc + e])).cast::<P>(),
                     );
                 }
             }
@@ -343,16 +348,18 @@ pub fn gdn_chunk_prep_kernel<T, P>(
     }
 }
 
-/// Per (16 value rows, value head, sequence): the state recurrence over the chunks, for
-/// Dk ≤ 128. The chunk's w and kg pass through one padded 64×64 tile in `2·Dk/64` slabs;
-/// each thread holds all slabs of the next chunk in registers, issued right after the
-/// matching slab of the current chunk went into the tile, so the walk never waits on
-/// device memory. It leaves −S at each chunk's start (`hs`, P) and V_new (`vn`, P) for
-/// [`gdn_chunk_out_kernel`], which forms the outputs of all chunks in parallel.
-#[kernel]
+/// Per (32 value rows, value head, sequence): the state recurrence over the chunks, for
+/// Dk ≤ 128. The f32 state slice lives in accumulator fragments for the whole walk (each
+/// of the eight simdgroups holds 16 rows by Dk/4 columns); per chunk it goes to
+/// threadgroup memory once, rounded to P, as the operand of `V_new = u + (−w)·Sᵀ`, and to
+/// `hs` for [`gdn_chunk_out_kernel`]. The chunk's w and kg slabs pass through padded
+/// tiles and its u through the V_new tile; each thread holds the next chunk's slabs and
+/// its part of u in registers, issued as soon as the current ones are in threadgroup
+/// memory. V_new goes to `vn` (P) for the output kernel.
+#[kernel(group_size = 256)]
 pub fn gdn_chunk_state_kernel<S, P>(
     ops: Tensor<P>,
-    u: Tensor<f32>,
+    u: Tensor<P>,
     decay: Tensor<f32>,
     seq_chunks: Tensor<u32>,
     h0: Tensor<S>,
@@ -365,153 +372,163 @@ pub fn gdn_chunk_state_kernel<S, P>(
     #[constexpr] hv: u32,
 ) {
     let nd = dk / 64;
-    let ns = 2 * nd;
     let ds = dk + 8;
-    let v0 = group_id_x() * 16;
+    let v0 = group_id_x() * 32;
     let h = group_id_y();
     let n = group_id_z();
     let tid = thread_id();
     let sg = simd_id();
-    // The state slice S [16 value rows, Dk] in f32, and −S in P for the products.
-    let ss = threadgroup_array::<f32>(16 * ds);
-    let ssn = threadgroup_array::<P>(16 * ds);
-    // u, then V_new, in f32 (64×16, stride 24); V_new in P.
-    let svn = threadgroup_array::<f32>(64 * 24);
-    let svp = threadgroup_array::<P>(64 * 24);
-    let tile = threadgroup_array::<P>(64 * 72);
-    let xr = stack_array::<P>(32 * ns);
-    let ur = stack_array::<f32>(8);
+    // Simdgroup sg: state rows vr.. and columns kc.. (two fragments when Dk = 128);
+    // V_new rows nr.. (of the chunk) and columns nc.. (of the slice).
+    let vr = (sg % 2) * 16;
+    let kc = (sg / 2) * (dk / 4);
+    let nr = (sg % 4) * 16;
+    let nc = (sg / 4) * 16;
+    let rows_ok = v0 + vr < dv;
+    let cols_ok = v0 + nc < dv;
+    // S in P (row stride Dk + 8), the slab tiles (64×64, stride 72), V_new in P.
+    let ssp = threadgroup_array::<P>(32 * ds);
+    let tiles = threadgroup_array::<P>(nd * 64 * 72);
+    let svp = threadgroup_array::<P>(64 * 40);
+    // This thread's 16 elements of each of the next chunk's slabs: w (nd), then kg (nd);
+    // and 8 of its u (row tid / 4, columns (tid % 4)·8.. of the slice).
+    let xr = stack_array::<P>(32 * nd);
+    let ur = stack_array::<P>(8);
+    let ucol = select(v0 + (tid % 4) * 8 < dv, v0 + (tid % 4) * 8, 0);
     let fa = matrix_a::<P>();
     let fb = matrix_b::<P>();
-    let acc = matrix_acc();
-    let sbase = ((n * hv + h) * dv + v0) * dk;
-    for e in range(tid, 16 * dk, 128) {
-        let x = select(
-            use_h0 == 1,
-            load(h0[select(use_h0 == 1, sbase + e, 0)]).cast::<f32>(),
-            0.0,
-        );
-        store(ss[(e / dk) * ds + e % dk], x);
+    let s0 = matrix_acc();
+    let s1 = matrix_acc();
+    let vacc = matrix_acc();
+    let sbase = ((n * hv + h) * dv + v0 + vr) * dk + kc;
+    if use_h0 == 1 && rows_ok {
+        matrix_load(s0, h0[sbase], dk);
+        if nd == 2 {
+            matrix_load(s1, h0[sbase + 16], dk);
+        }
+    } else {
+        matrix_fill(s0, 0.0);
+        matrix_fill(s1, 0.0);
     }
     let c_begin = group_max(load(seq_chunks[n]));
     let c_end = group_max(load(seq_chunks[n + 1]));
     let nch = c_end - c_begin;
     let mut d_next = 0.0f32;
-    barrier();
     // Iteration `it` fetches chunk c_begin + it and computes chunk c_begin + it − 1.
     for it in range(0, nch + 1, 1) {
         let dc = d_next;
         let cn = c_begin + it;
-        // The chunk computed (clamped at it = 0, where nothing is).
         let cc = c_begin + max(it, 1) - 1;
-        for s in 0..ns {
-            if it > 0 {
-                for i in 0..4 {
-                    let vi = tid + 128 * i;
-                    let at = (vi / 8) * 72 + (vi % 8) * 8;
+        let slabs_next = (cn * hv + h) * (3 * nd + 1) * 4096;
+        if it > 0 {
+            // The (−w) slabs into the tiles, u into the V_new tile; S to threadgroup
+            // memory and to `hs`.
+            for sl in 0..nd {
+                for i in 0..2 {
+                    let vi = tid + 256 * i;
+                    let at = sl * 4608 + (vi / 8) * 72 + (vi % 8) * 8;
                     for e in 0..8 {
-                        store(tile[at + e], load(xr[s * 32 + i * 8 + e]));
-                    }
-                }
-                if s == 0 {
-                    // −S in P, here and for the output kernel.
-                    for i in 0..(dk / 64) {
-                        let vi = tid + 128 * i;
-                        let r = vi / (dk / 8);
-                        let cv = (vi % (dk / 8)) * 8;
-                        let ho = ((cc * hv + h) * dv + v0 + r) * dk + cv;
-                        for e in 0..8 {
-                            let x = (0.0 - load(ss[r * ds + cv + e])).cast::<P>();
-                            store(ssn[r * ds + cv + e], x);
-                            store(hs[ho + e], x);
-                        }
-                    }
-                    for i in 0..2 {
-                        let vi = tid + 128 * i;
-                        for e in 0..4 {
-                            store(svn[(vi / 4) * 24 + (vi % 4) * 4 + e], load(ur[i * 4 + e]));
-                        }
-                    }
-                }
-                if s == nd {
-                    // V_new in P, here and for the output kernel; then decay S.
-                    let r = tid / 2;
-                    let cv = (tid % 2) * 8;
-                    let vo = ((cc * hv + h) * 64 + r) * dv + v0 + cv;
-                    for e in 0..8 {
-                        let x = load(svn[r * 24 + cv + e]).cast::<P>();
-                        store(svp[r * 24 + cv + e], x);
-                        store(vn[vo + e], x);
-                    }
-                    for e in range(tid, 16 * dk, 128) {
-                        let at = (e / dk) * ds + e % dk;
-                        store(ss[at], load(ss[at]) * dc);
+                        store(tiles[at + e], load(xr[sl * 16 + i * 8 + e]));
                     }
                 }
             }
-            if it < nch {
-                if s == 0 {
-                    d_next = load(decay[cn * hv + h]);
-                    for i in 0..2 {
-                        let vi = tid + 128 * i;
-                        let at = ((cn * hv + h) * 64 + vi / 4) * dv + v0 + (vi % 4) * 4;
-                        for e in 0..4 {
-                            store(ur[i * 4 + e], load(u[at + e]));
-                        }
-                    }
-                }
-                // Slab s: w by 64 columns, then kg by 64 columns (ops slabs 2·nd + 1 ..).
-                let slab = select(s < nd, s, s + nd + 1);
-                let at = ((cn * hv + h) * (3 * nd + 1) + slab) * 4096;
-                for i in 0..4 {
-                    for e in 0..8 {
-                        store(
-                            xr[s * 32 + i * 8 + e],
-                            load(ops[at + (tid + 128 * i) * 8 + e]),
-                        );
-                    }
+            matrix_store(s0, ssp[vr * ds + kc], ds);
+            if nd == 2 {
+                matrix_store(s1, ssp[vr * ds + kc + 16], ds);
+            }
+            if rows_ok {
+                let ho = ((cc * hv + h) * dv + v0 + vr) * dk + kc;
+                matrix_store(s0, hs[ho], dk);
+                if nd == 2 {
+                    matrix_store(s1, hs[ho + 16], dk);
                 }
             }
-            if it > 0 {
-                barrier();
-                if s < nd {
-                    // V_new = u − w·Sᵀ (simdgroup sg: rows sg·16.. of the chunk).
-                    if s == 0 {
-                        matrix_load(acc, svn[sg * 384], 24);
-                    }
-                    for kk in 0..4 {
-                        matrix_load(fa, tile[sg * 16 * 72 + kk * 16], 72);
-                        matrix_load_t(fb, ssn[s * 64 + kk * 16], ds);
-                        matrix_mma(acc, fa, fb, acc);
-                    }
-                    if s == nd - 1 {
-                        matrix_store(acc, svn[sg * 384], 24);
-                    }
-                } else {
-                    // S ← e^{gc_last}·S + V_newᵀ·kg, simdgroup sg on 16 columns of the slab.
-                    let kd = (s - nd) * 64 + sg * 16;
-                    matrix_load(acc, ss[kd], ds);
-                    for j in 0..4 {
-                        matrix_load_t(fa, svp[j * 384], 24);
-                        matrix_load(fb, tile[j * 16 * 72 + sg * 16], 72);
-                        matrix_mma(acc, fa, fb, acc);
-                    }
-                    matrix_store(acc, ss[kd], ds);
-                }
-                barrier();
+            for e in 0..8 {
+                store(svp[(tid / 4) * 40 + (tid % 4) * 8 + e], load(ur[e]));
             }
         }
+        if it < nch {
+            // Uniform across the simdgroup, as the scale of a fragment must be.
+            d_next = simd_broadcast(load(decay[cn * hv + h]), 0);
+            let ua = ((cn * hv + h) * 64 + tid / 4) * dv + ucol;
+            for e in 0..8 {
+                store(ur[e], load(u[ua + e]));
+            }
+            for sl in 0..nd {
+                for i in 0..2 {
+                    let at = slabs_next + sl * 4096 + (tid + 256 * i) * 8;
+                    for e in 0..8 {
+                        store(xr[sl * 16 + i * 8 + e], load(ops[at + e]));
+                    }
+                }
+            }
+        }
+        if it > 0 {
+            barrier();
+            // V_new = u + (−w)·Sᵀ, each simdgroup on its own block of the V_new tile.
+            matrix_load(vacc, svp[nr * 40 + nc], 40);
+            for kk in 0..(dk / 16) {
+                matrix_load(fa, tiles[(kk / 4) * 4608 + nr * 72 + (kk % 4) * 16], 72);
+                matrix_load_t(fb, ssp[nc * ds + kk * 16], ds);
+                matrix_mma(vacc, fa, fb, vacc);
+            }
+            matrix_store(vacc, svp[nr * 40 + nc], 40);
+            if cols_ok {
+                matrix_store(vacc, vn[((cc * hv + h) * 64 + nr) * dv + v0 + nc], dv);
+            }
+            barrier();
+            // The kg slabs into the tiles.
+            for sl in 0..nd {
+                for i in 0..2 {
+                    let vi = tid + 256 * i;
+                    let at = sl * 4608 + (vi / 8) * 72 + (vi % 8) * 8;
+                    for e in 0..8 {
+                        store(tiles[at + e], load(xr[(nd + sl) * 16 + i * 8 + e]));
+                    }
+                }
+            }
+        }
+        if it < nch {
+            // kg by 64 columns: ops slabs 2·nd + 1 ...
+            for sl in 0..nd {
+                for i in 0..2 {
+                    let at = slabs_next + (2 * nd + 1 + sl) * 4096 + (tid + 256 * i) * 8;
+                    for e in 0..8 {
+                        store(xr[(nd + sl) * 16 + i * 8 + e], load(ops[at + e]));
+                    }
+                }
+            }
+        }
+        if it > 0 {
+            barrier();
+            // S ← e^{gc_last}·S + V_newᵀ·kg.
+            matrix_scale(s0, dc);
+            if nd == 2 {
+                matrix_scale(s1, dc);
+            }
+            let kt = (kc / 64) * 4608 + kc % 64;
+            for j in 0..4 {
+                matrix_load_t(fa, svp[j * 16 * 40 + vr], 40);
+                matrix_load(fb, tiles[kt + j * 16 * 72], 72);
+                matrix_mma(s0, fa, fb, s0);
+                if nd == 2 {
+                    matrix_load(fb, tiles[kt + j * 16 * 72 + 16], 72);
+                    matrix_mma(s1, fa, fb, s1);
+                }
+            }
+            barrier();
+        }
     }
-    for e in range(tid, 16 * dk, 128) {
-        store(
-            state_out[sbase + e],
-            load(ss[(e / dk) * ds + e % dk]).cast::<S>(),
-        );
+    if rows_ok {
+        matrix_store(s0, state_out[sbase], dk);
+        if nd == 2 {
+            matrix_store(s1, state_out[sbase + 16], dk);
+        }
     }
 }
 
-/// Per (chunk, value head, 64 value columns): `o = qg·(−S)ᵀ + Aqk·V_new` from the chunk's
-/// slabs and what [`gdn_chunk_state_kernel`] left (−S at the chunk's start in `hs`,
+/// Per (chunk, value head, 64 value columns): `o = qg·Sᵀ + Aqk·V_new` from the chunk's
+/// slabs and what [`gdn_chunk_state_kernel`] left (S at the chunk's start in `hs`,
 /// V_new in `vn`), all chunks in parallel. Simdgroup sg owns rows sg·16.. and four
 /// 16-column accumulators; operands pass through two padded 64×64 tiles.
 #[kernel]
@@ -547,7 +564,7 @@ pub fn gdn_chunk_out_kernel<T, P>(
     matrix_fill(o1, 0.0);
     matrix_fill(o2, 0.0);
     matrix_fill(o3, 0.0);
-    // Step kb < nd: qg slab kb against −S rows vb.. (columns kb·64..); step nd: Aqk
+    // Step kb < nd: qg slab kb against S rows vb.. (columns kb·64..); step nd: Aqk
     // against V_new columns vb... Rows or columns past Dv only feed accumulators that are
     // never stored, so their loads are clamped, not masked.
     for kb in 0..(nd + 1) {
@@ -635,7 +652,7 @@ pub fn gdn_chunk_out_kernel<T, P>(
 #[kernel]
 pub fn gdn_chunk_state_wide_kernel<T, S, P>(
     ops: Tensor<P>,
-    u: Tensor<f32>,
+    u: Tensor<P>,
     decay: Tensor<f32>,
     chunks: Tensor<u32>,
     seq_chunks: Tensor<u32>,
@@ -654,7 +671,7 @@ pub fn gdn_chunk_state_wide_kernel<T, S, P>(
     let tid = thread_id();
     let sg = simd_id();
     let ss = threadgroup_array::<f32>(16 * dk);
-    let ssn = threadgroup_array::<P>(16 * dk);
+    let ssp = threadgroup_array::<P>(16 * dk);
     let svn = threadgroup_array::<f32>(1024);
     let svp = threadgroup_array::<P>(1024);
     let fa = matrix_a::<P>();
@@ -677,10 +694,10 @@ pub fn gdn_chunk_state_wide_kernel<T, S, P>(
         // First slab of this (chunk, head) in `ops`.
         let slab = (c * hv + h) * (3 * nd + 1);
         for e in range(tid, 16 * dk, 128) {
-            store(ssn[e], (0.0 - load(ss[e])).cast::<P>());
+            store(ssp[e], load(ss[e]).cast::<P>());
         }
         barrier();
-        // V_new = u − w·Sᵀ: simdgroup sg owns rows sg·16.. of the chunk.
+        // V_new = u + (−w)·Sᵀ: simdgroup sg owns rows sg·16.. of the chunk.
         matrix_load(acc, u[(ch + sg * 16) * dv + v0], dv);
         for kk in range(0, dk, 16) {
             matrix_load(
@@ -688,7 +705,7 @@ pub fn gdn_chunk_state_wide_kernel<T, S, P>(
                 ops[(slab + kk / 64) * 4096 + sg * 16 * 64 + kk % 64],
                 64,
             );
-            matrix_load_t(fb, ssn[kk], dk);
+            matrix_load_t(fb, ssp[kk], dk);
             matrix_mma(acc, fa, fb, acc);
         }
         matrix_store(acc, svn[sg * 256], 16);
@@ -701,7 +718,7 @@ pub fn gdn_chunk_state_wide_kernel<T, S, P>(
             store(ss[e], load(ss[e]) * dc);
         }
         barrier();
-        // o = qg·(−S)ᵀ + Aqk·V_new (qg carries −scale·e^{gc}).
+        // o = qg·Sᵀ + Aqk·V_new (qg carries scale·e^{gc}).
         matrix_fill(acc, 0.0);
         for kk in range(0, dk, 16) {
             matrix_load(
@@ -709,7 +726,7 @@ pub fn gdn_chunk_state_wide_kernel<T, S, P>(
                 ops[(slab + nd + kk / 64) * 4096 + sg * 16 * 64 + kk % 64],
                 64,
             );
-            matrix_load_t(fb, ssn[kk], dk);
+            matrix_load_t(fb, ssp[kk], dk);
             matrix_mma(acc, fa, fb, acc);
         }
         for j in 0..4 {

@@ -84,7 +84,7 @@ impl Emitter<'_> {
         transpose: bool,
     ) -> R<()> {
         let (n, role, _) = self.frag_decl(f)?;
-        let (m, _) = self.mem(mem)?;
+        let (m, elem) = self.mem(mem)?;
         let (i, s) = (
             self.name(index)?.to_string(),
             self.name(stride)?.to_string(),
@@ -120,7 +120,7 @@ impl Emitter<'_> {
                 ));
                 self.line("}");
             }
-            FragRole::Acc => self.acc_access(&n, &m, Scalar::F32, &i, &s, transpose, false),
+            FragRole::Acc => self.acc_access(&n, &m, elem, &i, &s, transpose, false),
         }
         if ldmatrix {
             self.line("}");
@@ -173,8 +173,8 @@ impl Emitter<'_> {
 
     /// An accumulator load or store: registers `2p` and `2p + 1` hold adjacent columns of
     /// one row, so with an even index and stride (and no transpose) each pair moves as one
-    /// access (8 bytes, or 4 for a store rounded into f16/bf16 memory of element `elem`);
-    /// otherwise element by element.
+    /// access (8 bytes; 4 in f16/bf16 memory `elem`, widened on load and rounded to
+    /// nearest even on store); otherwise element by element.
     #[allow(clippy::too_many_arguments)]
     fn acc_access(
         &mut self,
@@ -188,9 +188,10 @@ impl Emitter<'_> {
     ) {
         const ROW: &str = "ts_g + 8u * ((ts_i >> 1) & 1)";
         const PAIR_COL: &str = "8u * (ts_i >> 2) + 2u * ts_t";
-        let round = match elem {
-            Scalar::F16 => Some("ts_f16_from_f32"),
-            Scalar::BF16 => Some("ts_bf16_from_f32"),
+        // (type, narrowing, widening) of 16-bit memory.
+        let half = match elem {
+            Scalar::F16 => Some(("ts_f16", "ts_f16_from_f32", "ts_f16_to_f32")),
+            Scalar::BF16 => Some(("ts_bf16", "ts_bf16_from_f32", "ts_bf16_to_f32")),
             _ => None,
         };
         if !transpose {
@@ -202,21 +203,25 @@ impl Emitter<'_> {
                 "    const unsigned int ts_r = {ROW}, ts_c = {PAIR_COL};"
             ));
             let at = Self::elem_at(index, stride, false, "ts_r", "ts_c");
-            if let (true, Some(conv)) = (store, round) {
-                self.line(&format!(
+            let line = match (store, half) {
+                (true, Some((_, narrow, _))) => format!(
                     "    *reinterpret_cast<unsigned int*>(&{m}[{at}]) = \
-                     (unsigned int){conv}({n}[ts_i]).bits | ((unsigned int){conv}({n}[ts_i + 1]).bits << 16);"
-                ));
-            } else if store {
-                self.line(&format!(
+                     (unsigned int){narrow}({n}[ts_i]).bits | ((unsigned int){narrow}({n}[ts_i + 1]).bits << 16);"
+                ),
+                (false, Some((ty, _, widen))) => format!(
+                    "    const unsigned int ts_w = *reinterpret_cast<const unsigned int*>(&{m}[{at}]); \
+                     {n}[ts_i] = {widen}({ty}{{(unsigned short)(ts_w & 0xffffu)}}); \
+                     {n}[ts_i + 1] = {widen}({ty}{{(unsigned short)(ts_w >> 16)}});"
+                ),
+                (true, None) => format!(
                     "    *reinterpret_cast<ts_pair*>(&{m}[{at}]) = ts_pair{{{n}[ts_i], {n}[ts_i + 1]}};"
-                ));
-            } else {
-                self.line(&format!(
+                ),
+                (false, None) => format!(
                     "    const ts_pair ts_p = *reinterpret_cast<const ts_pair*>(&{m}[{at}]); \
                      {n}[ts_i] = ts_p.e0; {n}[ts_i + 1] = ts_p.e1;"
-                ));
-            }
+                ),
+            };
+            self.line(&line);
             self.line("  }");
             self.line("} else {");
         }
@@ -226,13 +231,13 @@ impl Emitter<'_> {
             "  const unsigned int ts_r = {ROW}, ts_c = {PAIR_COL} + (ts_i & 1);"
         ));
         let at = Self::elem_at(index, stride, transpose, "ts_r", "ts_c");
-        if let (true, Some(conv)) = (store, round) {
-            self.line(&format!("  {m}[{at}] = {conv}({n}[ts_i]);"));
-        } else if store {
-            self.line(&format!("  {m}[{at}] = {n}[ts_i];"));
-        } else {
-            self.line(&format!("  {n}[ts_i] = {m}[{at}];"));
-        }
+        let line = match (store, half) {
+            (true, Some((_, narrow, _))) => format!("  {m}[{at}] = {narrow}({n}[ts_i]);"),
+            (false, Some((_, _, widen))) => format!("  {n}[ts_i] = {widen}({m}[{at}]);"),
+            (true, None) => format!("  {m}[{at}] = {n}[ts_i];"),
+            (false, None) => format!("  {n}[ts_i] = {m}[{at}];"),
+        };
+        self.line(&line);
         self.line("}");
         if !transpose {
             self.line("}");

@@ -51,6 +51,29 @@ impl Emitter<'_> {
         let n = self.frag_name(f)?;
         let m = self.frag_ptr(mem)?;
         let (i, s) = (self.val(index)?, self.val(stride)?);
+        // An f32 accumulator from f16/bf16 memory: each block loads as the memory's type
+        // and widens.
+        let mem_elem = self.mem(mem)?.elem;
+        let frag_elem = self.k.body.frags[f as usize].elem;
+        if mem_elem != frag_elem {
+            self.helpers.insert(Helper::SgConvert);
+            let (t, to) = (scalar(mem_elem), scalar(frag_elem));
+            for bi in 0..2 {
+                for bj in 0..2 {
+                    let (r0, c0, b) = (8 * bi, 8 * bj, 2 * bi + bj);
+                    let at = if transpose {
+                        format!("{i} + {c0}u * {s} + {r0}u], ulong({s}), ulong2(0, 0), true")
+                    } else {
+                        format!("{i} + {r0}u * {s} + {c0}u], ulong({s})")
+                    };
+                    self.line(&format!(
+                        "{{ simdgroup_matrix<{t}, 8, 8> tsr_w; simdgroup_load(tsr_w, &{m}[{at}); \
+                         {n}[{b}] = tsr_sg_convert<{to}>(tsr_w); }}"
+                    ));
+                }
+            }
+            return Ok(());
+        }
         for bi in 0..2 {
             for bj in 0..2 {
                 let (r0, c0) = (8 * bi, 8 * bj);
@@ -88,14 +111,14 @@ impl Emitter<'_> {
         let m = self.frag_ptr(mem)?;
         let (i, s) = (self.val(index)?, self.val(stride)?);
         if round.is_some() {
-            self.helpers.insert(Helper::SgRound);
+            self.helpers.insert(Helper::SgConvert);
         }
         for bi in 0..2 {
             for bj in 0..2 {
                 let (r0, c0) = (8 * bi, 8 * bj);
                 let b = 2 * bi + bj;
                 let block = match round {
-                    Some(t) => format!("tsr_sg_round<{t}>({n}[{b}])"),
+                    Some(t) => format!("tsr_sg_convert<{t}>({n}[{b}])"),
                     None => format!("{n}[{b}]"),
                 };
                 self.line(&format!(

@@ -350,7 +350,7 @@ inline void tsr_sg_mma(simdgroup_matrix<T, N, M>& d, const simdgroup_matrix<U, K
 // helpers give way to whole-matrix definitions.
 #define TESSERA_SG_ELEMENTWISE 1
 template <typename T, typename U, int Cols, int Rows>
-inline simdgroup_matrix<T, Cols, Rows> tsr_sg_round(const simdgroup_matrix<U, Cols, Rows>& m) {
+inline simdgroup_matrix<T, Cols, Rows> tsr_sg_convert(const simdgroup_matrix<U, Cols, Rows>& m) {
     simdgroup_matrix<T, Cols, Rows> r;
     for (int i = 0; i < Rows * Cols; ++i) r.e[i] = T(float(m.e[i]));
     return r;
