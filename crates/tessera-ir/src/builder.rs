@@ -686,14 +686,18 @@ impl Builder {
             .unwrap_or_default()
     }
 
-    /// Sets every element of `f` to `value`.
-    pub fn frag_fill(&mut self, f: Frag, value: Value) -> R<()> {
-        let what = format!("the fill value of `{}`", self.frag_name(f));
-        let v = match value {
-            Value::Id(_) => self.coerce(value, Scalar::F32, &what)?,
+    /// `value` as the f32 operand of a fragment op (`what` names it in errors).
+    fn frag_f32(&mut self, value: Value, what: &str) -> R<ValueId> {
+        Ok(match value {
+            Value::Id(_) => self.coerce(value, Scalar::F32, what)?,
             Value::Int(i) => self.constant(Literal::F32(i as f32)),
             Value::Float(x) => self.constant(Literal::F32(x as f32)),
-        };
+        })
+    }
+
+    /// Sets every element of `f` to `value`.
+    pub fn frag_fill(&mut self, f: Frag, value: Value) -> R<()> {
+        let v = self.frag_f32(value, &format!("the fill value of `{}`", self.frag_name(f)))?;
         self.push(
             Op::FragFill {
                 frag: f.index,
@@ -712,12 +716,7 @@ impl Builder {
                 self.frag_name(f)
             )));
         }
-        let what = format!("the scale of `{}`", self.frag_name(f));
-        let v = match value {
-            Value::Id(_) => self.coerce(value, Scalar::F32, &what)?,
-            Value::Int(i) => self.constant(Literal::F32(i as f32)),
-            Value::Float(x) => self.constant(Literal::F32(x as f32)),
-        };
+        let v = self.frag_f32(value, &format!("the scale of `{}`", self.frag_name(f)))?;
         self.push(
             Op::FragScale {
                 frag: f.index,

@@ -369,21 +369,18 @@ impl Lower<'_> {
                 self.args(c, 0, "barrier")?;
                 Ok(quote!(#b.barrier();))
             }
-            Some("matrix_fill") => {
+            // A fragment and an f32: fill every element with it, or scale them all by it.
+            Some(n @ ("matrix_fill" | "matrix_scale")) => {
                 if c.args.len() != 2 {
-                    return err(c.span(), "`matrix_fill` takes (fragment, value)");
+                    return err(c.span(), &format!("`{n}` takes (fragment, value)"));
                 }
                 let f = self.frag_arg(&c.args[0])?;
                 let v = self.expr(&c.args[1])?;
-                Ok(quote!({ let __v = #v; #b.frag_fill(#f, __v)?; }))
-            }
-            Some("matrix_scale") => {
-                if c.args.len() != 2 {
-                    return err(c.span(), "`matrix_scale` takes (accumulator, factor)");
-                }
-                let f = self.frag_arg(&c.args[0])?;
-                let v = self.expr(&c.args[1])?;
-                Ok(quote!({ let __v = #v; #b.frag_scale(#f, __v)?; }))
+                Ok(if n == "matrix_fill" {
+                    quote!({ let __v = #v; #b.frag_fill(#f, __v)?; })
+                } else {
+                    quote!({ let __v = #v; #b.frag_scale(#f, __v)?; })
+                })
             }
             Some(n @ ("matrix_load" | "matrix_load_t" | "matrix_store")) => {
                 if c.args.len() != 3 {
