@@ -113,7 +113,15 @@ fn decode_vs_reference(
     d: usize,
 ) -> Result<(Vec<f64>, Vec<f64>), String> {
     sdpa_decode(ctx, &t.q, &t.k, &t.v, &t.out, None).map_err(err)?;
-    let want = reference::decode(
+    Ok((
+        t.out.to_f64_vec().map_err(err)?,
+        plain_decode_reference(t, hq, hkv, n, d),
+    ))
+}
+
+/// The f64 reference of a plain decode over all `n` keys of `t` (no window, no sinks).
+fn plain_decode_reference(t: &Qkv, hq: usize, hkv: usize, n: usize, d: usize) -> Vec<f64> {
+    reference::decode(
         &t.qv,
         &t.kv,
         &t.vv,
@@ -126,8 +134,7 @@ fn decode_vs_reference(
         0,
         0,
         None,
-    );
-    Ok((t.out.to_f64_vec().map_err(err)?, want))
+    )
 }
 
 fn decode_case(dt: DType, hq: usize, hkv: usize, n: usize, d: usize) -> Case {
@@ -1147,20 +1154,7 @@ fn decode_bench(
         quick,
         prepare: Box::new(move |ctx, rng| {
             let t = qkv(ctx, rng, dt, &[hq, d], &[hkv, n, d])?;
-            let want = reference::decode(
-                &t.qv,
-                &t.kv,
-                &t.vv,
-                &[(0, n)],
-                hq,
-                hkv,
-                n,
-                d,
-                scale_of(d),
-                0,
-                0,
-                None,
-            );
+            let want = plain_decode_reference(&t, hq, hkv, n, d);
             let splits = 8 * ctx.info().compute_units.max(1) as usize;
             let ws = DecodeWorkspace::new(ctx, 1, hq, d, splits).map_err(err)?;
             let (c, out) = (ctx.clone(), t.out.clone());

@@ -220,27 +220,17 @@ impl DecodeCall<'_> {
 
     fn single(&self, ctx: &Context) -> Result<(), OpError> {
         let g = self.geometry();
-        ctx.launch(&sdpa_decode_kernel::DEF)
+        let launch = ctx
+            .launch(&sdpa_decode_kernel::DEF)
             .constexpr("head_dim", self.head_dim)
             .constexpr("epl", g.epl)
             .constexpr("hpt", g.hpt)
             .constexpr("sgs", g.sgs)
             .constexpr("lg", g.lg)
-            .arg("q", self.q)
-            .arg("k", self.k)
-            .arg("v", self.v)
             .arg("sinks", self.sinks.unwrap_or(self.q))
-            .arg("out", self.out)
-            .scalar("n_q_heads", self.n_q_heads)
-            .scalar("gqa", self.n_q_heads / self.n_kv_heads)
-            .scalar("kv_stride", self.kv_stride)
-            .scalar("row_cache_rows", self.row_cache_rows)
-            .scalar("len0", self.len0)
-            .scalar("len_step", self.len_step)
-            .scalar("window", self.window)
-            .scalar("n_sink", self.n_sink)
+            .arg("out", self.out);
+        self.common_args(launch)
             .scalar("has_sink_logit", u32::from(self.sinks.is_some()))
-            .scalar("scale", self.scale)
             .grid([self.n_q_heads / g.hpt, self.rows, 1])
             .group_size(g.sgs * 32)
             .run()
@@ -254,13 +244,20 @@ impl DecodeCall<'_> {
         ws: &'a DecodeWorkspace,
         chunk: u32,
     ) -> Launch<'a> {
+        let launch = launch
+            .arg("kv_lens", self.kv_lens.unwrap_or(&ws.lens))
+            .arg("part_o", &ws.part_o)
+            .arg("part_ml", &ws.part_ml);
+        self.common_args(launch).scalar("chunk", chunk)
+    }
+
+    /// What every decode kernel takes: q, k, v, the head counts, the cache's layout and
+    /// lengths, the window, the sinks and the softmax scale.
+    fn common_args<'a>(&'a self, launch: Launch<'a>) -> Launch<'a> {
         launch
             .arg("q", self.q)
             .arg("k", self.k)
             .arg("v", self.v)
-            .arg("kv_lens", self.kv_lens.unwrap_or(&ws.lens))
-            .arg("part_o", &ws.part_o)
-            .arg("part_ml", &ws.part_ml)
             .scalar("n_q_heads", self.n_q_heads)
             .scalar("gqa", self.n_q_heads / self.n_kv_heads)
             .scalar("kv_stride", self.kv_stride)
@@ -269,7 +266,6 @@ impl DecodeCall<'_> {
             .scalar("len_step", self.len_step)
             .scalar("window", self.window)
             .scalar("n_sink", self.n_sink)
-            .scalar("chunk", chunk)
             .scalar("scale", self.scale)
     }
 
