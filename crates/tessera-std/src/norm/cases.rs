@@ -359,9 +359,12 @@ fn vec_specs(ns: &[u32]) -> Vec<KernelUse> {
     for t in FLOAT_DTYPES {
         for &n in ns {
             match vec_layout(t, n) {
-                Some(VecLayout::Row { epl, .. }) => v.push(KernelUse {
+                Some(VecLayout::Row { epl, vec, .. }) => v.push(KernelUse {
                     def: &rms_norm_vec_kernel::DEF,
-                    spec: Specialization::new(vec![t], vec![Literal::U32(n), Literal::U32(epl)]),
+                    spec: Specialization::new(
+                        vec![t],
+                        vec![Literal::U32(n), Literal::U32(epl), Literal::U32(vec)],
+                    ),
                 }),
                 Some(VecLayout::Rows { epl, lg }) => v.push(KernelUse {
                     def: &rms_norm_rows_kernel::DEF,

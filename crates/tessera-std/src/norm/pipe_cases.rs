@@ -40,10 +40,13 @@ fn pipe_specs(ns: &[u32]) -> Vec<KernelUse> {
     let mut v = Vec::new();
     for t in FLOAT_DTYPES {
         for &n in ns {
-            if let Some(VecLayout::Row { epl, .. }) = vec_layout(t, n) {
+            if let Some(VecLayout::Row { epl, vec, .. }) = vec_layout(t, n) {
                 v.push(KernelUse {
                     def: &rms_norm_pipe_kernel::DEF,
-                    spec: Specialization::new(vec![t], vec![Literal::U32(n), Literal::U32(epl)]),
+                    spec: Specialization::new(
+                        vec![t],
+                        vec![Literal::U32(n), Literal::U32(epl), Literal::U32(vec)],
+                    ),
                 });
             }
         }

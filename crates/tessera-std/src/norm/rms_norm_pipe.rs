@@ -6,13 +6,13 @@
 //! two slots), and the weight row stays in registers across rows.
 
 use super::rms_norm::check_row_norm;
-use super::rms_norm_vec::{vec_layout, VecLayout};
+use super::rms_norm_vec::{spread_offset, vec_layout, VecLayout};
 use crate::error::{runtime, OpError};
 use tessera_macros::kernel;
 use tessera_runtime::{Context, Tensor};
 
-/// Rows of `n` elements, `n / epl` threads per threadgroup holding `epl` consecutive
-/// elements each; threadgroup `g` takes rows `g, g + G, g + 2G, …` (`G` groups, `G <= rows`).
+/// Rows of `n` elements, `n / epl` threads per threadgroup holding `epl` elements each in
+/// runs of `vec` (`spread_offset`); threadgroup `g` takes rows `g, g + G, g + 2G, …` (`G` groups, `G <= rows`).
 #[kernel]
 pub fn rms_norm_pipe_kernel<T>(
     x: Tensor<T>,
@@ -22,9 +22,10 @@ pub fn rms_norm_pipe_kernel<T>(
     rows: u32,
     #[constexpr] n: u32,
     #[constexpr] epl: u32,
+    #[constexpr] vec: u32,
 ) {
     let sgs = n / epl / 32;
-    let col = thread_id() * epl;
+    let lane_col = thread_id() * vec;
     let stride = num_groups_x();
     let ws = stack_array::<f32>(epl);
     let xs = stack_array::<f32>(epl);
@@ -32,10 +33,16 @@ pub fn rms_norm_pipe_kernel<T>(
     let part = threadgroup_array::<f32>(2 * sgs);
     let first = group_id_x();
     for e in 0..epl {
-        store(xs[e], load(x[first * n + col + e]).cast::<f32>());
+        store(
+            xs[e],
+            load(x[first * n + lane_col + spread_offset(e, n, epl, vec)]).cast::<f32>(),
+        );
     }
     for e in 0..epl {
-        store(ws[e], load(w[col + e]).cast::<f32>());
+        store(
+            ws[e],
+            load(w[lane_col + spread_offset(e, n, epl, vec)]).cast::<f32>(),
+        );
     }
     let mut parity = 0u32;
     for r in range(first, rows, stride) {
@@ -44,7 +51,10 @@ pub fn rms_norm_pipe_kernel<T>(
         let next = r + stride;
         let nrow = select(next < rows, next, r);
         for e in 0..epl {
-            store(nx[e], load(x[nrow * n + col + e]).cast::<f32>());
+            store(
+                nx[e],
+                load(x[nrow * n + lane_col + spread_offset(e, n, epl, vec)]).cast::<f32>(),
+            );
         }
         let mut ssq = 0.0f32;
         for e in 0..epl {
@@ -63,7 +73,10 @@ pub fn rms_norm_pipe_kernel<T>(
         let inv = rsqrt(total / n.cast::<f32>() + eps);
         for e in 0..epl {
             let y = load(xs[e]) * inv * load(ws[e]);
-            store(out[r * n + col + e], y.cast::<T>());
+            store(
+                out[r * n + lane_col + spread_offset(e, n, epl, vec)],
+                y.cast::<T>(),
+            );
             store(xs[e], load(nx[e]));
         }
         parity = 1 - parity;
@@ -75,11 +88,11 @@ fn groups_per_unit(threads: u32) -> u32 {
     (2048 / threads).clamp(1, 8)
 }
 
-/// The `(epl, threads)` of the pipelined layout for rows of `n` in `x`'s dtype, where the
+/// The `(epl, vec, threads)` of the pipelined layout for rows of `n` in `x`'s dtype, where the
 /// one-row-per-threadgroup 16-byte layout applies.
-pub fn pipe_layout(x: &Tensor, n: u32) -> Option<(u32, u32)> {
+pub fn pipe_layout(x: &Tensor, n: u32) -> Option<(u32, u32, u32)> {
     match vec_layout(x.dtype(), n)? {
-        VecLayout::Row { epl, threads } => Some((epl, threads)),
+        VecLayout::Row { epl, vec, threads } => Some((epl, vec, threads)),
         VecLayout::Rows { .. } => None,
     }
 }
@@ -96,7 +109,7 @@ pub fn rms_norm_pipe_on(
 ) -> Result<(), OpError> {
     const OP: &str = "rms_norm_pipe";
     let (rows, n) = check_row_norm(OP, x, w, out, eps)?;
-    let (epl, threads) = pipe_layout(x, n).ok_or_else(|| {
+    let (epl, vec, threads) = pipe_layout(x, n).ok_or_else(|| {
         OpError::invalid(
             OP,
             format!(
@@ -115,6 +128,7 @@ pub fn rms_norm_pipe_on(
     ctx.launch(&rms_norm_pipe_kernel::DEF)
         .constexpr("n", n)
         .constexpr("epl", epl)
+        .constexpr("vec", vec)
         .arg("x", x)
         .arg("w", w)
         .arg("out", out)

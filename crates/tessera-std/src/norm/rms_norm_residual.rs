@@ -88,7 +88,7 @@ pub fn rms_norm_residual_on(
     if rows == 0 {
         return Ok(());
     }
-    if let Some((epl, threads, _resident)) = residual_pipe_launch(ctx, x, rows, n) {
+    if let Some((epl, vec, threads, _resident)) = residual_pipe_launch(ctx, x, rows, n) {
         // One row per threadgroup by default: measured faster than the resident walk
         // (4096×4096 bf16 on an H200: 38.4 against 40.8 µs).
         let groups = groups.unwrap_or(rows).clamp(1, rows);
@@ -96,6 +96,7 @@ pub fn rms_norm_residual_on(
             .launch(&rms_norm_residual_pipe_kernel::DEF)
             .constexpr("n", n)
             .constexpr("epl", epl)
+            .constexpr("vec", vec)
             .arg("x", x)
             .arg("residual", residual)
             .arg("w", w)

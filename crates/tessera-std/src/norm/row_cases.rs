@@ -145,10 +145,13 @@ fn residual_kernels() -> Vec<KernelUse> {
     let mut v = uses(&rms_norm_residual_kernel::DEF);
     for t in FLOAT_DTYPES {
         for n in [4096u32, 8192] {
-            if let Some(VecLayout::Row { epl, .. }) = vec_layout(t, n) {
+            if let Some(VecLayout::Row { epl, vec, .. }) = vec_layout(t, n) {
                 v.push(KernelUse {
                     def: &rms_norm_residual_pipe_kernel::DEF,
-                    spec: Specialization::new(vec![t], vec![Literal::U32(n), Literal::U32(epl)]),
+                    spec: Specialization::new(
+                        vec![t],
+                        vec![Literal::U32(n), Literal::U32(epl), Literal::U32(vec)],
+                    ),
                 });
             }
         }
