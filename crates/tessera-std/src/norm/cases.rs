@@ -366,11 +366,16 @@ fn vec_specs(ns: &[u32]) -> Vec<KernelUse> {
                         vec![Literal::U32(n), Literal::U32(epl), Literal::U32(vec)],
                     ),
                 }),
-                Some(VecLayout::Rows { epl, lg }) => v.push(KernelUse {
+                Some(VecLayout::Rows { epl, vec, lg }) => v.push(KernelUse {
                     def: &rms_norm_rows_kernel::DEF,
                     spec: Specialization::new(
                         vec![t],
-                        vec![Literal::U32(n), Literal::U32(epl), Literal::U32(lg)],
+                        vec![
+                            Literal::U32(n),
+                            Literal::U32(epl),
+                            Literal::U32(vec),
+                            Literal::U32(lg),
+                        ],
                     ),
                 }),
                 None => {}

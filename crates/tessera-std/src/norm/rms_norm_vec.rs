@@ -1,5 +1,7 @@
-//! RMSNorm with whole 16-byte accesses: each thread holds `epl` consecutive elements of a
-//! row (8 or 16 f16/bf16, 4 or 8 f32: one or two 16-byte loads in flight per thread). Rows
+//! RMSNorm with whole 16-byte accesses: each thread holds `epl` elements of a row as
+//! `epl / vec` runs of `vec` (one, two or four 16-byte loads in flight per thread), the runs
+//! one threadgroup-width (or row-segment-width) apart (`spread_offset`), so each load of a
+//! simdgroup covers one contiguous span. Rows
 //! of at least 32 accesses take one threadgroup each (`rms_norm_vec_kernel`); shorter rows
 //! (head_dim-sized) take `n/epl` lanes each, several rows to a threadgroup, reduced with
 //! shuffles (`rms_norm_rows_kernel`). The dispatching `rms_norm` picks these where the row
@@ -50,8 +52,9 @@ pub fn spread_offset(e: u32, n: u32, epl: u32, vec: u32) -> u32 {
     (e / vec) * (n / epl * vec) + e % vec
 }
 
-/// Rows of `n = 2^lg · epl` elements, `2^lg <= 32` lanes each, `group_size / 2^lg` rows to
-/// a threadgroup; `rows` bounds the last threadgroup.
+/// Rows of `n = 2^lg · epl` elements, `2^lg <= 32` lanes each holding `epl` elements in
+/// runs of `vec` (`spread_offset` over the row), `group_size / 2^lg` rows to a
+/// threadgroup; `rows` bounds the last threadgroup.
 #[kernel]
 pub fn rms_norm_rows_kernel<T>(
     x: Tensor<T>,
@@ -61,17 +64,18 @@ pub fn rms_norm_rows_kernel<T>(
     rows: u32,
     #[constexpr] n: u32,
     #[constexpr] epl: u32,
+    #[constexpr] vec: u32,
     #[constexpr] lg: u32,
 ) {
     let lanes = n / epl;
     let row = group_id_x() * (group_size() / lanes) + thread_id() / lanes;
     let inside = row < rows;
-    let col = (thread_id() % lanes) * epl;
+    let col = (thread_id() % lanes) * vec;
     let base = select(inside, row, 0) * n + col;
     let xs = stack_array::<f32>(epl);
     let mut ssq = 0.0f32;
     for e in 0..epl {
-        let v = load(x[base + e]).cast::<f32>();
+        let v = load(x[base + spread_offset(e, n, epl, vec)]).cast::<f32>();
         store(xs[e], v);
         ssq += v * v;
     }
@@ -81,8 +85,9 @@ pub fn rms_norm_rows_kernel<T>(
     let inv = rsqrt(ssq / n.cast::<f32>() + eps);
     if inside {
         for e in 0..epl {
-            let y = load(xs[e]) * inv * load(w[col + e]).cast::<f32>();
-            store(out[base + e], y.cast::<T>());
+            let off = spread_offset(e, n, epl, vec);
+            let y = load(xs[e]) * inv * load(w[col + off]).cast::<f32>();
+            store(out[base + off], y.cast::<T>());
         }
     }
 }
@@ -96,8 +101,9 @@ const ROWS_GROUP: u32 = 128;
 pub enum VecLayout {
     /// One row per threadgroup of `threads`, `epl` elements each in 16-byte runs of `vec`.
     Row { epl: u32, vec: u32, threads: u32 },
-    /// `2^lg` lanes per row, `epl` elements each, several rows per threadgroup.
-    Rows { epl: u32, lg: u32 },
+    /// `2^lg` lanes per row, `epl` elements each in runs of `vec`, several rows per
+    /// threadgroup.
+    Rows { epl: u32, vec: u32, lg: u32 },
 }
 
 pub fn vec_layout(dtype: DType, n: u32) -> Option<VecLayout> {
@@ -107,9 +113,13 @@ pub fn vec_layout(dtype: DType, n: u32) -> Option<VecLayout> {
     }
     let accesses = n / vec;
     if accesses <= 32 {
+        // Rows of 16 or more accesses take two per lane (H200, 32768×128 bf16: 6.16 →
+        // 5.54 µs), so each lane has two 16-byte loads in flight.
+        let per_lane = if accesses >= 16 { 2 } else { 1 };
         return accesses.is_power_of_two().then(|| VecLayout::Rows {
-            epl: vec,
-            lg: accesses.trailing_zeros(),
+            epl: per_lane * vec,
+            vec,
+            lg: (accesses / per_lane).trailing_zeros(),
         });
     }
     // Two accesses per thread where that still leaves at least 128 threads: more bytes in
@@ -166,11 +176,12 @@ pub fn rms_norm_vec(
             .group_size(threads)
             .run()
             .map_err(runtime(OP)),
-        VecLayout::Rows { epl, lg } => {
+        VecLayout::Rows { epl, vec, lg } => {
             let per_group = ROWS_GROUP >> lg;
             ctx.launch(&rms_norm_rows_kernel::DEF)
                 .constexpr("n", n)
                 .constexpr("epl", epl)
+                .constexpr("vec", vec)
                 .constexpr("lg", lg)
                 .arg("x", x)
                 .arg("w", w)
@@ -209,7 +220,11 @@ mod tests {
         );
         assert_eq!(
             vec_layout(DType::BF16, 128),
-            Some(VecLayout::Rows { epl: 8, lg: 4 })
+            Some(VecLayout::Rows {
+                epl: 16,
+                vec: 8,
+                lg: 3
+            })
         );
         assert_eq!(
             vec_layout(DType::F16, 8192),
