@@ -12,7 +12,8 @@ use tessera_macros::kernel;
 use tessera_runtime::{Context, Tensor};
 
 /// Rows of `n` elements, `n / epl` threads per threadgroup holding `epl` elements each in
-/// runs of `vec` (`spread_offset`); threadgroup `g` takes rows `g, g + G, g + 2G, …` (`G` groups, `G <= rows`).
+/// runs of `vec` (`spread_offset`); threadgroup `g` takes rows `g, g + G, g + 2G, …` (`G`
+/// groups, `G <= rows`).
 #[kernel]
 pub fn rms_norm_pipe_kernel<T>(
     x: Tensor<T>,
@@ -88,8 +89,8 @@ fn groups_per_unit(threads: u32) -> u32 {
     (2048 / threads).clamp(1, 8)
 }
 
-/// The `(epl, vec, threads)` of the pipelined layout for rows of `n` in `x`'s dtype, where the
-/// one-row-per-threadgroup 16-byte layout applies.
+/// The `(epl, vec, threads)` of the pipelined layout for rows of `n` in `x`'s dtype, where
+/// the one-row-per-threadgroup 16-byte layout applies.
 pub fn pipe_layout(x: &Tensor, n: u32) -> Option<(u32, u32, u32)> {
     match vec_layout(x.dtype(), n)? {
         VecLayout::Row { epl, vec, threads } => Some((epl, vec, threads)),

@@ -1,7 +1,8 @@
 //! RMSNorm fused with the residual add, pipelined over rows like `rms_norm_pipe`: a
 //! resident grid walks the rows, each thread holds `epl` elements in 16-byte runs one
-//! threadgroup-width apart (`spread_offset`), the next row's x and residual loads go out before the current row's single
-//! reduction barrier, and `sum` is written before the barrier, `out` after it.
+//! threadgroup-width apart (`spread_offset`), the next row's x and residual loads go out
+//! before the current row's single reduction barrier, and `sum` is written before the
+//! barrier, `out` after it.
 
 use super::rms_norm_pipe::pipe_layout;
 use super::rms_norm_vec::spread_offset;
@@ -85,8 +86,8 @@ pub fn rms_norm_residual_pipe_kernel<T>(
     }
 }
 
-/// The `(epl, vec, threads, groups)` of the pipelined residual launch over `rows` rows of `n`,
-/// or `None` where `n` does not split into 16-byte accesses per thread.
+/// The `(epl, vec, threads, groups)` of the pipelined residual launch over `rows` rows of
+/// `n`, or `None` where `n` does not split into 16-byte accesses per thread.
 pub fn residual_pipe_launch(
     ctx: &Context,
     x: &Tensor,

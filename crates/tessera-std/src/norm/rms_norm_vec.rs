@@ -1,11 +1,10 @@
 //! RMSNorm with whole 16-byte accesses: each thread holds `epl` elements of a row as
 //! `epl / vec` runs of `vec` (one, two or four 16-byte loads in flight per thread), the runs
 //! one threadgroup-width (or row-segment-width) apart (`spread_offset`), so each load of a
-//! simdgroup covers one contiguous span. Rows
-//! of at least 32 accesses take one threadgroup each (`rms_norm_vec_kernel`); shorter rows
-//! (head_dim-sized) take `n/epl` lanes each, several rows to a threadgroup, reduced with
-//! shuffles (`rms_norm_rows_kernel`). The dispatching `rms_norm` picks these where the row
-//! length allows.
+//! simdgroup covers one contiguous span. Rows of at least 32 accesses take one threadgroup
+//! each (`rms_norm_vec_kernel`); shorter rows (head_dim-sized) take `n/epl` lanes each,
+//! several rows to a threadgroup, reduced with shuffles (`rms_norm_rows_kernel`). The
+//! dispatching `rms_norm` picks these where the row length allows.
 
 use super::rms_inv::rms_inv;
 use super::rms_norm::check_row_norm;
