@@ -847,6 +847,11 @@ impl Builder {
         self.push(Op::Barrier, vec![]);
     }
 
+    /// Simdgroup barrier.
+    pub fn simd_barrier(&mut self) {
+        self.push(Op::SimdBarrier, vec![]);
+    }
+
     /// A simdgroup reduction or scan.
     pub fn simd(&mut self, op: SimdOp, v: Value) -> R<Value> {
         let what = format!("`{}`", op.name());

@@ -491,6 +491,10 @@ pub enum Op {
     /// Threadgroup barrier (memory fence on threadgroup and device memory). Every thread of
     /// the threadgroup must reach it. No result.
     Barrier,
+    /// Simdgroup barrier: orders the threadgroup-memory accesses of one simdgroup's lanes
+    /// (what a lane stored before it, the others see after it). Every lane of the
+    /// simdgroup must reach it; other simdgroups are not waited for. No result.
+    SimdBarrier,
     /// 1 result; see [`SimdOp`].
     Simd(SimdOp, ValueId),
     /// 1 result; `arg` is a u32 lane, mask or delta; see [`ShuffleKind`].
@@ -569,7 +573,12 @@ impl Op {
     /// The values this op reads directly (not those inside its blocks).
     pub fn operands(&self) -> Vec<ValueId> {
         match self {
-            Op::Const(_) | Op::Builtin(_) | Op::Param(_) | Op::Barrier | Op::FragMma { .. } => {
+            Op::Const(_)
+            | Op::Builtin(_)
+            | Op::Param(_)
+            | Op::Barrier
+            | Op::SimdBarrier
+            | Op::FragMma { .. } => {
                 vec![]
             }
             Op::FragFill { value, .. } | Op::FragScale { value, .. } => vec![*value],
@@ -605,7 +614,12 @@ impl Op {
     /// Rewrites every operand read directly by this op (not inside its blocks).
     pub fn map_operands(&mut self, mut f: impl FnMut(ValueId) -> ValueId) {
         match self {
-            Op::Const(_) | Op::Builtin(_) | Op::Param(_) | Op::Barrier | Op::FragMma { .. } => {}
+            Op::Const(_)
+            | Op::Builtin(_)
+            | Op::Param(_)
+            | Op::Barrier
+            | Op::SimdBarrier
+            | Op::FragMma { .. } => {}
             Op::FragFill { value, .. } | Op::FragScale { value, .. } => *value = f(*value),
             Op::FragLoad { index, stride, .. } | Op::FragStore { index, stride, .. } => {
                 *index = f(*index);
@@ -700,7 +714,7 @@ impl Op {
     pub fn is_collective(&self) -> bool {
         matches!(
             self,
-            Op::Barrier | Op::Simd(..) | Op::Shuffle { .. } | Op::GroupReduce(..)
+            Op::Barrier | Op::SimdBarrier | Op::Simd(..) | Op::Shuffle { .. } | Op::GroupReduce(..)
         ) || self.is_frag()
     }
 

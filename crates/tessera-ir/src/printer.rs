@@ -113,6 +113,7 @@ impl Printer<'_> {
                 value,
             } => format!("{} {}[{index}], {value}", op.name(), self.mem(*mem)),
             Op::Barrier => "barrier".to_string(),
+            Op::SimdBarrier => "simd_barrier".to_string(),
             Op::Simd(op, a) => format!("{} {a}", op.name()),
             Op::Shuffle { kind, value, arg } => format!("{} {value}, {arg}", kind.name()),
             Op::GroupReduce(op, a) => format!("{} {a}", op.name()),

@@ -338,7 +338,7 @@ impl<'a> Verifier<'a> {
                     ),
                 ));
             }
-            Op::Simd(..) | Op::Shuffle { .. } if ctrl < Uniformity::Simdgroup => {
+            Op::Simd(..) | Op::Shuffle { .. } | Op::SimdBarrier if ctrl < Uniformity::Simdgroup => {
                 return Err(self.err(
                     loc,
                     format!(
@@ -630,7 +630,7 @@ impl<'a> Verifier<'a> {
                 }
                 one(v)
             }
-            Op::Barrier => Ok(Some(vec![])),
+            Op::Barrier | Op::SimdBarrier => Ok(Some(vec![])),
             Op::FragFill { .. }
             | Op::FragScale { .. }
             | Op::FragLoad { .. }
@@ -894,6 +894,7 @@ pub fn op_name(op: &Op) -> &'static str {
         Op::Pack(_) => "pack",
         Op::Atomic { op, .. } => op.name(),
         Op::Barrier => "barrier",
+        Op::SimdBarrier => "simd_barrier",
         Op::Simd(s, _) => s.name(),
         Op::Shuffle { kind, .. } => kind.name(),
         Op::GroupReduce(r, _) => r.name(),
@@ -974,7 +975,7 @@ impl Analysis<'_> {
             | Op::Extract(..)
             | Op::Pack(_) => self.min_of(&inst.op.operands()),
             Op::Load { .. } | Op::VecLoad { .. } | Op::Atomic { .. } => Varying,
-            Op::Store { .. } | Op::VecStore { .. } | Op::Barrier => Threadgroup,
+            Op::Store { .. } | Op::VecStore { .. } | Op::Barrier | Op::SimdBarrier => Threadgroup,
             Op::FragFill { .. }
             | Op::FragScale { .. }
             | Op::FragLoad { .. }
@@ -1149,6 +1150,26 @@ mod tests {
             panic!("expected the if at position 3: {bad}");
         }
         assert!(msg(&bad).contains("threadgroup"));
+    }
+
+    #[test]
+    fn a_simd_barrier_may_depend_on_simd_id_but_not_on_the_lane() {
+        let build = |id: Builtin| {
+            let mut b = Builder::kernel("simd_barrier");
+            let out = b.tensor_param("out", Scalar::F32, true);
+            let v = b.builtin(id);
+            let c = b.binary(BinaryOp::Eq, v, Value::Int(0)).unwrap();
+            b.begin_if(c).unwrap();
+            b.simd_barrier();
+            b.begin_else(&[]).unwrap();
+            b.end_if(&[]).unwrap();
+            let tid = b.builtin(Builtin::ThreadId);
+            b.store(out, tid, Value::Float(1.0)).unwrap();
+            b.finish_kernel().unwrap()
+        };
+        verify_kernel(&build(Builtin::SimdId)).unwrap();
+        let m = msg(&build(Builtin::SimdLane));
+        assert!(m.contains("simd_barrier") && m.contains("simdgroup"), "{m}");
     }
 
     #[test]

@@ -533,7 +533,9 @@ fn is_statement_expr(e: &syn::Expr) -> bool {
     match e {
         syn::Expr::ForLoop(_) | syn::Expr::Assign(_) => true,
         syn::Expr::Binary(b) => compound_op(&b.op).is_some(),
-        syn::Expr::Call(c) => path_is(&c.func, "store") || path_is(&c.func, "barrier"),
+        syn::Expr::Call(c) => ["store", "barrier", "simd_barrier"]
+            .iter()
+            .any(|n| path_is(&c.func, n)),
         syn::Expr::If(i) => i.else_branch.is_none(),
         _ => false,
     }

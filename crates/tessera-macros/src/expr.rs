@@ -369,6 +369,10 @@ impl Lower<'_> {
                 self.args(c, 0, "barrier")?;
                 Ok(quote!(#b.barrier();))
             }
+            Some("simd_barrier") => {
+                self.args(c, 0, "simd_barrier")?;
+                Ok(quote!(#b.simd_barrier();))
+            }
             // A fragment and an f32: fill every element with it, or scale them all by it.
             Some(n @ ("matrix_fill" | "matrix_scale")) => {
                 if c.args.len() != 2 {
@@ -520,7 +524,7 @@ impl Lower<'_> {
                 self.args(c, 0, n)?;
                 Ok(quote!(#ir::Value::Float(f64::NEG_INFINITY)))
             }
-            "store" | "barrier" | "matrix_fill" | "matrix_scale" | "matrix_load" | "matrix_load_t"
+            "store" | "barrier" | "simd_barrier" | "matrix_fill" | "matrix_scale" | "matrix_load" | "matrix_load_t"
             | "matrix_store" | "matrix_mma" => err(
                 c.span(),
                 &format!("`{n}` has no value; use it as a statement"),
@@ -607,6 +611,7 @@ fn is_builtin_name(n: &str) -> bool {
                 | "load"
                 | "store"
                 | "barrier"
+                | "simd_barrier"
                 | "min"
                 | "max"
                 | "pow"

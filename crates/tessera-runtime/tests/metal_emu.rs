@@ -178,6 +178,7 @@ fn all_kernels() -> Vec<Kernel> {
         mk::atomics(),
         mk::barrier_in_if(),
         mk::simd_in_if(),
+        mk::simd_rotate(),
         mk::offset_copy(),
         mk::runtime_step(),
     ];
@@ -304,6 +305,53 @@ fn threadgroup_memory_and_barriers_match_the_cpu() {
         ];
         compare(&mk::group_max(), &args, &[], [groups, 1, 1], group, 0.0);
     }
+}
+
+/// Where `simd_rotate` puts `x`: even simdgroups rotate by one lane, odd ones copy.
+fn simd_rotated(x: &[f32]) -> Vec<f64> {
+    (0..x.len())
+        .map(|i| {
+            let (sg, lane) = (i / 32, i % 32);
+            let from = if sg % 2 == 0 {
+                sg * 32 + (lane + 1) % 32
+            } else {
+                i
+            };
+            x[from] as f64
+        })
+        .collect()
+}
+
+#[test]
+fn a_simdgroup_barrier_orders_its_lanes_and_waits_for_no_other_simdgroup() {
+    let mut rng = Rng::new();
+    let (groups, group) = (3u32, 128u32);
+    let x = rng.f32s((groups * group) as usize);
+    let want = simd_rotated(&x);
+    for ctx in [Context::cpu(), emu()] {
+        let args = [
+            input("x", Scalar::F32, bytes_f32(&x)),
+            output("out", Scalar::F32, x.len()),
+        ];
+        let got = run(&ctx, &mk::simd_rotate(), &args, &[], [groups, 1, 1], group)
+            .expect("simd_rotate runs");
+        assert_eq!(decode(Scalar::F32, &got[0]), want, "{:?}", ctx.kind());
+    }
+}
+
+#[test]
+fn a_dropped_simdgroup_barrier_in_the_msl_gives_a_wrong_result() {
+    let be = MetalEmuBackend::new().unwrap();
+    let barrier = "simdgroup_barrier(mem_flags::mem_threadgroup);";
+    let (good, bad) = mutated(&be, &mk::simd_rotate(), |code| code.replace(barrier, ""));
+    let x: Vec<f32> = (0..64).map(|i| i as f32).collect();
+    let want = simd_rotated(&x);
+    assert_eq!(launch_f32(&be, &good, &x, 64, 64, 1).unwrap(), want);
+    let got = launch_f32(&be, &bad, &x, 64, 64, 1).unwrap();
+    assert!(
+        differs(&got, &want),
+        "the emulator did not notice the missing simdgroup barrier"
+    );
 }
 
 #[test]

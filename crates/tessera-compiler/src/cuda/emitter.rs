@@ -490,6 +490,7 @@ impl<'k> Emitter<'k> {
                 self.define(r, &format!("{f}(&{m}[{i}], {v})"))?;
             }
             Op::Barrier => self.line("__syncthreads();"),
+            Op::SimdBarrier => self.line("__syncwarp();"),
             Op::Simd(op, a) => {
                 let r = self.one_result(inst)?;
                 let ty = self.scalar_ty(*a, op.name())?;

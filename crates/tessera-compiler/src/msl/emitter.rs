@@ -523,6 +523,7 @@ impl<'k> Emitter<'k> {
             Op::Barrier => {
                 self.line("threadgroup_barrier(mem_flags::mem_threadgroup | mem_flags::mem_device);")
             }
+            Op::SimdBarrier => self.line("simdgroup_barrier(mem_flags::mem_threadgroup);"),
             Op::Simd(op, v) => {
                 let r = self.result(inst)?;
                 let e = self.simd(*op, *v)?;
@@ -1006,6 +1007,7 @@ fn op_name(op: &Op) -> String {
         Op::Pack(_) => "pack".into(),
         Op::Atomic { op, mem, .. } => format!("{} {mem}", op.name()),
         Op::Barrier => "barrier".into(),
+        Op::SimdBarrier => "simd_barrier".into(),
         Op::Simd(o, _) => o.name().into(),
         Op::Shuffle { kind, .. } => kind.name().into(),
         Op::GroupReduce(o, _) => o.name().into(),

@@ -68,6 +68,7 @@ impl Dce<'_> {
             | Op::VecStore { .. }
             | Op::Atomic { .. }
             | Op::Barrier
+            | Op::SimdBarrier
             | Op::Load { .. }
             | Op::VecLoad { .. }
             | Op::Call { .. }

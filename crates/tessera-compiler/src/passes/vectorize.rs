@@ -210,7 +210,7 @@ impl Vectorizer {
                     self.flush(&mut loads, Kind::Load, |_| true, &mut runs);
                     self.flush(&mut stores, Kind::Store, |_| true, &mut runs);
                 }
-                Op::Barrier => {
+                Op::Barrier | Op::SimdBarrier => {
                     let shared = |m: MemRef| !matches!(m, MemRef::Local(_));
                     self.flush(&mut loads, Kind::Load, shared, &mut runs);
                     self.flush(&mut stores, Kind::Store, shared, &mut runs);
@@ -435,7 +435,7 @@ fn touched(inst: &Inst) -> (HashSet<MemRef>, bool) {
                 set.insert(*mem);
                 barrier = true;
             }
-            Op::Barrier | Op::GroupReduce(..) | Op::Call { .. } => barrier = true,
+            Op::Barrier | Op::SimdBarrier | Op::GroupReduce(..) | Op::Call { .. } => barrier = true,
             _ => {}
         });
     }

@@ -492,6 +492,7 @@ impl<'a> Group<'a> {
             | Op::VecStore { .. }
             | Op::Atomic { .. } => self.memory_op(inst, m),
             Op::Barrier => self.check_whole_group(inst, m),
+            Op::SimdBarrier => self.active_simdgroups(inst, m).map(|_| ()),
             Op::Simd(op, v) => self.simd(inst, m, *op, *v),
             Op::Shuffle { kind, value, arg } => self.shuffle(inst, m, *kind, *value, *arg),
             Op::GroupReduce(op, v) => self.group_reduce(inst, m, *op, *v),

@@ -590,3 +590,34 @@ pub fn runtime_step() -> Kernel {
     b.store(out, gid, r[0]).unwrap();
     b.finish_kernel().unwrap()
 }
+
+/// Even simdgroups pass their values round through threadgroup memory behind a simdgroup
+/// barrier (`out[gid] = x[gid − lane + (lane + 1) % 32]`); odd ones copy `x` and never
+/// reach the barrier, which only a simdgroup-scope barrier allows.
+pub fn simd_rotate() -> Kernel {
+    let mut b = Builder::kernel("simd_rotate");
+    let x = b.tensor_param("x", Scalar::F32, false);
+    let out = b.tensor_param("out", Scalar::F32, true);
+    let stage = b
+        .shared_array("stage", Scalar::F32, Value::Int(1024))
+        .unwrap();
+    let gid = b.builtin(Builtin::GlobalId);
+    let tid = b.builtin(Builtin::ThreadId);
+    let lane = b.builtin(Builtin::SimdLane);
+    let sid = b.builtin(Builtin::SimdId);
+    let v = b.load(x, gid).unwrap();
+    let parity = b.binary(BinaryOp::Rem, sid, Value::Int(2)).unwrap();
+    let even = b.binary(BinaryOp::Eq, parity, Value::Int(0)).unwrap();
+    b.begin_if(even).unwrap();
+    b.store(stage, tid, v).unwrap();
+    b.simd_barrier();
+    let base = b.binary(BinaryOp::Sub, tid, lane).unwrap();
+    let next = b.binary(BinaryOp::Add, lane, Value::Int(1)).unwrap();
+    let wrapped = b.binary(BinaryOp::Rem, next, Value::Int(32)).unwrap();
+    let at = b.binary(BinaryOp::Add, base, wrapped).unwrap();
+    let r = b.load(stage, at).unwrap();
+    b.begin_else(&[r]).unwrap();
+    let got = b.end_if(&[v]).unwrap();
+    b.store(out, gid, got[0]).unwrap();
+    b.finish_kernel().unwrap()
+}

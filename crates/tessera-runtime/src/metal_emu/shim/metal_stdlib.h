@@ -479,7 +479,7 @@ inline void simd_meet(int line) {
 #define simdgroup_store(...) (::tsr_emu::simd_meet(__LINE__), ::metal::tsr_sg_store(__VA_ARGS__))
 #define simdgroup_multiply_accumulate(...) (::tsr_emu::simd_meet(__LINE__), ::metal::tsr_sg_mma(__VA_ARGS__))
 #define threadgroup_barrier(flags) ((void)(flags), ::tsr_emu::barrier_at(__LINE__))
-#define simdgroup_barrier(flags) ((void)(flags), ::tsr_emu::barrier_at(__LINE__))
+#define simdgroup_barrier(flags) ((void)(flags), ::tsr_emu::simd_meet(__LINE__))
 
 // ── Metal keywords ──────────────────────────────────────────────────────────────
 // Address spaces and the kernel qualifier carry no meaning in the emulator: device and
