@@ -14,12 +14,15 @@
 //! floats, which keeps the fragment stores free of bank conflicts); `O += P·V` with each simdgroup owning a quarter of
 //! the output columns in accumulator fragments.
 //!
-//! The running max is updated lazily: the block's scores are exponentiated against the
-//! reference max `m` unless some row's maximum exceeds `m + 8`; only then (once at the
-//! start, and rarely after) `m` moves and the accumulators are rescaled through
-//! threadgroup memory. Weights stay below `e⁸`, so f32 sums and f16/bf16 weights cannot
-//! overflow, and `(m, l, O)` are written out in the same frame, exactly as the combine
-//! kernel expects.
+//! The running max is updated lazily, per head row: the block's scores are exponentiated
+//! against the row's reference max `m` unless the row's maximum exceeds `m + 8`; only then
+//! (once at the start, and rarely after) its `m` moves, and the row's rescale factor
+//! (else exactly 1) goes to threadgroup memory with the weights. After the block's barrier
+//! a simdgroup that sees a factor below 1 rescales its accumulators through its own slice
+//! of threadgroup memory behind simdgroup barriers, so the decision costs no threadgroup
+//! reduction. Weights stay below `e⁸`, so f32 sums and f16/bf16 weights cannot overflow,
+//! and `(m, l, O)` are written out in the same frame, exactly as the combine kernel
+//! expects.
 
 use tessera_macros::kernel;
 
@@ -188,15 +191,16 @@ pub fn sdpa_decode_mma_kernel<T>(
             for s in 0..3 {
                 mx = max(mx, simd_shuffle_xor(mx, 4 >> s));
             }
-            let need = group_max(select(mx > m + 8.0f32, 1.0f32, 0.0f32)) > 0.5f32;
-            if need {
-                let mn = max(m, mx);
-                let f = exp(m - mn);
-                l *= f;
-                m = mn;
-                if tid % 8 == 0 {
-                    store(rsh[sr], f);
-                }
+            // A row whose maximum passed `m + 8` moves `m` and rescales by `fr < 1`; the
+            // others keep `fr = 1`, so after the barrier a simdgroup sees from `rsh` alone
+            // whether its accumulators need rescaling.
+            let grow = mx > m + 8.0f32;
+            let mn = select(grow, max(m, mx), m);
+            let fr = select(grow, exp(m - mn), 1.0f32);
+            l *= fr;
+            m = mn;
+            if tid % 8 == 0 {
+                store(rsh[sr], fr);
             }
             let mut ls = 0.0f32;
             for i in 0..kpl {
@@ -206,10 +210,14 @@ pub fn sdpa_decode_mma_kernel<T>(
             }
             l += ls;
             barrier();
-            if need {
+            // Each simdgroup rescales its own columns through its own slice of `fsh`
+            // (the scores in it are consumed), ordered by simdgroup barriers only.
+            if simd_any(load(rsh[lane % 16]) < 1.0f32) {
                 let reg = sg * 256;
                 for f in 0..nfr {
-                    barrier();
+                    if f > 0 {
+                        simd_barrier();
+                    }
                     if f == 0 {
                         matrix_store(o0, fsh[reg], 16);
                     }
@@ -222,11 +230,11 @@ pub fn sdpa_decode_mma_kernel<T>(
                     if f == 3 {
                         matrix_store(o3, fsh[reg], 16);
                     }
-                    barrier();
+                    simd_barrier();
                     for e in range(lane, 256, 32) {
                         store(fsh[reg + e], load(fsh[reg + e]) * load(rsh[e / 16]));
                     }
-                    barrier();
+                    simd_barrier();
                     if f == 0 {
                         matrix_load(o0, fsh[reg], 16);
                     }
