@@ -6,7 +6,7 @@
 use super::decode::{
     sdpa_decode, sdpa_decode_batched, sdpa_decode_split, sdpa_decode_strided, DecodeOptions,
 };
-use super::decode_combine::{combine_slices, sdpa_decode_combine_kernel};
+use super::decode_combine::{sdpa_decode_combine_kernel, COMBINE_SLICES};
 use super::decode_kernels::{sdpa_decode_kernel, sdpa_decode_partial_kernel};
 use super::decode_mma::{sdpa_decode_mma_kernel, MMA_HEAD_DIMS};
 use super::multi_query::sdpa_multi_query;
@@ -530,6 +530,9 @@ fn split_cases() -> Vec<Case> {
     for dt in FLOAT_DTYPES {
         v.push(split_case(dt, 8, 2, 300, 290, 128, 3, 0, 0));
         v.push(split_case(dt, 2, 1, 200, 200, 64, 5, 40, 3));
+        // More splits than one combine step folds (128 per thread slice), most of them
+        // empty, with sinks.
+        v.push(split_case(dt, 4, 2, 700, 650, 128, 300, 0, 2));
     }
     // More chunks than keys: empty chunks must combine to nothing.
     v.push(split_case(DType::F32, 4, 4, 30, 20, 256, 8, 0, 0));
@@ -1087,13 +1090,15 @@ fn combine_uses() -> Vec<KernelUse> {
     let mut v = Vec::new();
     for dt in FLOAT_DTYPES {
         for d in DECODE_HEAD_DIMS {
-            v.push(KernelUse {
-                def: &sdpa_decode_combine_kernel::DEF,
-                spec: Specialization::new(
-                    vec![dt],
-                    vec![Literal::U32(d), Literal::U32(combine_slices(d))],
-                ),
-            });
+            for slices in COMBINE_SLICES {
+                v.push(KernelUse {
+                    def: &sdpa_decode_combine_kernel::DEF,
+                    spec: Specialization::new(
+                        vec![dt],
+                        vec![Literal::U32(d), Literal::U32(slices)],
+                    ),
+                });
+            }
         }
     }
     v

@@ -2,9 +2,7 @@
 //! the single-pass or split-KV choice, and the launches themselves. The op wrappers
 //! validate first and then describe their call as a [`DecodeCall`].
 
-use super::decode_combine::{
-    combine_slices, sdpa_decode_combine_kernel, COMBINE_MAX_SPLITS, COMBINE_THREADS,
-};
+use super::decode_combine::{combine_slices, sdpa_decode_combine_kernel, COMBINE_COLUMNS};
 use super::decode_kernels::{sdpa_decode_kernel, sdpa_decode_partial_kernel};
 use super::decode_mma::{mma_block_keys, sdpa_decode_mma_kernel, MMA_HEAD_DIMS};
 use crate::error::{runtime, OpError};
@@ -27,7 +25,7 @@ pub const RESIDENT_GROUPS: u32 = 3;
 pub const MMA_RESIDENT_GROUPS: u32 = 4;
 
 /// The largest number of KV chunks a split-KV call may use.
-pub const MAX_SPLITS: u32 = COMBINE_MAX_SPLITS;
+pub const MAX_SPLITS: u32 = 1024;
 
 /// The lane layout of one decode specialisation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -314,7 +312,7 @@ impl DecodeCall<'_> {
                 .run()
         }
         .map_err(runtime(self.op))?;
-        let slices = combine_slices(self.head_dim);
+        let slices = combine_slices(splits);
         ctx.launch(&sdpa_decode_combine_kernel::DEF)
             .constexpr("head_dim", self.head_dim)
             .constexpr("slices", slices)
@@ -325,8 +323,12 @@ impl DecodeCall<'_> {
             .scalar("n_q_heads", self.n_q_heads)
             .scalar("splits", splits)
             .scalar("has_sink_logit", u32::from(self.sinks.is_some()))
-            .grid([self.n_q_heads, self.rows, 1])
-            .group_size(COMBINE_THREADS)
+            .grid([
+                self.n_q_heads * (self.head_dim / COMBINE_COLUMNS),
+                self.rows,
+                1,
+            ])
+            .group_size(8 * slices)
             .run()
             .map_err(runtime(self.op))
     }
