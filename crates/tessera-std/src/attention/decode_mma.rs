@@ -6,8 +6,8 @@
 //!
 //! The chunk is walked in blocks of `4096 / head_dim` keys. Each thread holds four 16-byte
 //! vectors of the next block's K and V in registers (issued before the current block's
-//! arithmetic; the first block's loads go out before the queries are staged), and stores
-//! them into padded threadgroup tiles at the top of the next step.
+//! arithmetic; the queries' loads go out first, then the first block's), and stores them
+//! into padded threadgroup tiles at the top of the next step.
 //! Per block: the scores `Q·Kᵀ` (each simdgroup one 16-key tile over a quarter, half or
 //! all of head_dim; the partial tiles are summed by the softmax threads); an online
 //! softmax by 8 threads per head row (the score tiles are stored with a row stride of 24
