@@ -211,7 +211,10 @@ pub fn ops() -> Vec<RunOp> {
                     &o[0],
                     param(p, "base_kv")?,
                     param(p, "causal")?,
-                    opt_f32(p, "scale")?,
+                    &attention::DecodeOptions {
+                        scale: opt_f32(p, "scale")?,
+                        ..Default::default()
+                    },
                 ))
             },
         },

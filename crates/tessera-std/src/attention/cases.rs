@@ -780,6 +780,8 @@ fn batched_cases() -> Vec<Case> {
 
 // ── sdpa_multi_query ────────────────────────────────────────────────────────
 
+/// Multi-query attention with a window of `window` keys and `n_sink` sinks (0: none); with
+/// sinks, sink logits as well.
 #[allow(clippy::too_many_arguments)]
 fn mq_case(
     dt: DType,
@@ -790,14 +792,26 @@ fn mq_case(
     hkv: usize,
     d: usize,
     causal: bool,
+    window: usize,
+    n_sink: usize,
 ) -> Case {
     correctness(
         "sdpa_multi_query",
         dt,
-        format!("n_query={nq} base={base} stride={stride} hq={hq} hkv={hkv} d={d} causal={causal}"),
+        format!(
+            "n_query={nq} base={base} stride={stride} hq={hq} hkv={hkv} d={d} causal={causal} \
+             window={window} sinks={n_sink}"
+        ),
         move |ctx, rng| {
             let t = qkv(ctx, rng, dt, &[nq, hq, d], &[hkv, stride, d])?;
-            sdpa_multi_query(ctx, &t.q, &t.k, &t.v, &t.out, base, causal, None).map_err(err)?;
+            let (sinks, sv) = random_tensor(ctx, rng, dt, &[hq], -1.0, 2.0)?;
+            let opts = DecodeOptions {
+                window: window as u32,
+                n_sink: n_sink as u32,
+                sink_logits: (n_sink > 0).then_some(&sinks),
+                ..DecodeOptions::default()
+            };
+            sdpa_multi_query(ctx, &t.q, &t.k, &t.v, &t.out, base, causal, &opts).map_err(err)?;
             let rows: Vec<(usize, usize)> = (0..nq)
                 .map(|r| (0, if causal { base + r + 1 } else { base + nq }))
                 .collect();
@@ -811,9 +825,9 @@ fn mq_case(
                 stride,
                 d,
                 scale_of(d),
-                0,
-                0,
-                None,
+                window,
+                n_sink,
+                (n_sink > 0).then_some(&sv[..]),
             );
             Ok((t.out.to_f64_vec().map_err(err)?, want))
         },
@@ -833,16 +847,20 @@ fn mq_bad(
     let c = ctx.clone();
     Ok((
         out.clone(),
-        Box::new(move || sdpa_multi_query(&c, &q, &k, &v, &out, base, true, None)),
+        Box::new(move || {
+            sdpa_multi_query(&c, &q, &k, &v, &out, base, true, &DecodeOptions::default())
+        }),
     ))
 }
 
 fn mq_cases() -> Vec<Case> {
     let mut v = Vec::new();
     for dt in FLOAT_DTYPES {
-        v.push(mq_case(dt, 5, 20, 32, 4, 2, 128, true));
-        v.push(mq_case(dt, 3, 9, 12, 2, 1, 256, false));
-        v.push(mq_case(dt, 4, 0, 6, 2, 2, 128, false));
+        v.push(mq_case(dt, 5, 20, 32, 4, 2, 128, true, 0, 0));
+        v.push(mq_case(dt, 3, 9, 12, 2, 1, 256, false, 0, 0));
+        v.push(mq_case(dt, 4, 0, 6, 2, 2, 128, false, 0, 0));
+        // A sliding window with sinks and sink logits, per query row.
+        v.push(mq_case(dt, 6, 90, 100, 8, 2, 128, true, 40, 3));
     }
     v.push(reject(
         "sdpa_multi_query",
@@ -886,7 +904,33 @@ fn mq_cases() -> Vec<Case> {
             let c = ctx.clone();
             Ok((
                 out.clone(),
-                Box::new(move || sdpa_multi_query(&c, &q, &k, &v, &out, 0, true, None)),
+                Box::new(move || {
+                    sdpa_multi_query(&c, &q, &k, &v, &out, 0, true, &DecodeOptions::default())
+                }),
+            ))
+        },
+    ));
+    v.push(reject(
+        "sdpa_multi_query",
+        "workspace for fewer query rows",
+        "the workspace holds 8 partial outputs, this call needs 32",
+        |ctx| {
+            let q = zeros(ctx, DType::BF16, &[4, 4, 128])?;
+            let k = zeros(ctx, DType::BF16, &[2, 16, 128])?;
+            let v = zeros(ctx, DType::BF16, &[2, 16, 128])?;
+            let out = zeros(ctx, DType::BF16, &[4, 4, 128])?;
+            let ws = DecodeWorkspace::new(ctx, 1, 4, 128, 2).map_err(err)?;
+            let c = ctx.clone();
+            Ok((
+                out.clone(),
+                Box::new(move || {
+                    let o = DecodeOptions {
+                        splits: Some(2),
+                        workspace: Some(&ws),
+                        ..DecodeOptions::default()
+                    };
+                    sdpa_multi_query(&c, &q, &k, &v, &out, 0, true, &o)
+                }),
             ))
         },
     ));
@@ -902,7 +946,9 @@ fn mq_cases() -> Vec<Case> {
             let c = ctx.clone();
             Ok((
                 out.clone(),
-                Box::new(move || sdpa_multi_query(&c, &q, &k, &v, &out, 0, true, None)),
+                Box::new(move || {
+                    sdpa_multi_query(&c, &q, &k, &v, &out, 0, true, &DecodeOptions::default())
+                }),
             ))
         },
     ));
@@ -1296,7 +1342,11 @@ fn mq_benches() -> Vec<BenchCase> {
         let stride = base + nq;
         v.push(BenchCase {
             op: "sdpa_multi_query",
-            kernel: "sdpa_decode_kernel",
+            kernel: if dt != DType::F32 && MMA_HEAD_DIMS.contains(&(d as u32)) {
+                "sdpa_decode_mma_kernel"
+            } else {
+                "sdpa_decode_kernel"
+            },
             dtype: dt,
             shape: format!("n_query={nq} base={base} hq={hq} hkv={hkv} d={d} causal"),
             bytes: ((2 * hkv * stride * d + 2 * nq * hq * d) * es) as u64,
@@ -1319,11 +1369,16 @@ fn mq_benches() -> Vec<BenchCase> {
                     0,
                     None,
                 );
+                let splits = 8 * ctx.info().compute_units.max(1) as usize;
+                let ws = DecodeWorkspace::new(ctx, nq, hq, d, splits).map_err(err)?;
                 let (c, out) = (ctx.clone(), t.out.clone());
                 Ok(PreparedBench {
                     launch: Box::new(move || {
-                        sdpa_multi_query(&c, &t.q, &t.k, &t.v, &t.out, base, true, None)
-                            .map_err(err)
+                        let o = DecodeOptions {
+                            workspace: Some(&ws),
+                            ..DecodeOptions::default()
+                        };
+                        sdpa_multi_query(&c, &t.q, &t.k, &t.v, &t.out, base, true, &o).map_err(err)
                     }),
                     output: out,
                     reference: want,

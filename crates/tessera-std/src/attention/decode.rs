@@ -27,7 +27,9 @@ pub struct DecodeOptions<'a> {
     pub workspace: Option<&'a DecodeWorkspace>,
 }
 
-fn check_options(
+/// Checks the options against the call (sink logits' dtype and shape, the split count,
+/// the scale) and returns the softmax scale.
+pub(crate) fn check_options(
     op: &'static str,
     opts: &DecodeOptions,
     q: &Tensor,

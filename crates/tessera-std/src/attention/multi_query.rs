@@ -2,7 +2,8 @@
 //! cache in a single launch, causal within the block or full. It is decode with one row
 //! per query token: row `r` sees `base_kv + r + 1` keys (causal) or `base_kv + n_query`.
 
-use super::checks::{decode_head_dim, dims, gqa, indexable, same_dim, same_float_dtype, scale_ok};
+use super::checks::{decode_head_dim, dims, gqa, indexable, same_dim, same_float_dtype};
+use super::decode::{check_options, DecodeOptions};
 use super::plan::DecodeCall;
 use crate::error::OpError;
 use crate::validate::shape_is;
@@ -11,6 +12,9 @@ use tessera_runtime::{Context, Tensor};
 /// `q [n_query, n_q_heads, D]` against k and v `[n_kv_heads, kv_stride, D]` whose first
 /// `base_kv + n_query` positions hold the cached prefix followed by the block's own keys;
 /// `out` like q. `causal`: query r attends `[0, base_kv + r]`; else `[0, base_kv + n_query)`.
+/// The options are decode's: scale, a sliding window and attention sinks (per query row),
+/// sink logits, a forced split count and a preallocated workspace (for `n_query` rows),
+/// which a launch inside a CUDA graph needs.
 #[allow(clippy::too_many_arguments)]
 pub fn sdpa_multi_query(
     ctx: &Context,
@@ -20,7 +24,7 @@ pub fn sdpa_multi_query(
     out: &Tensor,
     base_kv: usize,
     causal: bool,
-    scale: Option<f32>,
+    opts: &DecodeOptions,
 ) -> Result<(), OpError> {
     const OP: &str = "sdpa_multi_query";
     same_float_dtype(OP, q, k, v, out)?;
@@ -42,8 +46,7 @@ pub fn sdpa_multi_query(
             ),
         ));
     }
-    let scale = scale.unwrap_or(1.0 / (head_dim as f32).sqrt());
-    scale_ok(OP, scale)?;
+    let scale = check_options(OP, opts, q, qs[1], head_dim)?;
     let (len0, len_step) = if causal {
         (base_kv as u32 + 1, 1)
     } else {
@@ -55,7 +58,7 @@ pub fn sdpa_multi_query(
         k,
         v,
         out,
-        sinks: None,
+        sinks: opts.sink_logits,
         kv_lens: None,
         rows: n_query as u32,
         n_q_heads: qs[1] as u32,
@@ -66,10 +69,10 @@ pub fn sdpa_multi_query(
         len0,
         len_step,
         max_len: (base_kv + n_query) as u32,
-        window: 0,
-        n_sink: 0,
+        window: opts.window,
+        n_sink: opts.n_sink,
         scale,
     };
-    let splits = call.auto_splits(ctx);
-    call.run(ctx, splits, None)
+    let splits = opts.splits.unwrap_or_else(|| call.auto_splits(ctx));
+    call.run(ctx, splits, opts.workspace)
 }
