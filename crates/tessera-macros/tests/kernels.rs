@@ -175,3 +175,30 @@ fn a_declared_occupancy_reaches_the_ir_and_its_text() {
     assert!(tessera_ir::printer::print_kernel(&k).contains("[group_size 64, groups_per_core 3]"));
     assert_eq!(mixed::ir(4).unwrap().occupancy, None);
 }
+
+/// A simdgroup passes values round through threadgroup memory behind `simd_barrier()`,
+/// under a branch on the simdgroup.
+#[kernel]
+fn simd_round(x: Tensor<f32>, mut out: Tensor<f32>) {
+    let tid = thread_id();
+    let stage = threadgroup_array::<f32>(128);
+    let mut v = load(x[tid]);
+    if simd_id() == 0 {
+        store(stage[tid], v);
+        simd_barrier();
+        v = load(stage[(tid + 1) % 32]);
+    }
+    store(out[tid], v);
+}
+
+#[test]
+fn simd_barrier_builds_a_simdgroup_barrier_that_verifies() {
+    let k = simd_round::ir().unwrap();
+    let mut barriers = 0;
+    k.body.block.walk(&mut |i| {
+        barriers += usize::from(matches!(i.op, Op::SimdBarrier));
+    });
+    assert_eq!(barriers, 1, "{k}");
+    assert!(k.to_string().contains("simd_barrier"), "{k}");
+    tessera_ir::verify::verify_kernel(&k).unwrap();
+}
