@@ -338,6 +338,51 @@ fn decode_cases() -> Vec<Case> {
 
 // ── sdpa_decode_strided (window, sinks, sink logit) ─────────────────────────
 
+/// Which keys a decode case shows beyond the lengths: a window, sinks, and random sink
+/// logits.
+#[derive(Clone, Copy)]
+struct Visibility {
+    window: usize,
+    n_sink: usize,
+    logit: bool,
+}
+
+/// Runs `op` on `t` with `vis` as its decode options (random sink logits when
+/// `vis.logit`): (got, the f64 reference over `rows`, each (cache, visible length)).
+fn visible_vs_reference(
+    ctx: &Context,
+    rng: &mut CaseRng,
+    t: &Qkv,
+    rows: &[(usize, usize)],
+    [hq, hkv, stride, d]: [usize; 4],
+    vis: Visibility,
+    op: impl FnOnce(&DecodeOptions) -> Result<(), OpError>,
+) -> Result<(Vec<f64>, Vec<f64>), String> {
+    let (sinks, sv) = random_tensor(ctx, rng, t.q.dtype(), &[hq], -1.0, 2.0)?;
+    let opts = DecodeOptions {
+        window: vis.window as u32,
+        n_sink: vis.n_sink as u32,
+        sink_logits: vis.logit.then_some(&sinks),
+        ..DecodeOptions::default()
+    };
+    op(&opts).map_err(err)?;
+    let want = reference::decode(
+        &t.qv,
+        &t.kv,
+        &t.vv,
+        rows,
+        hq,
+        hkv,
+        stride,
+        d,
+        scale_of(d),
+        vis.window,
+        vis.n_sink,
+        vis.logit.then_some(&sv[..]),
+    );
+    Ok((t.out.to_f64_vec().map_err(err)?, want))
+}
+
 #[allow(clippy::too_many_arguments)]
 fn strided_case(
     dt: DType,
@@ -356,29 +401,14 @@ fn strided_case(
     );
     correctness("sdpa_decode_strided", dt, name, move |ctx, rng| {
         let t = qkv(ctx, rng, dt, &[hq, d], &[hkv, stride, d])?;
-        let (sinks, sv) = random_tensor(ctx, rng, dt, &[hq], -1.0, 2.0)?;
-        let opts = DecodeOptions {
-            window: window as u32,
-            n_sink: n_sink as u32,
-            sink_logits: logit.then_some(&sinks),
-            ..DecodeOptions::default()
-        };
-        sdpa_decode_strided(ctx, &t.q, &t.k, &t.v, &t.out, len, &opts).map_err(err)?;
-        let want = reference::decode(
-            &t.qv,
-            &t.kv,
-            &t.vv,
-            &[(0, len)],
-            hq,
-            hkv,
-            stride,
-            d,
-            scale_of(d),
+        let vis = Visibility {
             window,
             n_sink,
-            logit.then_some(&sv[..]),
-        );
-        Ok((t.out.to_f64_vec().map_err(err)?, want))
+            logit,
+        };
+        visible_vs_reference(ctx, rng, &t, &[(0, len)], [hq, hkv, stride, d], vis, |o| {
+            sdpa_decode_strided(ctx, &t.q, &t.k, &t.v, &t.out, len, o)
+        })
     })
 }
 
@@ -499,29 +529,14 @@ fn split_case(
     );
     correctness("sdpa_decode_split", dt, name, move |ctx, rng| {
         let t = qkv(ctx, rng, dt, &[hq, d], &[hkv, stride, d])?;
-        let (sinks, sv) = random_tensor(ctx, rng, dt, &[hq], -1.0, 2.0)?;
-        let opts = DecodeOptions {
-            window: window as u32,
-            n_sink: n_sink as u32,
-            sink_logits: (n_sink > 0).then_some(&sinks),
-            ..DecodeOptions::default()
-        };
-        sdpa_decode_split(ctx, &t.q, &t.k, &t.v, &t.out, len, splits, &opts).map_err(err)?;
-        let want = reference::decode(
-            &t.qv,
-            &t.kv,
-            &t.vv,
-            &[(0, len)],
-            hq,
-            hkv,
-            stride,
-            d,
-            scale_of(d),
+        let vis = Visibility {
             window,
             n_sink,
-            (n_sink > 0).then_some(&sv[..]),
-        );
-        Ok((t.out.to_f64_vec().map_err(err)?, want))
+            logit: n_sink > 0,
+        };
+        visible_vs_reference(ctx, rng, &t, &[(0, len)], [hq, hkv, stride, d], vis, |o| {
+            sdpa_decode_split(ctx, &t.q, &t.k, &t.v, &t.out, len, splits, o)
+        })
     })
 }
 
@@ -804,32 +819,17 @@ fn mq_case(
         ),
         move |ctx, rng| {
             let t = qkv(ctx, rng, dt, &[nq, hq, d], &[hkv, stride, d])?;
-            let (sinks, sv) = random_tensor(ctx, rng, dt, &[hq], -1.0, 2.0)?;
-            let opts = DecodeOptions {
-                window: window as u32,
-                n_sink: n_sink as u32,
-                sink_logits: (n_sink > 0).then_some(&sinks),
-                ..DecodeOptions::default()
-            };
-            sdpa_multi_query(ctx, &t.q, &t.k, &t.v, &t.out, base, causal, &opts).map_err(err)?;
             let rows: Vec<(usize, usize)> = (0..nq)
                 .map(|r| (0, if causal { base + r + 1 } else { base + nq }))
                 .collect();
-            let want = reference::decode(
-                &t.qv,
-                &t.kv,
-                &t.vv,
-                &rows,
-                hq,
-                hkv,
-                stride,
-                d,
-                scale_of(d),
+            let vis = Visibility {
                 window,
                 n_sink,
-                (n_sink > 0).then_some(&sv[..]),
-            );
-            Ok((t.out.to_f64_vec().map_err(err)?, want))
+                logit: n_sink > 0,
+            };
+            visible_vs_reference(ctx, rng, &t, &rows, [hq, hkv, stride, d], vis, |o| {
+                sdpa_multi_query(ctx, &t.q, &t.k, &t.v, &t.out, base, causal, o)
+            })
         },
     )
 }
