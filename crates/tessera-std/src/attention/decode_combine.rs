@@ -27,9 +27,9 @@ pub fn combine_slices(splits: u32) -> u32 {
 pub const COMBINE_SLICES: [u32; 4] = [4, 8, 16, 32];
 
 /// Combines `splits` partial states per (query row, head) into the output: one
-/// threadgroup of `8 · slices` threads (`slices` from [`combine_slices`]) per (head · head_dim / 32 + column
-/// block = grid x, row = grid y). `sinks` is read only when `has_sink_logit != 0`; a row
-/// with no visible key gets zeros.
+/// threadgroup of `8 · slices` threads (`slices` from [`combine_slices`]) per (head ·
+/// head_dim / 32 + column block = grid x, row = grid y). `sinks` is read only when
+/// `has_sink_logit != 0`; a row with no visible key gets zeros.
 #[kernel]
 pub fn sdpa_decode_combine_kernel<T>(
     part_o: Tensor<f32>,

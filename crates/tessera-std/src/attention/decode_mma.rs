@@ -24,7 +24,7 @@
 //! and `(m, l, O)` are written out in the same frame, exactly as the combine kernel
 //! expects.
 
-use tessera_macros::kernel;
+use tessera_macros::{func, kernel};
 
 /// The head dims the fragment kernel serves.
 pub const MMA_HEAD_DIMS: [u32; 3] = [64, 128, 256];
@@ -32,6 +32,16 @@ pub const MMA_HEAD_DIMS: [u32; 3] = [64, 128, 256];
 /// Keys per block for `head_dim`: a K or V block is 4096 elements.
 pub fn mma_block_keys(head_dim: u32) -> u32 {
     4096 / head_dim
+}
+
+/// Where 16-byte query vector `vi` of a head block starts in q (the block's first head is
+/// `first` of `n_q_heads · head_dim` rows, `vecs` vectors to a head), and whether its head
+/// is one of the block's `nh` real heads; a padding head reads head `first` instead.
+#[func]
+fn query_vector(vi: u32, vecs: u32, nh: u32, first: u32, head_dim: u32) -> (u32, bool) {
+    let r = vi / vecs;
+    let ok = r < nh;
+    ((first + select(ok, r, 0)) * head_dim + (vi % vecs) * 8, ok)
 }
 
 /// Partial GQA decode attention over KV chunk `group_id_z()` of `chunk` visible keys, on
@@ -128,10 +138,7 @@ pub fn sdpa_decode_mma_kernel<T>(
     let qpre = select(head_dim <= 128, qvecs, 0);
     let qr = stack_array::<T>(16);
     for i in 0..qpre {
-        let vi = tid + 128 * i;
-        let r = vi / vecs;
-        let ok = r < nh;
-        let base = (row * n_q_heads + h0 + select(ok, r, 0)) * head_dim + (vi % vecs) * 8;
+        let (base, ok) = query_vector(tid + 128 * i, vecs, nh, row * n_q_heads + h0, head_dim);
         for e in 0..8 {
             let x = select(ok, load(q[base + e]).cast::<f32>(), 0.0f32);
             store(qr[i * 8 + e], x.cast::<T>());
@@ -179,10 +186,7 @@ pub fn sdpa_decode_mma_kernel<T>(
                         store(qsh[at + e], load(qr[i * 8 + e]));
                     }
                 } else {
-                    let r = vi / vecs;
-                    let ok = r < nh;
-                    let base =
-                        (row * n_q_heads + h0 + select(ok, r, 0)) * head_dim + (vi % vecs) * 8;
+                    let (base, ok) = query_vector(vi, vecs, nh, row * n_q_heads + h0, head_dim);
                     for e in 0..8 {
                         let x = select(ok, load(q[base + e]).cast::<f32>(), 0.0f32);
                         store(qsh[at + e], x.cast::<T>());
