@@ -55,40 +55,25 @@ impl Emitter<'_> {
         // and widens.
         let mem_elem = self.mem(mem)?.elem;
         let frag_elem = self.k.body.frags[f as usize].elem;
-        if mem_elem != frag_elem {
+        let widen = (mem_elem != frag_elem).then(|| (scalar(mem_elem), scalar(frag_elem)));
+        if widen.is_some() {
             self.helpers.insert(Helper::SgConvert);
-            let (t, to) = (scalar(mem_elem), scalar(frag_elem));
-            for bi in 0..2 {
-                for bj in 0..2 {
-                    let (r0, c0, b) = (8 * bi, 8 * bj, 2 * bi + bj);
-                    let at = if transpose {
-                        format!("{i} + {c0}u * {s} + {r0}u], ulong({s}), ulong2(0, 0), true")
-                    } else {
-                        format!("{i} + {r0}u * {s} + {c0}u], ulong({s})")
-                    };
-                    self.line(&format!(
-                        "{{ simdgroup_matrix<{t}, 8, 8> tsr_w; simdgroup_load(tsr_w, &{m}[{at}); \
-                         {n}[{b}] = tsr_sg_convert<{to}>(tsr_w); }}"
-                    ));
-                }
-            }
-            return Ok(());
         }
         for bi in 0..2 {
             for bj in 0..2 {
-                let (r0, c0) = (8 * bi, 8 * bj);
-                let line = if transpose {
-                    format!(
-                        "simdgroup_load({n}[{}], &{m}[{i} + {c0}u * {s} + {r0}u], ulong({s}), ulong2(0, 0), true);",
-                        2 * bi + bj
-                    )
+                let (r0, c0, b) = (8 * bi, 8 * bj, 2 * bi + bj);
+                let at = if transpose {
+                    format!("{i} + {c0}u * {s} + {r0}u], ulong({s}), ulong2(0, 0), true")
                 } else {
-                    format!(
-                        "simdgroup_load({n}[{}], &{m}[{i} + {r0}u * {s} + {c0}u], ulong({s}));",
-                        2 * bi + bj
-                    )
+                    format!("{i} + {r0}u * {s} + {c0}u], ulong({s})")
                 };
-                self.line(&line);
+                self.line(&match widen {
+                    Some((t, to)) => format!(
+                        "{{ simdgroup_matrix<{t}, 8, 8> tsr_w; simdgroup_load(tsr_w, &{m}[{at}); \
+                         {n}[{b}] = tsr_sg_convert<{to}>(tsr_w); }}"
+                    ),
+                    None => format!("simdgroup_load({n}[{b}], &{m}[{at});"),
+                });
             }
         }
         Ok(())
