@@ -26,7 +26,6 @@ fn to_f32(elem: Scalar, bits: u32) -> f32 {
     }
 }
 
-/// f32 rounded to a fragment's element type, still as f32.
 /// The bits of `x` as an element of `elem` (f32, or rounded to f16/bf16).
 fn bits_of(elem: Scalar, x: f32) -> u32 {
     match elem {
@@ -36,6 +35,7 @@ fn bits_of(elem: Scalar, x: f32) -> u32 {
     }
 }
 
+/// f32 rounded to a fragment's element type, still as f32.
 fn round_to(elem: Scalar, x: f32) -> f32 {
     match elem {
         Scalar::F16 => f16::from_f32(x).to_f32(),
