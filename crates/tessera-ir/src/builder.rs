@@ -735,10 +735,7 @@ impl Builder {
                  device or threadgroup memory"
             )));
         }
-        // Accumulators also move to and from 16-bit memory (rounded on store, widened on
-        // load).
-        let converts = f.role == FragRole::Acc && matches!(m.elem, Scalar::F16 | Scalar::BF16);
-        if m.elem != f.elem && !converts {
+        if m.elem != f.role.memory_elem(f.elem, m.elem) {
             return Err(self.error(format!(
                 "fragment `{fname}` holds {} but `{mname}` holds {}; stage the data through a \
                  threadgroup array of {}",

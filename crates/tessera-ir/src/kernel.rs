@@ -119,6 +119,17 @@ impl FragRole {
             FragRole::Acc => "acc",
         }
     }
+
+    /// The element type memory of `mem` elements must hold for a fragment of this role
+    /// and element type `elem` to load from it or store into it: `elem`, except that an
+    /// accumulator also moves to and from f16/bf16 memory (widened on load, rounded to
+    /// nearest even on store).
+    pub fn memory_elem(self, elem: Scalar, mem: Scalar) -> Scalar {
+        match mem {
+            Scalar::F16 | Scalar::BF16 if self == FragRole::Acc => mem,
+            _ => elem,
+        }
+    }
 }
 
 /// A matrix fragment: a [`FRAG_DIM`]×[`FRAG_DIM`] tile owned by a whole simdgroup,

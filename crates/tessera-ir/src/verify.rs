@@ -763,13 +763,8 @@ impl<'a> Verifier<'a> {
             }
             Op::FragLoad { frag, mem, .. } => {
                 let f = self.frag(s, *frag, loc)?;
-                // An accumulator also loads from f16/bf16 memory, widening.
                 let have = self.mem(s, *mem, loc, false)?;
-                let target = match have {
-                    Scalar::F16 | Scalar::BF16 if f.role == FragRole::Acc => have,
-                    _ => f.elem,
-                };
-                memory(*mem, false, target)?;
+                memory(*mem, false, f.role.memory_elem(f.elem, have))?;
                 self.index_u32(ops[0], loc, name)?;
                 self.index_u32(ops[1], loc, name)?;
             }
@@ -793,13 +788,8 @@ impl<'a> Verifier<'a> {
                         f.name
                     )));
                 }
-                // An accumulator stores as f32, or rounded into f16/bf16 memory.
                 let have = self.mem(s, *mem, loc, true)?;
-                let target = match have {
-                    Scalar::F16 | Scalar::BF16 => have,
-                    _ => f.elem,
-                };
-                memory(*mem, true, target)?;
+                memory(*mem, true, f.role.memory_elem(f.elem, have))?;
                 self.index_u32(ops[0], loc, name)?;
                 self.index_u32(ops[1], loc, name)?;
             }
