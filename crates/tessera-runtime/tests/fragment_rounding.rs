@@ -4,7 +4,7 @@
 
 use half::{bf16, f16};
 use tessera_compiler::cuda::samples::fragment_rounding;
-use tessera_runtime::{Context, Tensor};
+use tessera_runtime::{Context, DType, Tensor};
 
 /// Deterministic values in [-2, 2), exactly representable in bf16.
 fn tile(seed: u64) -> Vec<bf16> {
@@ -25,11 +25,9 @@ fn run(ctx: &Context, a: &[bf16], b: &[bf16], c: &[f16], s: f32) -> [Vec<f64>; 3
     let ta = ctx.tensor(a, &[256]).unwrap();
     let tb = ctx.tensor(b, &[256]).unwrap();
     let tc = ctx.tensor(c, &[256]).unwrap();
-    let pair = ctx.zeros(tessera_runtime::DType::BF16, &[256]).unwrap();
-    let gather = ctx
-        .zeros(tessera_runtime::DType::F16, &[1 + 16 * 17])
-        .unwrap();
-    let shared = ctx.zeros(tessera_runtime::DType::F32, &[256]).unwrap();
+    let pair = ctx.zeros(DType::BF16, &[256]).unwrap();
+    let gather = ctx.zeros(DType::F16, &[1 + 16 * 17]).unwrap();
+    let shared = ctx.zeros(DType::F32, &[256]).unwrap();
     ctx.launch_ir(&kernel)
         .arg("a", &ta)
         .arg("b", &tb)

@@ -353,20 +353,33 @@ fn rms_norm_benches() -> Vec<BenchCase> {
 
 // ── explicit variants ───────────────────────────────────────────────────────
 
-/// The 16-byte layouts' specialisations for row lengths `ns` in every float dtype.
-fn vec_specs(ns: &[u32]) -> Vec<KernelUse> {
+/// The uses of a one-row-per-threadgroup 16-byte kernel (constexprs `n`, `epl`, `vec` of
+/// [`VecLayout::Row`]) for row lengths `ns` in every float dtype, where that layout applies.
+pub(super) fn row_layout_uses(def: &'static KernelDef, ns: &[u32]) -> Vec<KernelUse> {
     let mut v = Vec::new();
     for t in FLOAT_DTYPES {
         for &n in ns {
-            match vec_layout(t, n) {
-                Some(VecLayout::Row { epl, vec, .. }) => v.push(KernelUse {
-                    def: &rms_norm_vec_kernel::DEF,
+            if let Some(VecLayout::Row { epl, vec, .. }) = vec_layout(t, n) {
+                v.push(KernelUse {
+                    def,
                     spec: Specialization::new(
                         vec![t],
                         vec![Literal::U32(n), Literal::U32(epl), Literal::U32(vec)],
                     ),
-                }),
-                Some(VecLayout::Rows { epl, vec, lg }) => v.push(KernelUse {
+                });
+            }
+        }
+    }
+    v
+}
+
+/// The 16-byte layouts' specialisations for row lengths `ns` in every float dtype.
+fn vec_specs(ns: &[u32]) -> Vec<KernelUse> {
+    let mut v = row_layout_uses(&rms_norm_vec_kernel::DEF, ns);
+    for t in FLOAT_DTYPES {
+        for &n in ns {
+            if let Some(VecLayout::Rows { epl, vec, lg }) = vec_layout(t, n) {
+                v.push(KernelUse {
                     def: &rms_norm_rows_kernel::DEF,
                     spec: Specialization::new(
                         vec![t],
@@ -377,8 +390,7 @@ fn vec_specs(ns: &[u32]) -> Vec<KernelUse> {
                             Literal::U32(lg),
                         ],
                     ),
-                }),
-                None => {}
+                });
             }
         }
     }

@@ -2,13 +2,14 @@
 //! threadgroup walk several rows (and a partial last step), the specialisations, and the
 //! benchmark shapes with the grid at several resident-threadgroup counts.
 
-use super::cases::{common_rejections, length_rejection, rms_bench_named, rms_case, RmsFn};
+use super::cases::{
+    common_rejections, length_rejection, rms_bench_named, rms_case, row_layout_uses, RmsFn,
+};
 use super::rms_norm_pipe::{rms_norm_pipe, rms_norm_pipe_kernel, rms_norm_pipe_on};
-use super::rms_norm_vec::{rms_norm_vec, vec_layout, VecLayout};
+use super::rms_norm_vec::rms_norm_vec;
 use crate::error::OpError;
 use crate::registry::{BenchCase, Case, KernelUse, OpEntry};
 use crate::validate::FLOAT_DTYPES;
-use tessera_ir::{Literal, Specialization};
 use tessera_runtime::{Context, Tensor};
 
 fn pipe_g3(c: &Context, x: &Tensor, w: &Tensor, o: &Tensor, e: f32) -> Result<(), OpError> {
@@ -37,21 +38,7 @@ fn pipe_u16(c: &Context, x: &Tensor, w: &Tensor, o: &Tensor, e: f32) -> Result<(
 
 /// The pipelined kernel's specialisations for row lengths `ns` in every float dtype.
 fn pipe_specs(ns: &[u32]) -> Vec<KernelUse> {
-    let mut v = Vec::new();
-    for t in FLOAT_DTYPES {
-        for &n in ns {
-            if let Some(VecLayout::Row { epl, vec, .. }) = vec_layout(t, n) {
-                v.push(KernelUse {
-                    def: &rms_norm_pipe_kernel::DEF,
-                    spec: Specialization::new(
-                        vec![t],
-                        vec![Literal::U32(n), Literal::U32(epl), Literal::U32(vec)],
-                    ),
-                });
-            }
-        }
-    }
-    v
+    row_layout_uses(&rms_norm_pipe_kernel::DEF, ns)
 }
 
 fn pipe_cases() -> Vec<Case> {

@@ -2,17 +2,17 @@
 //! over every float dtype at several row lengths, a rejection per invariant, the kernels
 //! to compile and the benchmark shapes.
 
+use super::cases::row_layout_uses;
 use super::layer_norm::{layer_norm, layer_norm_kernel};
 use super::rms_norm_residual::{rms_norm_residual, rms_norm_residual_kernel, rms_norm_residual_on};
 use super::rms_norm_residual_pipe::rms_norm_residual_pipe_kernel;
-use super::rms_norm_vec::{vec_layout, VecLayout};
 use super::row_reference as reference;
 use super::softmax::{logsumexp, logsumexp_kernel, softmax, softmax_kernel};
 use crate::error::OpError;
 use crate::registry::{BenchCase, Case, CaseKind, KernelUse, OpEntry, PreparedBench};
 use crate::testing::{compare, expect_rejection, random_tensor, tolerance, CaseRng};
 use crate::validate::FLOAT_DTYPES;
-use tessera_ir::{KernelDef, Literal, Specialization};
+use tessera_ir::{KernelDef, Specialization};
 use tessera_runtime::{Context, DType, Tensor};
 
 const EPS: f32 = 1e-5;
@@ -143,19 +143,10 @@ fn residual_bad(
 
 fn residual_kernels() -> Vec<KernelUse> {
     let mut v = uses(&rms_norm_residual_kernel::DEF);
-    for t in FLOAT_DTYPES {
-        for n in [4096u32, 8192] {
-            if let Some(VecLayout::Row { epl, vec, .. }) = vec_layout(t, n) {
-                v.push(KernelUse {
-                    def: &rms_norm_residual_pipe_kernel::DEF,
-                    spec: Specialization::new(
-                        vec![t],
-                        vec![Literal::U32(n), Literal::U32(epl), Literal::U32(vec)],
-                    ),
-                });
-            }
-        }
-    }
+    v.extend(row_layout_uses(
+        &rms_norm_residual_pipe_kernel::DEF,
+        &[4096, 8192],
+    ));
     v
 }
 
