@@ -853,6 +853,32 @@ fn mq_bad(
     ))
 }
 
+/// A multi-query call on zeros (bf16, 4 query heads) with sink logits of `sink` (dtype,
+/// shape) and a forced split count, for the option rejections.
+fn mq_with_options(
+    ctx: &Context,
+    sink: Option<(DType, &[usize])>,
+    splits: Option<u32>,
+) -> Result<(Tensor, Refused), String> {
+    let q = zeros(ctx, DType::BF16, &[2, 4, 128])?;
+    let k = zeros(ctx, DType::BF16, &[2, 16, 128])?;
+    let v = zeros(ctx, DType::BF16, &[2, 16, 128])?;
+    let out = zeros(ctx, DType::BF16, &[2, 4, 128])?;
+    let sinks = sink.map(|(dt, shape)| zeros(ctx, dt, shape)).transpose()?;
+    let c = ctx.clone();
+    Ok((
+        out.clone(),
+        Box::new(move || {
+            let o = DecodeOptions {
+                sink_logits: sinks.as_ref(),
+                splits,
+                ..DecodeOptions::default()
+            };
+            sdpa_multi_query(&c, &q, &k, &v, &out, 0, true, &o)
+        }),
+    ))
+}
+
 fn mq_cases() -> Vec<Case> {
     let mut v = Vec::new();
     for dt in FLOAT_DTYPES {
@@ -909,6 +935,24 @@ fn mq_cases() -> Vec<Case> {
                 }),
             ))
         },
+    ));
+    v.push(reject(
+        "sdpa_multi_query",
+        "sink logits shape",
+        "`sink_logits` must have shape [4]",
+        |ctx| mq_with_options(ctx, Some((DType::BF16, &[2])), None),
+    ));
+    v.push(reject(
+        "sdpa_multi_query",
+        "sink logits dtype",
+        "`sink_logits` must be bf16",
+        |ctx| mq_with_options(ctx, Some((DType::F16, &[4])), None),
+    ));
+    v.push(reject(
+        "sdpa_multi_query",
+        "zero splits",
+        "`splits` must be in 1..=1024, got 0",
+        |ctx| mq_with_options(ctx, None, Some(0)),
     ));
     v.push(reject(
         "sdpa_multi_query",
