@@ -246,6 +246,7 @@ impl<'k> Emitter<'k> {
         for d in &decls {
             self.line(d);
         }
+        self.line("TS_AFTER_PREVIOUS_GRID();");
         let body = self.body;
         self.block(&body.block)?;
 

@@ -29,6 +29,29 @@ fn every_sample_verifies_and_emits() {
 }
 
 #[test]
+fn every_kernel_waits_for_the_previous_grid_before_touching_memory() {
+    for s in &samples::all().unwrap() {
+        let src = source_of(s);
+        let kernel = &src[src.find("__global__").expect("a kernel")..];
+        let body = &kernel[kernel.find(") {\n").expect("a kernel body")..];
+        let wait = body
+            .find("TS_AFTER_PREVIOUS_GRID();")
+            .unwrap_or_else(|| panic!("{}: no wait\n{src}", s.name));
+        // Before it only declarations: threadgroup and stack arrays, fragment registers.
+        for line in body[..wait].lines().skip(1).map(str::trim) {
+            let declares = line.is_empty()
+                || line.starts_with("__shared__")
+                || line.starts_with("extern __shared__")
+                || line.starts_with("__attribute__((aligned(16)))")
+                || line.contains("(ts_smem + ")
+                || line.ends_with("16x16");
+            assert!(declares, "{}: `{line}` before the wait\n{src}", s.name);
+        }
+    }
+    assert!(prelude::CORE.contains("griddepcontrol.wait"));
+}
+
+#[test]
 fn output_is_deterministic() {
     let a = samples::all().unwrap();
     let b = samples::all().unwrap();

@@ -12,14 +12,13 @@ use crate::backend::{
 };
 use crate::error::{Result, RuntimeError};
 use cudarc::driver::sys::{
-    CUdevice_attribute, CUevent_flags, CUfunction_attribute, CUgraphInstantiate_flags,
-    CUstreamCaptureMode,
+    self, CUdevice_attribute, CUevent_flags, CUfunction_attribute, CUgraphInstantiate_flags,
+    CUlaunchAttribute, CUlaunchAttributeID, CUlaunchConfig, CUstreamCaptureMode,
 };
-use cudarc::driver::{
-    result, CudaContext, CudaFunction, CudaModule, CudaStream, LaunchConfig, PushKernelArg,
-};
+use cudarc::driver::{result, CudaContext, CudaFunction, CudaModule, CudaStream};
 use std::any::Any;
 use std::collections::HashMap;
+use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -479,20 +478,43 @@ impl Backend for CudaBackend {
                 KernelArg::Scalar(l) => l.to_bits() as u64,
             });
         }
-        let cfg = LaunchConfig {
-            grid_dim: (grid[0], grid[1], grid[2]),
-            block_dim: (group_size, 1, 1),
-            shared_mem_bytes: k.source.dynamic_shared_bytes as u32,
+        let mut params: Vec<*mut c_void> = values
+            .iter_mut()
+            .map(|v| (v as *mut u64).cast::<c_void>())
+            .collect();
+        // From sm_90 every launch may overlap the end of the kernel before it: the emitted
+        // kernel waits for that grid (`griddepcontrol.wait`) before touching memory.
+        // SAFETY: a plain-old-data union; zero is a valid value of each field.
+        let mut overlap: CUlaunchAttribute = unsafe { std::mem::zeroed() };
+        overlap.id = CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        overlap.value.programmaticStreamSerializationAllowed = 1;
+        let cfg = CUlaunchConfig {
+            gridDimX: grid[0],
+            gridDimY: grid[1],
+            gridDimZ: grid[2],
+            blockDimX: group_size,
+            blockDimY: 1,
+            blockDimZ: 1,
+            sharedMemBytes: k.source.dynamic_shared_bytes as u32,
+            hStream: self.stream.cu_stream(),
+            attrs: &mut overlap,
+            numAttrs: u32::from(self.capability.0 >= 9),
         };
         self.bind()?;
-        let mut builder = self.stream.launch_builder(&k.function);
-        for v in &values {
-            builder.arg(v);
-        }
         // SAFETY: the arguments match the kernel's parameters in number and size (pointers
         // are u64 device addresses of live buffers of this context; scalars are the
-        // parameter's own width, read from the low bytes), and the geometry was checked.
-        unsafe { builder.launch(cfg) }.map_err(|e| err(format!("launching `{name}`: {e}")))?;
+        // parameter's own width, read from the low bytes), the geometry was checked, and
+        // `params`, `values` and `overlap` outlive the call.
+        unsafe {
+            sys::cuLaunchKernelEx(
+                &cfg,
+                k.function.cu_function(),
+                params.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        }
+        .result()
+        .map_err(|e| err(format!("launching `{name}`: {e}")))?;
         Ok(())
     }
 
