@@ -340,7 +340,7 @@ fn decode_cases() -> Vec<Case> {
 
 /// Which keys a decode case shows beyond the lengths: a window, sinks, and random sink
 /// logits.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Default)]
 struct Visibility {
     window: usize,
     n_sink: usize,
@@ -834,6 +834,47 @@ fn mq_case(
     )
 }
 
+/// Causal multi-query attention with `splits` KV chunks forced.
+#[allow(clippy::too_many_arguments)]
+fn mq_split_case(
+    dt: DType,
+    nq: usize,
+    base: usize,
+    stride: usize,
+    hq: usize,
+    hkv: usize,
+    d: usize,
+    splits: u32,
+) -> Case {
+    correctness(
+        "sdpa_multi_query",
+        dt,
+        format!(
+            "n_query={nq} base={base} stride={stride} hq={hq} hkv={hkv} d={d} causal \
+             splits={splits}"
+        ),
+        move |ctx, rng| {
+            let t = qkv(ctx, rng, dt, &[nq, hq, d], &[hkv, stride, d])?;
+            let rows: Vec<(usize, usize)> = (0..nq).map(|r| (0, base + r + 1)).collect();
+            visible_vs_reference(
+                ctx,
+                rng,
+                &t,
+                &rows,
+                [hq, hkv, stride, d],
+                Visibility::default(),
+                |o| {
+                    let o = DecodeOptions {
+                        splits: Some(splits),
+                        ..*o
+                    };
+                    sdpa_multi_query(ctx, &t.q, &t.k, &t.v, &t.out, base, true, &o)
+                },
+            )
+        },
+    )
+}
+
 fn mq_bad(
     ctx: &Context,
     q_shape: &[usize],
@@ -887,6 +928,18 @@ fn mq_cases() -> Vec<Case> {
         v.push(mq_case(dt, 4, 0, 6, 2, 2, 128, false, 0, 0));
         // A sliding window with sinks and sink logits, per query row.
         v.push(mq_case(dt, 6, 90, 100, 8, 2, 128, true, 40, 3));
+    }
+    // Query rows packed into one threadgroup's fragment rows (2-byte caches, no window):
+    // whole groups and a partial last one, rows whose visible keys end inside a block or
+    // a block apart (head_dim 256 walks 16-key blocks), 1 to 8 heads per group, full and
+    // causal, and forced splits that leave some rows no key in some chunks.
+    for dt in [DType::F16, DType::BF16] {
+        v.push(mq_case(dt, 7, 45, 64, 8, 2, 128, true, 0, 0));
+        v.push(mq_case(dt, 20, 3, 40, 4, 4, 64, true, 0, 0));
+        v.push(mq_case(dt, 9, 30, 48, 4, 1, 256, true, 0, 0));
+        v.push(mq_case(dt, 6, 50, 60, 16, 8, 128, false, 0, 0));
+        v.push(mq_split_case(dt, 11, 97, 128, 8, 1, 128, 9));
+        v.push(mq_split_case(dt, 16, 0, 16, 2, 2, 64, 4));
     }
     v.push(reject(
         "sdpa_multi_query",
@@ -1156,18 +1209,19 @@ fn decode_kernel_uses(partial: bool) -> Vec<KernelUse> {
     v
 }
 
-/// The fragment kernel: every 2-byte dtype × its head dims, with and without per-row
-/// lengths.
+/// The fragment kernel: every 2-byte dtype × its head dims, one query row per
+/// threadgroup with and without per-row lengths, and query rows packed by GQA groups of
+/// 1, 2, 4 and 8 heads.
 fn mma_uses() -> Vec<KernelUse> {
     let mut v = Vec::new();
     for dt in [DType::F16, DType::BF16] {
         for d in MMA_HEAD_DIMS {
-            for per_row in [0, 1] {
+            for (per_row, hpr) in [(0, 16), (1, 16), (0, 1), (0, 2), (0, 4), (0, 8)] {
                 v.push(KernelUse {
                     def: &sdpa_decode_mma_kernel::DEF,
                     spec: Specialization::new(
                         vec![dt],
-                        vec![Literal::U32(d), Literal::U32(per_row)],
+                        vec![Literal::U32(d), Literal::U32(per_row), Literal::U32(hpr)],
                     ),
                 });
             }

@@ -2,7 +2,9 @@
 //! 128 or 256. One threadgroup of four simdgroups serves up to 16 query heads that share
 //! a KV head (the group's heads are the 16 rows of the fragments, padded with zero
 //! queries) over one KV chunk, so each K/V row is read once for the whole group and the
-//! per-head work runs on the matrix units instead of the CUDA cores.
+//! per-head work runs on the matrix units instead of the CUDA cores. Query rows that share
+//! one cache (a block of new tokens, `sdpa_multi_query`) fill the 16 rows with whole GQA
+//! groups of several query rows, so the cache is read once per `16 / gqa` rows.
 //!
 //! The chunk is walked in blocks of `4096 / head_dim` keys. Each thread holds four 16-byte
 //! vectors of the next block's K and V in registers (issued before the current block's
@@ -34,19 +36,36 @@ pub fn mma_block_keys(head_dim: u32) -> u32 {
     4096 / head_dim
 }
 
-/// Where 16-byte query vector `vi` of a head block starts in q (the block's first head is
-/// `first` of `n_q_heads · head_dim` rows, `vecs` vectors to a head), and whether its head
-/// is one of the block's `nh` real heads; a padding head reads head `first` instead.
+/// The (query row, head) of fragment row `r`, as the row's index in `q`'s `[rows ·
+/// n_q_heads]` head vectors, and whether it is real. Fragment row `r` is head `h0 + r %
+/// hpr` of query row `row0 + r / hpr`: with `hpr = 16` one query row's heads `h0 ..` of
+/// `nh`, with `hpr = gqa` whole GQA groups of `16 / hpr` query rows. A padding row names
+/// the group's first head instead.
 #[func]
-fn query_vector(vi: u32, vecs: u32, nh: u32, first: u32, head_dim: u32) -> (u32, bool) {
-    let r = vi / vecs;
-    let ok = r < nh;
-    ((first + select(ok, r, 0)) * head_dim + (vi % vecs) * 8, ok)
+fn frag_head(
+    r: u32,
+    hpr: u32,
+    nh: u32,
+    row0: u32,
+    rows: u32,
+    n_q_heads: u32,
+    h0: u32,
+) -> (u32, bool) {
+    // (With hpr = 16 the selects fold to the one-row form.)
+    let one = hpr == 16;
+    let rr = r / hpr;
+    let hh = select(one, r, r % hpr);
+    let ok = select(one, r < nh, rr < 16 / hpr && hh < nh && row0 + rr < rows);
+    let off = select(one, r, rr * n_q_heads + hh);
+    (row0 * n_q_heads + h0 + select(ok, off, 0), ok)
 }
 
 /// Partial GQA decode attention over KV chunk `group_id_z()` of `chunk` visible keys, on
 /// matrix fragments; the same outputs as `sdpa_decode_partial_kernel`. Grid x is `KV head
-/// · ceil(gqa / 16) + head block`, y the query row, z the chunk; 128 threads.
+/// · ceil(gqa / 16) + head block`, y the block of `16 / heads_per_row` query rows, z the chunk;
+/// 128 threads. Packing several query rows (`heads_per_row = gqa ≤ 8` rather than 16, for
+/// rows that share one cache without a window) reads each K/V block once for all of them;
+/// row `r` then sees the keys before `len0 + r · len_step`.
 #[kernel]
 pub fn sdpa_decode_mma_kernel<T>(
     q: Tensor<T>,
@@ -65,8 +84,10 @@ pub fn sdpa_decode_mma_kernel<T>(
     n_sink: u32,
     chunk: u32,
     scale: f32,
+    rows: u32,
     #[constexpr] head_dim: u32,
     #[constexpr] per_row_lens: u32,
+    #[constexpr] heads_per_row: u32,
 ) {
     let bk = 4096 / head_dim;
     let dp = head_dim + 8;
@@ -84,7 +105,10 @@ pub fn sdpa_decode_mma_kernel<T>(
     let kvh = group_id_x() / gblocks;
     let h0 = kvh * gqa + (group_id_x() % gblocks) * 16;
     let nh = min(16, kvh * gqa + gqa - h0);
-    let row = group_id_y();
+    let hpr = heads_per_row;
+    let rpg = 16 / hpr;
+    let row = group_id_y() * rpg;
+    let row_last = select(rpg > 1, min(row + rpg, rows) - 1, row);
     let split = group_id_z();
     let splits = num_groups_z();
     // A device-side length is the same on every thread; the reduction proves it, so the
@@ -92,7 +116,7 @@ pub fn sdpa_decode_mma_kernel<T>(
     let n = if per_row_lens != 0 {
         group_max(min(load(kv_lens[row]), kv_stride))
     } else {
-        len0 + row * len_step
+        len0 + row_last * len_step
     };
     let lo = select(window > 0 && n > window, n - window, 0);
     let s_end = min(n_sink, lo);
@@ -127,6 +151,14 @@ pub fn sdpa_decode_mma_kernel<T>(
     // share of the row sum.
     let sr = tid / 8;
     let sc0 = (tid % 8) * kpl;
+    // Its last visible key: its own query row's when rows are packed (no window, so a key's
+    // chunk index is its position).
+    let sr_end = if rpg > 1 {
+        let (sr_head, _) = frag_head(sr, hpr, nh, row, rows, n_q_heads, h0);
+        min(je, len0 + (sr_head / n_q_heads) * len_step)
+    } else {
+        je
+    };
     // Its keys as (score tile, column in the tile): 16 / kpl threads share a tile.
     let scb = (tid % 8) / (16 / kpl);
     let sco = ((tid % 8) % (16 / kpl)) * kpl;
@@ -138,7 +170,9 @@ pub fn sdpa_decode_mma_kernel<T>(
     let qpre = select(head_dim <= 128, qvecs, 0);
     let qr = stack_array::<T>(16);
     for i in 0..qpre {
-        let (base, ok) = query_vector(tid + 128 * i, vecs, nh, row * n_q_heads + h0, head_dim);
+        let vi = tid + 128 * i;
+        let (qh, ok) = frag_head(vi / vecs, hpr, nh, row, rows, n_q_heads, h0);
+        let base = qh * head_dim + (vi % vecs) * 8;
         for e in 0..8 {
             let x = select(ok, load(q[base + e]).cast::<f32>(), 0.0f32);
             store(qr[i * 8 + e], x.cast::<T>());
@@ -186,7 +220,8 @@ pub fn sdpa_decode_mma_kernel<T>(
                         store(qsh[at + e], load(qr[i * 8 + e]));
                     }
                 } else {
-                    let (base, ok) = query_vector(vi, vecs, nh, row * n_q_heads + h0, head_dim);
+                    let (qh, ok) = frag_head(vi / vecs, hpr, nh, row, rows, n_q_heads, h0);
+                    let base = qh * head_dim + (vi % vecs) * 8;
                     for e in 0..8 {
                         let x = select(ok, load(q[base + e]).cast::<f32>(), 0.0f32);
                         store(qsh[at + e], x.cast::<T>());
@@ -214,7 +249,7 @@ pub fn sdpa_decode_mma_kernel<T>(
                 for p in 0..parts {
                     s += load(fsh[(p * tiles + scb) * 384 + sr * 24 + sco + i]);
                 }
-                let sc = select(b + sc0 + i < je, s * scale, neg_infinity());
+                let sc = select(b + sc0 + i < sr_end, s * scale, neg_infinity());
                 store(sv[i], sc);
                 mx = max(mx, sc);
             }
@@ -234,7 +269,13 @@ pub fn sdpa_decode_mma_kernel<T>(
             }
             let mut ls = 0.0f32;
             for i in 0..kpl {
-                let p = exp(load(sv[i]) - m);
+                // A packed row may see none of a block (then `m` can still be −∞).
+                let x = load(sv[i]);
+                let p = if rpg > 1 {
+                    select(x > neg_infinity(), exp(x - m), 0.0f32)
+                } else {
+                    exp(x - m)
+                };
                 ls += p;
                 store(psh[sr * pp + sc0 + i], p.cast::<T>());
             }
@@ -303,9 +344,9 @@ pub fn sdpa_decode_mma_kernel<T>(
     for s in 0..3 {
         l += simd_shuffle_xor(l, 4 >> s);
     }
-    let slot0 = (row * n_q_heads + h0) * splits + split;
-    if tid % 8 == 0 && sr < nh {
-        let slot = slot0 + sr * splits;
+    let (sr_head, sr_real) = frag_head(sr, hpr, nh, row, rows, n_q_heads, h0);
+    if tid % 8 == 0 && sr_real {
+        let slot = sr_head * splits + split;
         store(part_ml[slot * 2], m);
         store(part_ml[slot * 2 + 1], l);
     }
@@ -326,9 +367,9 @@ pub fn sdpa_decode_mma_kernel<T>(
         }
         barrier();
         for e in range(lane, 256, 32) {
-            let r = e / 16;
-            if r < nh {
-                let slot = slot0 + r * splits;
+            let (head, real) = frag_head(e / 16, hpr, nh, row, rows, n_q_heads, h0);
+            if real {
+                let slot = head * splits + split;
                 store(
                     part_o[slot * head_dim + sg * cols + f * 16 + e % 16],
                     load(fsh[reg + e]),

@@ -157,11 +157,30 @@ impl DecodeCall<'_> {
         self.n_kv_heads * (self.n_q_heads / self.n_kv_heads).div_ceil(16)
     }
 
+    /// Fragment rows per query row in the fragment kernel: 16 (one query row per
+    /// threadgroup), or the GQA group when `16 / gqa` query rows that share one cache and
+    /// see it without a window (so their visible keys are prefixes of one another) go into
+    /// one threadgroup's 16 fragment rows.
+    fn mma_heads_per_row(&self) -> u32 {
+        let gqa = self.n_q_heads / self.n_kv_heads;
+        let shared = self.kv_lens.is_none() && self.row_cache_rows == 0 && self.window == 0;
+        if shared && gqa <= 8 && self.rows > 1 {
+            gqa
+        } else {
+            16
+        }
+    }
+
+    /// Query rows per fragment-kernel threadgroup.
+    fn mma_rows_per_group(&self) -> u32 {
+        16 / self.mma_heads_per_row()
+    }
+
     /// Threadgroups per KV chunk: of the fragment kernel (16 heads each), or of a
     /// single-pass launch.
     fn groups(&self) -> u32 {
         if self.on_fragments() {
-            return self.mma_head_blocks() * self.rows;
+            return self.mma_head_blocks() * self.rows.div_ceil(self.mma_rows_per_group());
         }
         let g = self.geometry();
         self.n_q_heads / g.hpt * self.rows
@@ -295,7 +314,13 @@ impl DecodeCall<'_> {
             self.partial_args(ctx.launch(&sdpa_decode_mma_kernel::DEF), ws, chunk)
                 .constexpr("head_dim", self.head_dim)
                 .constexpr("per_row_lens", per_row_lens)
-                .grid([self.mma_head_blocks(), self.rows, splits])
+                .constexpr("heads_per_row", self.mma_heads_per_row())
+                .scalar("rows", self.rows)
+                .grid([
+                    self.mma_head_blocks(),
+                    self.rows.div_ceil(self.mma_rows_per_group()),
+                    splits,
+                ])
                 .group_size(128)
                 .run()
         } else {
