@@ -795,82 +795,33 @@ fn batched_cases() -> Vec<Case> {
 
 // ── sdpa_multi_query ────────────────────────────────────────────────────────
 
-/// Multi-query attention with a window of `window` keys and `n_sink` sinks (0: none); with
-/// sinks, sink logits as well.
-#[allow(clippy::too_many_arguments)]
+/// Multi-query attention over `[n_query, base_kv, kv_stride, hq, hkv, d]` with the
+/// visibility `vis` (a window, sinks with their logits) and optionally a forced split count.
 fn mq_case(
     dt: DType,
-    nq: usize,
-    base: usize,
-    stride: usize,
-    hq: usize,
-    hkv: usize,
-    d: usize,
+    [nq, base, stride, hq, hkv, d]: [usize; 6],
     causal: bool,
-    window: usize,
-    n_sink: usize,
+    vis: Visibility,
+    splits: Option<u32>,
 ) -> Case {
+    let forced = splits.map(|s| format!(" splits={s}")).unwrap_or_default();
     correctness(
         "sdpa_multi_query",
         dt,
         format!(
             "n_query={nq} base={base} stride={stride} hq={hq} hkv={hkv} d={d} causal={causal} \
-             window={window} sinks={n_sink}"
+             window={} sinks={}{forced}",
+            vis.window, vis.n_sink
         ),
         move |ctx, rng| {
             let t = qkv(ctx, rng, dt, &[nq, hq, d], &[hkv, stride, d])?;
             let rows: Vec<(usize, usize)> = (0..nq)
                 .map(|r| (0, if causal { base + r + 1 } else { base + nq }))
                 .collect();
-            let vis = Visibility {
-                window,
-                n_sink,
-                logit: n_sink > 0,
-            };
             visible_vs_reference(ctx, rng, &t, &rows, [hq, hkv, stride, d], vis, |o| {
-                sdpa_multi_query(ctx, &t.q, &t.k, &t.v, &t.out, base, causal, o)
+                let o = DecodeOptions { splits, ..*o };
+                sdpa_multi_query(ctx, &t.q, &t.k, &t.v, &t.out, base, causal, &o)
             })
-        },
-    )
-}
-
-/// Causal multi-query attention with `splits` KV chunks forced.
-#[allow(clippy::too_many_arguments)]
-fn mq_split_case(
-    dt: DType,
-    nq: usize,
-    base: usize,
-    stride: usize,
-    hq: usize,
-    hkv: usize,
-    d: usize,
-    splits: u32,
-) -> Case {
-    correctness(
-        "sdpa_multi_query",
-        dt,
-        format!(
-            "n_query={nq} base={base} stride={stride} hq={hq} hkv={hkv} d={d} causal \
-             splits={splits}"
-        ),
-        move |ctx, rng| {
-            let t = qkv(ctx, rng, dt, &[nq, hq, d], &[hkv, stride, d])?;
-            let rows: Vec<(usize, usize)> = (0..nq).map(|r| (0, base + r + 1)).collect();
-            visible_vs_reference(
-                ctx,
-                rng,
-                &t,
-                &rows,
-                [hq, hkv, stride, d],
-                Visibility::default(),
-                |o| {
-                    let o = DecodeOptions {
-                        splits: Some(splits),
-                        ..*o
-                    };
-                    sdpa_multi_query(ctx, &t.q, &t.k, &t.v, &t.out, base, true, &o)
-                },
-            )
         },
     )
 }
@@ -922,24 +873,30 @@ fn mq_with_options(
 
 fn mq_cases() -> Vec<Case> {
     let mut v = Vec::new();
+    let plain = Visibility::default();
     for dt in FLOAT_DTYPES {
-        v.push(mq_case(dt, 5, 20, 32, 4, 2, 128, true, 0, 0));
-        v.push(mq_case(dt, 3, 9, 12, 2, 1, 256, false, 0, 0));
-        v.push(mq_case(dt, 4, 0, 6, 2, 2, 128, false, 0, 0));
+        v.push(mq_case(dt, [5, 20, 32, 4, 2, 128], true, plain, None));
+        v.push(mq_case(dt, [3, 9, 12, 2, 1, 256], false, plain, None));
+        v.push(mq_case(dt, [4, 0, 6, 2, 2, 128], false, plain, None));
         // A sliding window with sinks and sink logits, per query row.
-        v.push(mq_case(dt, 6, 90, 100, 8, 2, 128, true, 40, 3));
+        let windowed = Visibility {
+            window: 40,
+            n_sink: 3,
+            logit: true,
+        };
+        v.push(mq_case(dt, [6, 90, 100, 8, 2, 128], true, windowed, None));
     }
     // Query rows packed into one threadgroup's fragment rows (2-byte caches, no window):
     // whole groups and a partial last one, rows whose visible keys end inside a block or
     // a block apart (head_dim 256 walks 16-key blocks), 1 to 8 heads per group, full and
     // causal, and forced splits that leave some rows no key in some chunks.
     for dt in [DType::F16, DType::BF16] {
-        v.push(mq_case(dt, 7, 45, 64, 8, 2, 128, true, 0, 0));
-        v.push(mq_case(dt, 20, 3, 40, 4, 4, 64, true, 0, 0));
-        v.push(mq_case(dt, 9, 30, 48, 4, 1, 256, true, 0, 0));
-        v.push(mq_case(dt, 6, 50, 60, 16, 8, 128, false, 0, 0));
-        v.push(mq_split_case(dt, 11, 97, 128, 8, 1, 128, 9));
-        v.push(mq_split_case(dt, 16, 0, 16, 2, 2, 64, 4));
+        v.push(mq_case(dt, [7, 45, 64, 8, 2, 128], true, plain, None));
+        v.push(mq_case(dt, [20, 3, 40, 4, 4, 64], true, plain, None));
+        v.push(mq_case(dt, [9, 30, 48, 4, 1, 256], true, plain, None));
+        v.push(mq_case(dt, [6, 50, 60, 16, 8, 128], false, plain, None));
+        v.push(mq_case(dt, [11, 97, 128, 8, 1, 128], true, plain, Some(9)));
+        v.push(mq_case(dt, [16, 0, 16, 2, 2, 64], true, plain, Some(4)));
     }
     v.push(reject(
         "sdpa_multi_query",
