@@ -167,7 +167,7 @@ fn group_reductions_and_calls_must_be_lowered_first() {
     let out = b.tensor_param("out", Scalar::F32, true);
     let t = b.builtin(Builtin::ThreadId);
     let f = b.cast(t, Scalar::F32).unwrap();
-    let r = b.call(func, &[f]).unwrap();
+    let r = b.call(func, &[f.into()]).unwrap();
     b.store(out, t, r[0]).unwrap();
     let e = emit(&b.finish_kernel().unwrap()).unwrap_err().to_string();
     assert!(e.contains("call twice") && e.contains("inlined"), "{e}");

@@ -118,7 +118,7 @@ fn calls_loops_and_stack_arrays_become_straight_line_registers() {
     let out = b.tensor_param("out", Scalar::F32, true);
     let tid = b.builtin(Builtin::GlobalId);
     let v = b.load(x, tid).unwrap();
-    let r = b.call(dot4(), &[v]).unwrap();
+    let r = b.call(dot4(), &[v.into()]).unwrap();
     b.store(out, tid, r[0]).unwrap();
     let k = optimize(b.finish_kernel().unwrap(), Target::Cpu).unwrap();
     verify_kernel(&k).unwrap();

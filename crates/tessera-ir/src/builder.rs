@@ -6,8 +6,8 @@
 use crate::error::IrError;
 use crate::eval;
 use crate::kernel::{
-    ArrayDecl, Block, Body, FragDecl, FragRole, Function, Inst, Kernel, Loc, Occupancy, Param,
-    ParamKind, ValueId, MAX_GROUP_SIZE,
+    ArgKind, ArrayDecl, Block, Body, FragDecl, FragRole, Function, Inst, Kernel, Loc, MemArg,
+    Occupancy, Param, ParamKind, ValueId, MAX_GROUP_SIZE,
 };
 use crate::literal::Literal;
 use crate::ops::{AtomicOp, BinaryOp, Builtin, MemRef, Op, ReduceOp, ShuffleKind, SimdOp, UnaryOp};
@@ -76,6 +76,29 @@ pub struct Builder {
     consts: HashMap<ValueId, Literal>,
     loc: Option<Loc>,
     occupancy: Option<Occupancy>,
+    /// A DSL function's memory arguments, and the order of all its arguments.
+    mems: Vec<MemArg>,
+    order: Vec<ArgKind>,
+}
+
+/// An argument of a DSL function call: a value, or memory the function loads from or
+/// stores to.
+#[derive(Clone, Copy, Debug)]
+pub enum CallArg {
+    Value(Value),
+    Memory(Mem),
+}
+
+impl From<Value> for CallArg {
+    fn from(v: Value) -> Self {
+        CallArg::Value(v)
+    }
+}
+
+impl From<Mem> for CallArg {
+    fn from(m: Mem) -> Self {
+        CallArg::Memory(m)
+    }
 }
 
 thread_local! {
@@ -130,6 +153,8 @@ impl Builder {
             consts: HashMap::new(),
             loc: None,
             occupancy: None,
+            mems: Vec::new(),
+            order: Vec::new(),
         }
     }
 
@@ -195,7 +220,25 @@ impl Builder {
     pub fn func_arg(&mut self, ty: Scalar) -> Value {
         let v = self.body.new_value(Type::Scalar(ty));
         self.frames[0].block.args.push(v);
+        self.order.push(ArgKind::Value);
         Value::Id(v)
+    }
+
+    /// Declares a DSL function's memory argument: device, threadgroup or stack memory of
+    /// `elem`, stored to only if `writable`.
+    pub fn func_mem_arg(&mut self, name: &str, elem: Scalar, writable: bool) -> Mem {
+        let index = self.mems.len() as u32;
+        self.mems.push(MemArg {
+            name: name.to_string(),
+            elem,
+            writable,
+        });
+        self.order.push(ArgKind::Memory);
+        Mem {
+            mem: MemRef::Arg(index),
+            elem,
+            writable,
+        }
     }
 
     // ── values ───────────────────────────────────────────────────────────────
@@ -513,6 +556,7 @@ impl Builder {
             MemRef::Param(i) => self.params[i as usize].name.clone(),
             MemRef::Shared(i) => self.body.shared[i as usize].name.clone(),
             MemRef::Local(i) => self.body.locals[i as usize].name.clone(),
+            MemRef::Arg(i) => self.mems[i as usize].name.clone(),
         }
     }
 
@@ -1108,32 +1152,74 @@ impl Builder {
     }
 
     /// Calls a DSL function.
-    pub fn call(&mut self, func: Arc<Function>, args: &[Value]) -> R<Vec<Value>> {
-        let params = func.param_types();
-        if params.len() != args.len() {
+    pub fn call(&mut self, func: Arc<Function>, args: &[CallArg]) -> R<Vec<Value>> {
+        let name = func.name.clone();
+        if func.order.len() != args.len() {
             return Err(self.error(format!(
-                "`{}` takes {} argument(s), {} given",
-                func.name,
-                params.len(),
+                "`{name}` takes {} argument(s), {} given",
+                func.order.len(),
                 args.len()
             )));
         }
-        let mut ids = Vec::new();
-        for (k, (&a, t)) in args.iter().zip(&params).enumerate() {
-            let ty = self.scalar_of(*t, "a function argument")?;
-            ids.push(self.coerce(a, ty, &format!("argument {k} of `{}`", func.name))?);
+        let params = func.param_types();
+        let (mut ids, mut mems) = (Vec::new(), Vec::new());
+        for (k, (&a, kind)) in args.iter().zip(&func.order).enumerate() {
+            match (a, kind) {
+                (CallArg::Value(v), ArgKind::Value) => {
+                    let ty = self.scalar_of(params[ids.len()], "a function argument")?;
+                    ids.push(self.coerce(v, ty, &format!("argument {k} of `{name}`"))?);
+                }
+                (CallArg::Memory(m), ArgKind::Memory) => {
+                    let want = &func.mems[mems.len()];
+                    let mname = self.mem_name(m.mem);
+                    if m.elem != want.elem {
+                        return Err(self.error(format!(
+                            "argument {k} of `{name}`: `{mname}` holds {} but `{}` is memory \
+                             of {}",
+                            m.elem, want.name, want.elem
+                        )));
+                    }
+                    if want.writable && !m.writable {
+                        return Err(self.error(format!(
+                            "argument {k} of `{name}`: `{}` stores to its memory but `{mname}` \
+                             is read-only",
+                            want.name
+                        )));
+                    }
+                    mems.push(m.mem);
+                }
+                (CallArg::Value(_), ArgKind::Memory) => {
+                    return Err(self.error(format!(
+                        "argument {k} of `{name}` is memory (a tensor or an array), not a value"
+                    )))
+                }
+                (CallArg::Memory(m), ArgKind::Value) => {
+                    return Err(self.error(format!(
+                        "argument {k} of `{name}` is a value; `{}` is memory: pass a loaded \
+                         element",
+                        self.mem_name(m.mem)
+                    )))
+                }
+            }
         }
         let results: Vec<ValueId> = func
             .return_types()
             .into_iter()
             .map(|t| self.body.new_value(t))
             .collect();
-        self.push(Op::Call { func, args: ids }, results.clone());
+        self.push(
+            Op::Call {
+                func,
+                args: ids,
+                mems,
+            },
+            results.clone(),
+        );
         Ok(results.into_iter().map(Value::Id).collect())
     }
 
     /// Calls a DSL function used as a value: it must return exactly one value.
-    pub fn call_one(&mut self, func: Arc<Function>, args: &[Value]) -> R<Value> {
+    pub fn call_one(&mut self, func: Arc<Function>, args: &[CallArg]) -> R<Value> {
         let name = func.name.clone();
         let results = self.call(func, args)?;
         match results.as_slice() {
@@ -1148,9 +1234,12 @@ impl Builder {
 
     /// The dtypes of call arguments, literals defaulted, so a generic function can be
     /// instantiated for them.
-    pub fn arg_types(&self, args: &[Value]) -> Vec<Option<Scalar>> {
+    pub fn arg_types(&self, args: &[CallArg]) -> Vec<Option<Scalar>> {
         args.iter()
-            .map(|&a| self.type_of(a).and_then(Type::scalar))
+            .map(|&a| match a {
+                CallArg::Value(v) => self.type_of(v).and_then(Type::scalar),
+                CallArg::Memory(m) => Some(m.elem),
+            })
             .collect()
     }
 
@@ -1221,6 +1310,8 @@ impl Builder {
         Ok(Function {
             name: self.name,
             body: self.body,
+            mems: self.mems,
+            order: self.order,
         })
     }
 }

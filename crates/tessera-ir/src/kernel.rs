@@ -252,12 +252,33 @@ impl Kernel {
     }
 }
 
-/// A reusable DSL function (`#[func]`): arguments are `body.block.args`, return values are
+/// A reusable DSL function (`#[func]`): value arguments are `body.block.args`, memory
+/// arguments `mems` (referenced as [`crate::MemRef::Arg`]), return values
 /// `body.block.yields`. Inlined into its callers by the compiler.
 #[derive(Clone, Debug)]
 pub struct Function {
     pub name: String,
     pub body: Body,
+    pub mems: Vec<MemArg>,
+    /// The order of the arguments as written: each a value (the next of `body.block.args`)
+    /// or memory (the next of `mems`).
+    pub order: Vec<ArgKind>,
+}
+
+/// A memory argument of a DSL function: any device, threadgroup or stack memory holding
+/// `elem`; `writable` if the function stores to it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemArg {
+    pub name: String,
+    pub elem: Scalar,
+    pub writable: bool,
+}
+
+/// Whether a DSL function's argument is a value or memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ArgKind {
+    Value,
+    Memory,
 }
 
 impl Function {

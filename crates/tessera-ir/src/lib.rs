@@ -14,11 +14,11 @@ pub mod signature;
 pub mod types;
 pub mod verify;
 
-pub use builder::{Builder, Frag, FunctionDepthGuard, Mem, Value};
+pub use builder::{Builder, CallArg, Frag, FunctionDepthGuard, Mem, Value};
 pub use error::IrError;
 pub use kernel::{
-    ArrayDecl, Block, Body, FragDecl, FragRole, Function, Inst, Kernel, Loc, Occupancy, Param,
-    ParamKind, ValueId, FRAG_DIM, MAX_GROUP_SIZE,
+    ArgKind, ArrayDecl, Block, Body, FragDecl, FragRole, Function, Inst, Kernel, Loc, MemArg,
+    Occupancy, Param, ParamKind, ValueId, FRAG_DIM, MAX_GROUP_SIZE,
 };
 pub use literal::Literal;
 pub use ops::{AtomicOp, BinaryOp, Builtin, MemRef, Op, ReduceOp, ShuffleKind, SimdOp, UnaryOp};

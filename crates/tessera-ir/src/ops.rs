@@ -423,6 +423,10 @@ pub enum MemRef {
     Shared(u32),
     /// A per-thread stack array: index into `Body::locals`.
     Local(u32),
+    /// Memory argument `i` of the DSL function whose body holds the reference
+    /// (`Function::mems`); inlining puts the caller's memory in its place, so a kernel
+    /// never holds one.
+    Arg(u32),
 }
 
 impl fmt::Display for MemRef {
@@ -431,6 +435,7 @@ impl fmt::Display for MemRef {
             MemRef::Param(i) => write!(f, "param{i}"),
             MemRef::Shared(i) => write!(f, "shared{i}"),
             MemRef::Local(i) => write!(f, "local{i}"),
+            MemRef::Arg(i) => write!(f, "memarg{i}"),
         }
     }
 }
@@ -562,10 +567,12 @@ pub enum Op {
         b: u32,
         c: u32,
     },
-    /// Calls a DSL function; results are its returns. Removed by the inline pass.
+    /// Calls a DSL function; results are its returns. `mems` are the caller's memory
+    /// for the function's memory arguments, in order. Removed by the inline pass.
     Call {
         func: Arc<Function>,
         args: Vec<ValueId>,
+        mems: Vec<MemRef>,
     },
 }
 

@@ -31,6 +31,7 @@ impl Printer<'_> {
                 .get(i as usize)
                 .map(|a| format!("local {}", a.name))
                 .unwrap_or_else(|| format!("<local{i}>")),
+            MemRef::Arg(i) => format!("memarg{i}"),
         }
     }
 
@@ -117,7 +118,11 @@ impl Printer<'_> {
             Op::Simd(op, a) => format!("{} {a}", op.name()),
             Op::Shuffle { kind, value, arg } => format!("{} {value}, {arg}", kind.name()),
             Op::GroupReduce(op, a) => format!("{} {a}", op.name()),
-            Op::Call { func, args } => format!("call {}({})", func.name, Self::list(args)),
+            Op::Call { func, args, mems } => {
+                let mut all: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+                all.extend(mems.iter().map(|&m| self.mem(m)));
+                format!("call {}({})", func.name, all.join(", "))
+            }
             Op::FragFill { frag, value } => format!("frag_fill {}, {value}", self.frag(*frag)),
             Op::FragScale { frag, value } => format!("frag_scale {}, {value}", self.frag(*frag)),
             Op::FragLoad {

@@ -13,7 +13,7 @@
 
 use crate::error::IrError;
 use crate::kernel::{
-    Block, Body, FragDecl, FragRole, Function, Inst, Kernel, Loc, Param, ParamKind, ValueId,
+    Block, Body, FragDecl, FragRole, Function, Inst, Kernel, Loc, MemArg, Param, ParamKind, ValueId,
 };
 use crate::ops::{AtomicOp, BinaryOp, Builtin, MemRef, Op, ShuffleKind, SimdOp, UnaryOp};
 use crate::types::{Scalar, Type};
@@ -33,7 +33,7 @@ pub enum Uniformity {
 /// Checks a kernel; the error names the kernel and the offending instruction's location.
 pub fn verify_kernel(kernel: &Kernel) -> Result<(), IrError> {
     let mut v = Verifier::new(&kernel.specialized_name(), Some(&kernel.params));
-    v.body(&kernel.body, &[], Uniformity::Threadgroup)?;
+    v.body(&kernel.body, &[], &[], Uniformity::Threadgroup)?;
     Ok(())
 }
 
@@ -46,7 +46,7 @@ pub fn verify_kernel(kernel: &Kernel) -> Result<(), IrError> {
 pub fn verify_lowered_kernel(kernel: &Kernel) -> Result<(), IrError> {
     let mut v = Verifier::new(&kernel.specialized_name(), Some(&kernel.params));
     v.barrier_level = Uniformity::Simdgroup;
-    v.body(&kernel.body, &[], Uniformity::Threadgroup)?;
+    v.body(&kernel.body, &[], &[], Uniformity::Threadgroup)?;
     Ok(())
 }
 
@@ -56,7 +56,7 @@ pub fn verify_lowered_kernel(kernel: &Kernel) -> Result<(), IrError> {
 pub fn verify_function(func: &Function) -> Result<(), IrError> {
     let mut v = Verifier::new(&func.name, None);
     let args = vec![Uniformity::Varying; func.body.block.args.len()];
-    v.body(&func.body, &args, Uniformity::Threadgroup)?;
+    v.body(&func.body, &func.mems, &args, Uniformity::Threadgroup)?;
     Ok(())
 }
 
@@ -90,6 +90,8 @@ type R<T> = Result<T, IrError>;
 /// Per-body state: which values are defined and visible.
 struct Scope<'b> {
     body: &'b Body,
+    /// The memory arguments of the function whose body this is (none for a kernel).
+    mem_args: &'b [MemArg],
     defined: Vec<bool>,
     visible: Vec<bool>,
     uni: Vec<Uniformity>,
@@ -122,7 +124,13 @@ impl<'a> Verifier<'a> {
 
     /// Verifies one body whose top block's args have the given uniformity, reached under
     /// control of uniformity `ctrl`. Returns the uniformity of its yields.
-    fn body(&mut self, body: &Body, args: &[Uniformity], ctrl: Uniformity) -> R<Vec<Uniformity>> {
+    fn body(
+        &mut self,
+        body: &Body,
+        mem_args: &[MemArg],
+        args: &[Uniformity],
+        ctrl: Uniformity,
+    ) -> R<Vec<Uniformity>> {
         let n = body.values.len();
         let mut uni = vec![Uniformity::Threadgroup; n];
         for (&a, &u) in body.block.args.iter().zip(args) {
@@ -137,6 +145,7 @@ impl<'a> Verifier<'a> {
         an.fixpoint(&body.block);
         let mut s = Scope {
             body,
+            mem_args,
             defined: vec![false; n],
             visible: vec![false; n],
             uni,
@@ -260,6 +269,20 @@ impl<'a> Verifier<'a> {
                 .get(i as usize)
                 .map(|a| a.elem)
                 .ok_or_else(|| self.err(loc, format!("stack array {i} does not exist"))),
+            MemRef::Arg(i) => match s.mem_args.get(i as usize) {
+                Some(a) if write && !a.writable => Err(self.err(
+                    loc,
+                    format!("writes the read-only memory argument `{}`", a.name),
+                )),
+                Some(a) => Ok(a.elem),
+                None => Err(self.err(
+                    loc,
+                    format!(
+                        "memory argument {i} does not exist ({} here)",
+                        s.mem_args.len()
+                    ),
+                )),
+            },
         }
     }
 
@@ -419,7 +442,30 @@ impl<'a> Verifier<'a> {
                 self.check_yields(s, body, &inst.results, loc, "the body of `for`")?;
                 self.block(s, body, inner, loc)?;
             }
-            Op::Call { func, args } => {
+            Op::Call { func, args, mems } => {
+                if mems.len() != func.mems.len() {
+                    return Err(self.err(
+                        loc,
+                        format!(
+                            "`{}` takes {} memory argument(s), {} given",
+                            func.name,
+                            func.mems.len(),
+                            mems.len()
+                        ),
+                    ));
+                }
+                for (&m, want) in mems.iter().zip(&func.mems) {
+                    let have = self.mem(s, m, loc, want.writable)?;
+                    if !self.elem_matches(m, want.elem, have) {
+                        return Err(self.err(
+                            loc,
+                            format!(
+                                "`{}`'s memory argument `{}` holds {}, given memory of {have}",
+                                func.name, want.name, want.elem
+                            ),
+                        ));
+                    }
+                }
                 let key = (
                     std::sync::Arc::as_ptr(func) as usize,
                     args.iter().map(|a| s.uni[a.index()]).collect::<Vec<_>>(),
@@ -431,7 +477,7 @@ impl<'a> Verifier<'a> {
                         self.call_loc = loc;
                     }
                     self.func_stack.push(func.name.clone());
-                    let r = self.body(&func.body, &key.1, ctrl);
+                    let r = self.body(&func.body, &func.mems, &key.1, ctrl);
                     self.func_stack.pop();
                     self.call_loc = outer_loc;
                     r?;
@@ -1023,7 +1069,7 @@ impl Analysis<'_> {
                 self.block(body, ctrl.min(bound));
                 return;
             }
-            Op::Call { func, args } => {
+            Op::Call { func, args, .. } => {
                 // Results of a call: the callee's yields at these argument uniformities.
                 let mut u = vec![Threadgroup; func.body.values.len()];
                 for (&a, &v) in func.body.block.args.iter().zip(args) {
@@ -1264,7 +1310,7 @@ mod tests {
         let tid = b.builtin(Builtin::ThreadId);
         let c = b.binary(BinaryOp::Lt, tid, Value::Int(3)).unwrap();
         b.begin_if(c).unwrap();
-        let r = b.call(func.clone(), &[Value::Float(1.0)]).unwrap();
+        let r = b.call(func.clone(), &[Value::Float(1.0).into()]).unwrap();
         b.begin_else(&[r[0]]).unwrap();
         let r = b.end_if(&[Value::Float(0.0)]).unwrap();
         b.store(out, tid, r[0]).unwrap();
@@ -1276,7 +1322,7 @@ mod tests {
         // Called from uniform control flow, the group reduction's result is uniform.
         let mut b = Builder::kernel("caller2");
         let out = b.tensor_param("out", Scalar::F32, true);
-        let r = b.call(func, &[Value::Float(1.0)]).unwrap();
+        let r = b.call(func, &[Value::Float(1.0).into()]).unwrap();
         let c = b.binary(BinaryOp::Gt, r[0], Value::Float(0.0)).unwrap();
         b.begin_if(c).unwrap();
         b.barrier();

@@ -359,7 +359,9 @@ impl Lower<'_> {
                 if self.read_only.contains(&mem) {
                     return err(
                         mem.span(),
-                        &format!("`{mem}` is read-only: declare the parameter `mut {mem}: Tensor<…>` to write it"),
+                        &format!(
+                            "`{mem}` is read-only: declare the parameter `mut {mem}` to write it"
+                        ),
                     );
                 }
                 let value = self.expr(&c.args[1])?;
@@ -566,8 +568,10 @@ impl Lower<'_> {
         let method = if all { quote!(call) } else { quote!(call_one) };
         // Spanned at the callee so an unknown name is reported where it is written.
         let build = quote::quote_spanned!(func.span()=> <#func as #ir::DslFunction>::build);
+        // A value or memory (a tensor or array named by its variable) per argument.
         Ok(quote!({
-            let __args: ::std::vec::Vec<#ir::Value> = ::std::vec![#(#args),*];
+            let __args: ::std::vec::Vec<#ir::CallArg> =
+                ::std::vec![#(#ir::CallArg::from(#args)),*];
             let __f = #build(&#b.arg_types(&__args))?;
             #b.#method(__f, &__args)?
         }))

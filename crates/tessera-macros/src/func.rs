@@ -1,5 +1,7 @@
-//! `#[func]`: a reusable DSL function with scalar arguments and results, instantiated for
-//! the argument dtypes at each call and inlined by the compiler at any depth.
+//! `#[func]`: a reusable DSL function with scalar arguments and results, and memory
+//! arguments (`t: Mem<T>`, `mut t: Mem<T>` to store to it) that take a tensor, threadgroup
+//! array or stack array; instantiated for the argument dtypes at each call and inlined by
+//! the compiler at any depth.
 
 use crate::body::{err, Lower};
 use crate::kernel::check_fn_shape;
@@ -43,19 +45,35 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> 
             if p.path.segments.last().is_some_and(|s| s.ident == "Tensor") {
                 return err(
                     pt.ty.span(),
-                    "DSL functions take scalar values, not tensors: load in the kernel and pass the values",
+                    "a DSL function takes memory as `Mem<T>` (any tensor, threadgroup or stack array of T)",
                 );
             }
         }
         args.push((name, mutability, (*pt.ty).clone()));
     }
+    // `Mem<T>` arguments: the element type `T`.
+    let mem_elem = |ty: &syn::Type| -> Option<syn::Type> {
+        let syn::Type::Path(p) = ty else { return None };
+        let last = p.path.segments.last()?;
+        if last.ident != "Mem" {
+            return None;
+        }
+        match &last.arguments {
+            syn::PathArguments::AngleBracketed(a) if a.args.len() == 1 => match &a.args[0] {
+                syn::GenericArgument::Type(t) => Some(t.clone()),
+                _ => None,
+            },
+            _ => None,
+        }
+    };
 
     // Each generic is bound to the dtype of the first argument declared with it.
     let mut generic_binds = Vec::new();
     for g in &generics {
+        let is_g = |ty: &syn::Type| matches!(ty, syn::Type::Path(p) if p.path.is_ident(g));
         let Some(pos) = args
             .iter()
-            .position(|(_, _, ty)| matches!(ty, syn::Type::Path(p) if p.path.is_ident(g)))
+            .position(|(_, _, ty)| is_g(ty) || mem_elem(ty).is_some_and(|e| is_g(&e)))
         else {
             return err(
                 g.span(),
@@ -74,9 +92,20 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> 
         ));
     }
     let mut arg_binds = Vec::new();
+    let mut read_only = Vec::new();
     for (name, mutability, ty) in &args {
-        let sty = scope.scalar_expr(ty, &ir)?;
-        arg_binds.push(quote!(let #mutability #name = #b.func_arg(#sty);));
+        if let Some(elem) = mem_elem(ty) {
+            let sty = scope.scalar_expr(&elem, &ir)?;
+            let writable = mutability.is_some();
+            if !writable {
+                read_only.push(name.clone());
+            }
+            let n = name.to_string();
+            arg_binds.push(quote!(let #name = #b.func_mem_arg(#n, #sty, #writable);));
+        } else {
+            let sty = scope.scalar_expr(ty, &ir)?;
+            arg_binds.push(quote!(let #mutability #name = #b.func_arg(#sty);));
+        }
     }
 
     let ret_types: Vec<syn::Type> = match &f.sig.output {
@@ -95,7 +124,7 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> 
         ir: ir.clone(),
         b: b.clone(),
         scope: &scope,
-        read_only: vec![],
+        read_only,
     };
     let stmts = &f.block.stmts;
     let (body, returns) = if ret_types.is_empty() {

@@ -333,7 +333,7 @@ fn call_not_inlined_is_an_error() {
     let out = b.tensor_param("out", Scalar::F32, true);
     let t = b.builtin(Builtin::ThreadId);
     let x = b.cast(t, Scalar::F32).unwrap();
-    let y = b.call(func, &[x]).unwrap();
+    let y = b.call(func, &[x.into()]).unwrap();
     b.store(out, t, y[0]).unwrap();
     let k = b.finish_kernel().unwrap();
     let ctx = Context::cpu();

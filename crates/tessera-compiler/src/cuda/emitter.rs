@@ -169,6 +169,9 @@ impl<'k> Emitter<'k> {
                 .get(i as usize)
                 .map(|a| (self.local_names[i as usize].clone(), a.elem))
                 .ok_or_else(|| self.malformed(format!("no stack array {i}"))),
+            MemRef::Arg(i) => Err(self.malformed(format!(
+                "memory argument {i} of a DSL function outside it (inline calls first)"
+            ))),
         }
     }
 

@@ -196,6 +196,7 @@ impl<'k> Emitter<'k> {
             MemRef::Param(i) => self.params.get(i as usize).and_then(Option::as_ref),
             MemRef::Shared(i) => self.shared.get(i as usize),
             MemRef::Local(i) => self.locals.get(i as usize),
+            MemRef::Arg(_) => None,
         };
         found.ok_or_else(|| self.invalid(format!("{m} is not a memory of this kernel")))
     }

@@ -1,7 +1,7 @@
 //! Inlining: every `Op::Call` is replaced by the callee's body, at any depth (callees that
 //! call callees are inlined first). Callee values get fresh ids in the caller; callee
 //! threadgroup and stack arrays are appended to the caller's with unique names, one copy
-//! per call site.
+//! per call site; its memory arguments become the caller's memory.
 
 use super::util::{clone_block, Subst};
 use std::collections::HashMap;
@@ -33,7 +33,7 @@ fn flattened(func: &Function) -> Body {
 fn inline_block(block: Block, body: &mut Body, subst: &mut Subst) -> Block {
     let mut insts = Vec::with_capacity(block.insts.len());
     for mut inst in block.insts {
-        if let Op::Call { func, args } = &inst.op {
+        if let Op::Call { func, args, mems } = &inst.op {
             let callee = flattened(func);
             let shared_base = body.shared.len() as u32;
             let local_base = body.locals.len() as u32;
@@ -68,7 +68,7 @@ fn inline_block(block: Block, body: &mut Body, subst: &mut Subst) -> Block {
                 yields: callee.block.yields,
             };
             let mut copy = clone_block(&inner, &callee.values, body, &mut map);
-            rebase_mems(&mut copy, shared_base, local_base);
+            rebase_mems(&mut copy, shared_base, local_base, mems);
             rebase_frags(&mut copy, frag_base);
             for i in &mut copy.insts {
                 i.loc = i.loc.or(inst.loc);
@@ -127,8 +127,9 @@ fn rebase_frags(block: &mut Block, base: u32) {
     }
 }
 
-/// Shifts threadgroup and stack array references by the given offsets.
-fn rebase_mems(block: &mut Block, shared: u32, local: u32) {
+/// Shifts threadgroup and stack array references by the given offsets and puts the
+/// caller's memory `args` in place of the function's memory arguments.
+fn rebase_mems(block: &mut Block, shared: u32, local: u32, args: &[MemRef]) {
     for inst in &mut block.insts {
         match &mut inst.op {
             Op::Load { mem, .. }
@@ -141,11 +142,12 @@ fn rebase_mems(block: &mut Block, shared: u32, local: u32) {
                 MemRef::Shared(i) => *i += shared,
                 MemRef::Local(i) => *i += local,
                 MemRef::Param(_) => {}
+                MemRef::Arg(j) => *mem = args[*j as usize],
             },
             _ => {}
         }
         for b in inst.op.blocks_mut() {
-            rebase_mems(b, shared, local);
+            rebase_mems(b, shared, local, args);
         }
     }
 }
@@ -169,8 +171,8 @@ mod tests {
     fn middle() -> Arc<Function> {
         let mut f = Builder::function("middle");
         let a = f.func_arg(Scalar::F32);
-        let x = f.call(leaf(), &[a]).unwrap();
-        let y = f.call(leaf(), &[x[0]]).unwrap();
+        let x = f.call(leaf(), &[a.into()]).unwrap();
+        let y = f.call(leaf(), &[x[0].into()]).unwrap();
         Arc::new(f.finish_function(&[y[0]], &[Scalar::F32]).unwrap())
     }
 
@@ -180,8 +182,8 @@ mod tests {
         let out = b.tensor_param("out", Scalar::F32, true);
         let tid = b.builtin(Builtin::ThreadId);
         let x = b.cast(tid, Scalar::F32).unwrap();
-        let r = b.call(middle(), &[x]).unwrap();
-        let r2 = b.call(middle(), &[r[0]]).unwrap();
+        let r = b.call(middle(), &[x.into()]).unwrap();
+        let r2 = b.call(middle(), &[r[0].into()]).unwrap();
         b.store(out, tid, r2[0]).unwrap();
         let mut k = b.finish_kernel().unwrap();
         verify_kernel(&k).unwrap();

@@ -183,7 +183,7 @@ impl Group<'_> {
                                 }
                                 arr.data[a]
                             }
-                            MemRef::Local(_) => 0,
+                            MemRef::Local(_) | MemRef::Arg(_) => 0,
                         };
                         *t = to_f32(elem, bits);
                     }
@@ -214,7 +214,7 @@ impl Group<'_> {
                                 arr.data[a] = bits_of(elem, x);
                                 arr.tag[a] = 0;
                             }
-                            MemRef::Local(_) => {}
+                            MemRef::Local(_) | MemRef::Arg(_) => {}
                         }
                     }
                 }

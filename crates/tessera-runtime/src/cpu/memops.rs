@@ -78,6 +78,8 @@ impl Group<'_> {
             MemRef::Param(i) => self.l.tensors[i as usize].map(|v| v.len()).unwrap_or(0),
             MemRef::Shared(i) => self.shared[i as usize].len,
             MemRef::Local(i) => self.locals[i as usize].len,
+            // Refused when the program was built; no index is in bounds.
+            MemRef::Arg(_) => 0,
         }
     }
 
@@ -90,6 +92,7 @@ impl Group<'_> {
             },
             MemRef::Shared(i) => k.body.shared[i as usize].elem,
             MemRef::Local(i) => k.body.locals[i as usize].elem,
+            MemRef::Arg(_) => Scalar::U32,
         }
     }
 
@@ -204,7 +207,7 @@ impl Group<'_> {
                     self.pflag[d + k] = false;
                 }
             }
-            MemRef::Shared(_) | MemRef::Local(_) => {
+            MemRef::Shared(_) | MemRef::Local(_) | MemRef::Arg(_) => {
                 let origin = result.0 + 1;
                 for k in 0..width {
                     let mut any = false;
@@ -217,7 +220,7 @@ impl Group<'_> {
                                 let arr = &self.locals[a as usize];
                                 (arr, l * arr.len + i)
                             }
-                            MemRef::Param(_) => unreachable!("handled above"),
+                            MemRef::Param(_) | MemRef::Arg(_) => unreachable!("handled above"),
                         };
                         let (v, t) = (arr.data[at], arr.tag[at]);
                         let tag = if t == UNWRITTEN {
@@ -268,6 +271,7 @@ impl Group<'_> {
                     }
                 }
             }
+            MemRef::Arg(_) => {}
             MemRef::Shared(a) | MemRef::Local(a) => {
                 let shared = matches!(mem, MemRef::Shared(_));
                 for k in 0..width {
@@ -348,7 +352,7 @@ impl Group<'_> {
                     self.regs[d * n + l] = old;
                 }
             }
-            MemRef::Local(_) => {
+            MemRef::Local(_) | MemRef::Arg(_) => {
                 return Err(self.fail(
                     inst,
                     m.first(),

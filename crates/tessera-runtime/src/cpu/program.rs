@@ -95,6 +95,7 @@ impl Program {
             ),
             MemRef::Shared(i) => (i as usize) < k.body.shared.len(),
             MemRef::Local(i) => (i as usize) < k.body.locals.len(),
+            MemRef::Arg(_) => false,
         };
         if !ok {
             return Err(malformed(k, format!("`{m}` names no tensor or array")));
@@ -220,6 +221,7 @@ impl Program {
             MemRef::Param(i) => k.params.get(i as usize).map(|p| p.name.clone()),
             MemRef::Shared(i) => k.body.shared.get(i as usize).map(|a| a.name.clone()),
             MemRef::Local(i) => k.body.locals.get(i as usize).map(|a| a.name.clone()),
+            MemRef::Arg(_) => None,
         }
         .unwrap_or_else(|| m.to_string())
     }
@@ -237,6 +239,7 @@ impl Program {
                     MemRef::Param(_) => "",
                     MemRef::Shared(_) => "shared ",
                     MemRef::Local(_) => "local ",
+                    MemRef::Arg(_) => "argument ",
                 };
                 format!("{name} {space}{}[{index}]", self.mem_name(*mem))
             }
