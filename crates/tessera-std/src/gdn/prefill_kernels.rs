@@ -34,7 +34,7 @@
 //! 64-wide operands, `Dk + 8` for the state) so fragment loads and stores meet no bank
 //! conflicts.
 
-use tessera_macros::kernel;
+use tessera_macros::{func, kernel};
 
 /// Per (chunk, value head): everything of the chunk that does not depend on the state.
 /// Compiled for four resident threadgroups per core: it holds eight accumulators through
@@ -348,6 +348,35 @@ pub fn gdn_chunk_prep_kernel<T, P>(
     }
 }
 
+/// Moves this thread's 16 elements of each of `nd` 64×64 slabs from the registers `xr`
+/// (from slab `first`) into the padded tiles (row stride 72) of a 256-thread group.
+#[func]
+fn slabs_to_tiles<P>(mut tiles: Mem<P>, xr: Mem<P>, first: u32, nd: u32, tid: u32) {
+    for sl in 0..nd {
+        for i in 0..2 {
+            let vi = tid + 256 * i;
+            let at = sl * 4608 + (vi / 8) * 72 + (vi % 8) * 8;
+            for e in 0..8 {
+                store(tiles[at + e], load(xr[(first + sl) * 16 + i * 8 + e]));
+            }
+        }
+    }
+}
+
+/// Fetches this thread's 16 elements of each of `nd` contiguous 64×64 slabs of `ops`
+/// (slabs `s0 ..` of those at `at0`) into the registers `xr` (from slab `first`).
+#[func]
+fn fetch_slabs<P>(mut xr: Mem<P>, first: u32, ops: Mem<P>, at0: u32, s0: u32, nd: u32, tid: u32) {
+    for sl in 0..nd {
+        for i in 0..2 {
+            let at = at0 + (s0 + sl) * 4096 + (tid + 256 * i) * 8;
+            for e in 0..8 {
+                store(xr[(first + sl) * 16 + i * 8 + e], load(ops[at + e]));
+            }
+        }
+    }
+}
+
 /// Per (32 value rows, value head, sequence): the state recurrence over the chunks, for
 /// Dk ≤ 128. The f32 state slice lives in accumulator fragments for the whole walk (each
 /// of the eight simdgroups holds 16 rows by Dk/4 columns); per chunk it goes to
@@ -423,15 +452,7 @@ pub fn gdn_chunk_state_kernel<S, P>(
         if it > 0 {
             // The (−w) slabs into the tiles, u into the V_new tile; S to threadgroup
             // memory and to `hs`.
-            for sl in 0..nd {
-                for i in 0..2 {
-                    let vi = tid + 256 * i;
-                    let at = sl * 4608 + (vi / 8) * 72 + (vi % 8) * 8;
-                    for e in 0..8 {
-                        store(tiles[at + e], load(xr[sl * 16 + i * 8 + e]));
-                    }
-                }
-            }
+            slabs_to_tiles(tiles, xr, 0, nd, tid);
             matrix_store(s0, ssp[vr * ds + kc], ds);
             if nd == 2 {
                 matrix_store(s1, ssp[vr * ds + kc + 16], ds);
@@ -454,14 +475,7 @@ pub fn gdn_chunk_state_kernel<S, P>(
             for e in 0..8 {
                 store(ur[e], load(u[ua + e]));
             }
-            for sl in 0..nd {
-                for i in 0..2 {
-                    let at = slabs_next + sl * 4096 + (tid + 256 * i) * 8;
-                    for e in 0..8 {
-                        store(xr[sl * 16 + i * 8 + e], load(ops[at + e]));
-                    }
-                }
-            }
+            fetch_slabs(xr, 0, ops, slabs_next, 0, nd, tid);
         }
         if it > 0 {
             barrier();
@@ -478,26 +492,11 @@ pub fn gdn_chunk_state_kernel<S, P>(
             }
             barrier();
             // The kg slabs into the tiles.
-            for sl in 0..nd {
-                for i in 0..2 {
-                    let vi = tid + 256 * i;
-                    let at = sl * 4608 + (vi / 8) * 72 + (vi % 8) * 8;
-                    for e in 0..8 {
-                        store(tiles[at + e], load(xr[(nd + sl) * 16 + i * 8 + e]));
-                    }
-                }
-            }
+            slabs_to_tiles(tiles, xr, nd, nd, tid);
         }
         if it < nch {
             // kg by 64 columns: ops slabs 2·nd + 1 ...
-            for sl in 0..nd {
-                for i in 0..2 {
-                    let at = slabs_next + (2 * nd + 1 + sl) * 4096 + (tid + 256 * i) * 8;
-                    for e in 0..8 {
-                        store(xr[(nd + sl) * 16 + i * 8 + e], load(ops[at + e]));
-                    }
-                }
-            }
+            fetch_slabs(xr, nd, ops, slabs_next, 2 * nd + 1, nd, tid);
         }
         if it > 0 {
             barrier();
