@@ -559,7 +559,13 @@ impl Gen<'_> {
             .iter()
             .map(|t| self.any_of(t.scalar().unwrap_or(Scalar::U32)).v)
             .collect();
-        let rs = self.b.call(f.clone(), &args.iter().map(|&a| a.into()).collect::<Vec<_>>()).expect("call");
+        let rs = self
+            .b
+            .call(
+                f.clone(),
+                &args.iter().map(|&a| a.into()).collect::<Vec<_>>(),
+            )
+            .expect("call");
         for (r, t) in rs.into_iter().zip(f.return_types()) {
             self.push(r, t.scalar().unwrap_or(Scalar::U32), Level::Varying);
         }
