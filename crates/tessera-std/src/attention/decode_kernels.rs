@@ -18,7 +18,70 @@
 //! one virtual index `j`: `j < s_end` is position `j`, else `lo + j - s_end`.
 
 use super::softmax::{merge_factors, online_step, part_weight};
-use tessera_macros::kernel;
+use tessera_macros::{func, kernel};
+
+/// Merges the (max, sum, output slice) of each of `hpt` heads over the `32 / lanes` row
+/// slots of a simdgroup (`5 − lg` xor-shuffle rounds), in place.
+#[func]
+fn merge_row_slots(
+    mut ms: Mem<f32>,
+    mut ls: Mem<f32>,
+    mut os: Mem<f32>,
+    lg: u32,
+    lanes: u32,
+    hpt: u32,
+    epl: u32,
+) {
+    for s in 0..(5 - lg) {
+        let off = lanes << s;
+        for h in 0..hpt {
+            let m_a = load(ms[h]);
+            let (m, fa, fb) = merge_factors(m_a, simd_shuffle_xor(m_a, off));
+            let l_a = load(ls[h]);
+            store(ls[h], l_a * fa + simd_shuffle_xor(l_a, off) * fb);
+            store(ms[h], m);
+            for e in 0..epl {
+                let o = load(os[h * epl + e]);
+                store(os[h * epl + e], o * fa + simd_shuffle_xor(o, off) * fb);
+            }
+        }
+    }
+}
+
+/// Stages simdgroup `sg`'s merged states in threadgroup memory: its first `lanes` lanes
+/// write their output slices (part `part`, `epl` elements, of each of `hpt` heads), lane 0
+/// the max and sum.
+#[func]
+fn stage_simdgroup_states(
+    mut sh_o: Mem<f32>,
+    mut sh_m: Mem<f32>,
+    mut sh_l: Mem<f32>,
+    ms: Mem<f32>,
+    ls: Mem<f32>,
+    os: Mem<f32>,
+    sg: u32,
+    lane: u32,
+    lanes: u32,
+    part: u32,
+    hpt: u32,
+    epl: u32,
+    head_dim: u32,
+) {
+    if lane < lanes {
+        for h in 0..hpt {
+            for e in 0..epl {
+                store(
+                    sh_o[(sg * hpt + h) * head_dim + part * epl + e],
+                    load(os[h * epl + e]),
+                );
+            }
+            if lane == 0 {
+                store(sh_m[sg * hpt + h], load(ms[h]));
+                store(sh_l[sg * hpt + h], load(ls[h]));
+            }
+        }
+    }
+}
 
 /// Single-pass GQA decode attention for one query row per grid-y index: `out[row, h, :] =
 /// softmax(scale · q·Kᵀ over the visible keys [, learned sink logit]) · V`. Row `row`
@@ -104,38 +167,14 @@ pub fn sdpa_decode_kernel<T>(
         }
     }
     // Merge the 32/L row slots of each simdgroup.
-    for s in 0..(5 - lg) {
-        let off = lanes << s;
-        for h in 0..hpt {
-            let m_a = load(ms[h]);
-            let (m, fa, fb) = merge_factors(m_a, simd_shuffle_xor(m_a, off));
-            let l_a = load(ls[h]);
-            store(ls[h], l_a * fa + simd_shuffle_xor(l_a, off) * fb);
-            store(ms[h], m);
-            for e in 0..epl {
-                let o = load(os[h * epl + e]);
-                store(os[h * epl + e], o * fa + simd_shuffle_xor(o, off) * fb);
-            }
-        }
-    }
+    merge_row_slots(ms, ls, os, lg, lanes, hpt, epl);
     // Merge the simdgroups through threadgroup memory.
     let sh_o = threadgroup_array::<f32>(sgs * hpt * head_dim);
     let sh_m = threadgroup_array::<f32>(sgs * hpt);
     let sh_l = threadgroup_array::<f32>(sgs * hpt);
-    if lane < lanes {
-        for h in 0..hpt {
-            for e in 0..epl {
-                store(
-                    sh_o[(sg * hpt + h) * head_dim + part * epl + e],
-                    load(os[h * epl + e]),
-                );
-            }
-            if lane == 0 {
-                store(sh_m[sg * hpt + h], load(ms[h]));
-                store(sh_l[sg * hpt + h], load(ls[h]));
-            }
-        }
-    }
+    stage_simdgroup_states(
+        sh_o, sh_m, sh_l, ms, ls, os, sg, lane, lanes, part, hpt, epl, head_dim,
+    );
     barrier();
     let use_sink = has_sink_logit != 0;
     for idx in range(thread_id(), hpt * head_dim, sgs * 32) {
@@ -289,37 +328,13 @@ pub fn sdpa_decode_partial_kernel<T>(
             store(ms[h], mx);
         }
     }
-    for s in 0..(5 - lg) {
-        let off = lanes << s;
-        for h in 0..hpt {
-            let m_a = load(ms[h]);
-            let (m, fa, fb) = merge_factors(m_a, simd_shuffle_xor(m_a, off));
-            let l_a = load(ls[h]);
-            store(ls[h], l_a * fa + simd_shuffle_xor(l_a, off) * fb);
-            store(ms[h], m);
-            for e in 0..epl {
-                let o = load(os[h * epl + e]);
-                store(os[h * epl + e], o * fa + simd_shuffle_xor(o, off) * fb);
-            }
-        }
-    }
+    merge_row_slots(ms, ls, os, lg, lanes, hpt, epl);
     let sh_o = threadgroup_array::<f32>(sgs * hpt * head_dim);
     let sh_m = threadgroup_array::<f32>(sgs * hpt);
     let sh_l = threadgroup_array::<f32>(sgs * hpt);
-    if lane < lanes {
-        for h in 0..hpt {
-            for e in 0..epl {
-                store(
-                    sh_o[(sg * hpt + h) * head_dim + part * epl + e],
-                    load(os[h * epl + e]),
-                );
-            }
-            if lane == 0 {
-                store(sh_m[sg * hpt + h], load(ms[h]));
-                store(sh_l[sg * hpt + h], load(ls[h]));
-            }
-        }
-    }
+    stage_simdgroup_states(
+        sh_o, sh_m, sh_l, ms, ls, os, sg, lane, lanes, part, hpt, epl, head_dim,
+    );
     barrier();
     for idx in range(thread_id(), hpt * head_dim, sgs * 32) {
         let h = idx / head_dim;
