@@ -1,5 +1,6 @@
 //! The inverse RMS of a row, reduced across the threadgroup: written once, inlined into
-//! every norm kernel.
+//! every norm kernel (one form with a group reduction, one through two alternating halves
+//! of a slot array for kernels that walk rows).
 
 use tessera_macros::func;
 
@@ -8,5 +9,30 @@ use tessera_macros::func;
 #[func]
 pub fn rms_inv(partial_ssq: f32, eps: f32, n: u32) -> f32 {
     let total = group_sum(partial_ssq);
+    rsqrt(total / n.cast::<f32>() + eps)
+}
+
+/// `1 / sqrt(sum(ssq over the threadgroup) / n + eps)` through the `parity` half of
+/// `part` (two halves of `sgs` slots, one per simdgroup): a row walk that alternates the
+/// halves needs one barrier per row, as no simdgroup can overwrite a half another is still
+/// reading. Every thread must call it with its own sum of squares.
+#[func]
+pub fn rms_inv_pipelined(
+    ssq: f32,
+    mut part: Mem<f32>,
+    parity: u32,
+    sgs: u32,
+    n: u32,
+    eps: f32,
+) -> f32 {
+    let sg_ssq = simd_sum(ssq);
+    if simd_lane() == 0 {
+        store(part[parity * sgs + simd_id()], sg_ssq);
+    }
+    barrier();
+    let mut total = 0.0f32;
+    for s in 0..sgs {
+        total += load(part[parity * sgs + s]);
+    }
     rsqrt(total / n.cast::<f32>() + eps)
 }

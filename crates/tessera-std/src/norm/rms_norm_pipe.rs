@@ -5,6 +5,7 @@
 //! tree per simdgroup and one barrier per row (the per-simdgroup partials alternate between
 //! two slots), and the weight row stays in registers across rows.
 
+use super::rms_inv::rms_inv_pipelined;
 use super::rms_norm::check_row_norm;
 use super::rms_norm_vec::{spread_offset, vec_layout, VecLayout};
 use crate::error::{runtime, OpError};
@@ -62,16 +63,7 @@ pub fn rms_norm_pipe_kernel<T>(
             let v = load(xs[e]);
             ssq += v * v;
         }
-        let sg_ssq = simd_sum(ssq);
-        if simd_lane() == 0 {
-            store(part[parity * sgs + simd_id()], sg_ssq);
-        }
-        barrier();
-        let mut total = 0.0f32;
-        for s in 0..sgs {
-            total += load(part[parity * sgs + s]);
-        }
-        let inv = rsqrt(total / n.cast::<f32>() + eps);
+        let inv = rms_inv_pipelined(ssq, part, parity, sgs, n, eps);
         for e in 0..epl {
             let y = load(xs[e]) * inv * load(ws[e]);
             store(

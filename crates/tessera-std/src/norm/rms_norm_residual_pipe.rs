@@ -4,6 +4,7 @@
 //! before the current row's single reduction barrier, and `sum` is written before the
 //! barrier, `out` after it.
 
+use super::rms_inv::rms_inv_pipelined;
 use super::rms_norm_pipe::pipe_layout;
 use super::rms_norm_vec::spread_offset;
 use tessera_macros::kernel;
@@ -64,16 +65,7 @@ pub fn rms_norm_residual_pipe_kernel<T>(
             );
             ssq += s * s;
         }
-        let sg_ssq = simd_sum(ssq);
-        if simd_lane() == 0 {
-            store(part[parity * sgs + simd_id()], sg_ssq);
-        }
-        barrier();
-        let mut total = 0.0f32;
-        for s in 0..sgs {
-            total += load(part[parity * sgs + s]);
-        }
-        let inv = rsqrt(total / n.cast::<f32>() + eps);
+        let inv = rms_inv_pipelined(ssq, part, parity, sgs, n, eps);
         for e in 0..epl {
             let y = load(ss[e]) * inv * load(ws[e]);
             store(
