@@ -1336,6 +1336,52 @@ mod tests {
     }
 
     #[test]
+    fn memory_arguments_are_checked_in_the_function_and_at_the_call() {
+        // A function storing to memory it declared read-only.
+        let mut f = Builder::function("fill");
+        let m = f.func_mem_arg("dst", Scalar::F32, true);
+        f.store(m, Value::Int(0), Value::Float(1.0)).unwrap();
+        let mut func = f.finish_function(&[], &[]).unwrap();
+        verify_function(&func).unwrap();
+        func.mems[0].writable = false;
+        let e = verify_function(&func).unwrap_err().to_string();
+        assert!(
+            e.contains("writes the read-only memory argument `dst`"),
+            "{e}"
+        );
+        func.mems[0].writable = true;
+        let func = std::sync::Arc::new(func);
+        let call = |mems: Vec<MemRef>| {
+            let mut b = Builder::kernel("caller");
+            let out = b.tensor_param("out", Scalar::F32, true);
+            b.tensor_param("x", Scalar::F32, false);
+            b.tensor_param("h", Scalar::F16, true);
+            b.store(out, Value::Int(1), Value::Float(0.0)).unwrap();
+            let mut k = b.finish_kernel().unwrap();
+            k.body.block.insts.push(Inst {
+                op: Op::Call {
+                    func: func.clone(),
+                    args: vec![],
+                    mems,
+                },
+                results: vec![],
+                loc: None,
+            });
+            verify_kernel(&k).map_err(|e| e.to_string())
+        };
+        call(vec![MemRef::Param(0)]).unwrap();
+        let e = call(vec![MemRef::Param(1)]).unwrap_err();
+        assert!(e.contains("writes the read-only tensor `x`"), "{e}");
+        let e = call(vec![MemRef::Param(2)]).unwrap_err();
+        assert!(e.contains("holds f32, given memory of f16"), "{e}");
+        let e = call(vec![]).unwrap_err();
+        assert!(e.contains("takes 1 memory argument(s), 0 given"), "{e}");
+        // A kernel has no memory arguments of its own.
+        let e = call(vec![MemRef::Arg(0)]).unwrap_err();
+        assert!(e.contains("memory argument 0 does not exist"), "{e}");
+    }
+
+    #[test]
     fn lowered_kernels_need_simdgroup_uniform_control_around_barriers() {
         let build = |thread_dependent: bool| {
             let mut b = Builder::kernel("lowered");
