@@ -171,16 +171,17 @@ impl DecodeCall<'_> {
         }
     }
 
-    /// Query rows per fragment-kernel threadgroup.
-    fn mma_rows_per_group(&self) -> u32 {
-        16 / self.mma_heads_per_row()
+    /// Fragment-kernel threadgroups per KV head block and KV chunk: the query rows in
+    /// blocks of `16 / heads_per_row`.
+    fn mma_row_blocks(&self) -> u32 {
+        self.rows.div_ceil(16 / self.mma_heads_per_row())
     }
 
     /// Threadgroups per KV chunk: of the fragment kernel (16 heads each), or of a
     /// single-pass launch.
     fn groups(&self) -> u32 {
         if self.on_fragments() {
-            return self.mma_head_blocks() * self.rows.div_ceil(self.mma_rows_per_group());
+            return self.mma_head_blocks() * self.mma_row_blocks();
         }
         let g = self.geometry();
         self.n_q_heads / g.hpt * self.rows
@@ -316,11 +317,7 @@ impl DecodeCall<'_> {
                 .constexpr("per_row_lens", per_row_lens)
                 .constexpr("heads_per_row", self.mma_heads_per_row())
                 .scalar("rows", self.rows)
-                .grid([
-                    self.mma_head_blocks(),
-                    self.rows.div_ceil(self.mma_rows_per_group()),
-                    splits,
-                ])
+                .grid([self.mma_head_blocks(), self.mma_row_blocks(), splits])
                 .group_size(128)
                 .run()
         } else {
