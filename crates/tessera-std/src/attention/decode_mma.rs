@@ -39,8 +39,8 @@ pub fn mma_block_keys(head_dim: u32) -> u32 {
 /// The (query row, head) of fragment row `r`, as the row's index in `q`'s `[rows ·
 /// n_q_heads]` head vectors, and whether it is real. Fragment row `r` is head `h0 + r %
 /// hpr` of query row `row0 + r / hpr`: with `hpr = 16` one query row's heads `h0 ..` of
-/// `nh`, with `hpr = gqa` whole GQA groups of `16 / hpr` query rows. A padding row names
-/// the group's first head instead.
+/// `nh`, with `hpr = gqa` whole GQA groups of `16 / hpr` query rows. A padding row's index
+/// may lie past `q`: a load through it takes `first_head` instead.
 #[func]
 fn frag_head(
     r: u32,
@@ -57,7 +57,14 @@ fn frag_head(
     let hh = select(one, r, r % hpr);
     let ok = select(one, r < nh, rr < 16 / hpr && hh < nh && row0 + rr < rows);
     let off = select(one, r, rr * n_q_heads + hh);
-    (row0 * n_q_heads + h0 + select(ok, off, 0), ok)
+    (row0 * n_q_heads + h0 + off, ok)
+}
+
+/// The head a query load of fragment row `(head, ok)` reads: its own, or for a padding row
+/// the group's first head (`row0 · n_q_heads + h0`), which always exists.
+#[func]
+fn loaded_head(head: u32, ok: bool, first_head: u32) -> u32 {
+    select(ok, head, first_head)
 }
 
 /// Partial GQA decode attention over KV chunk `group_id_z()` of `chunk` visible keys, on
@@ -172,7 +179,7 @@ pub fn sdpa_decode_mma_kernel<T>(
     for i in 0..qpre {
         let vi = tid + 128 * i;
         let (qh, ok) = frag_head(vi / vecs, hpr, nh, row, rows, n_q_heads, h0);
-        let base = qh * head_dim + (vi % vecs) * 8;
+        let base = loaded_head(qh, ok, row * n_q_heads + h0) * head_dim + (vi % vecs) * 8;
         for e in 0..8 {
             let x = select(ok, load(q[base + e]).cast::<f32>(), 0.0f32);
             store(qr[i * 8 + e], x.cast::<T>());
@@ -221,7 +228,8 @@ pub fn sdpa_decode_mma_kernel<T>(
                     }
                 } else {
                     let (qh, ok) = frag_head(vi / vecs, hpr, nh, row, rows, n_q_heads, h0);
-                    let base = qh * head_dim + (vi % vecs) * 8;
+                    let first = row * n_q_heads + h0;
+                    let base = loaded_head(qh, ok, first) * head_dim + (vi % vecs) * 8;
                     for e in 0..8 {
                         let x = select(ok, load(q[base + e]).cast::<f32>(), 0.0f32);
                         store(qsh[at + e], x.cast::<T>());
