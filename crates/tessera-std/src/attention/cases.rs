@@ -12,6 +12,7 @@ use super::decode_mma::{sdpa_decode_mma_kernel, MMA_HEAD_DIMS};
 use super::multi_query::sdpa_multi_query;
 use super::plan::{geometry, DecodeWorkspace, DECODE_HEAD_DIMS};
 use super::prefill::{prefill_constexprs, sdpa_prefill, sdpa_prefill_kernel, PREFILL_HEAD_DIMS};
+use super::prefill_mma::{sdpa_prefill_mma_kernel, PREFILL_MMA_HEAD_DIMS};
 use super::reference;
 use crate::error::OpError;
 use crate::registry::{BenchCase, Case, CaseKind, KernelUse, OpEntry, PreparedBench};
@@ -1027,22 +1028,54 @@ fn prefill_case(
         format!("n_q={nq} n_kv={nkv} hq={hq} hkv={hkv} d={d} causal={causal}"),
         move |ctx, rng| {
             let t = qkv(ctx, rng, dt, &[nq, hq, d], &[nkv, hkv, d])?;
-            sdpa_prefill(ctx, &t.q, &t.k, &t.v, &t.out, causal, None).map_err(err)?;
-            let want = reference::prefill(
-                &t.qv,
-                &t.kv,
-                &t.vv,
-                nq,
-                nkv,
-                hq,
-                hkv,
-                d,
-                scale_of(d),
-                causal,
-            );
-            Ok((t.out.to_f64_vec().map_err(err)?, want))
+            prefill_vs_reference(ctx, &t, [nq, nkv, hq, hkv, d], causal)
         },
     )
+}
+
+/// Scores that jump late: the first KV head's keys at `n_kv / 2` and `n_kv − 3` are the
+/// last query row's first head times 3 and 6, so the rows that see them pass their running
+/// max by far more than the fragment kernel's rescale margin.
+fn prefill_rising_case(dt: DType, [nq, nkv, hq, hkv, d]: [usize; 5], causal: bool) -> Case {
+    correctness(
+        "sdpa_prefill",
+        dt,
+        format!("n_q={nq} n_kv={nkv} hq={hq} hkv={hkv} d={d} causal={causal} rising scores"),
+        move |ctx, rng| {
+            let mut t = qkv(ctx, rng, dt, &[nq, hq, d], &[nkv, hkv, d])?;
+            let mut kv = t.kv.clone();
+            let last = (nq - 1) * hq * d;
+            for (j, c) in [(nkv / 2, 3.0), (nkv - 3, 6.0)] {
+                for e in 0..d {
+                    kv[j * hkv * d + e] = t.qv[last + e] * c;
+                }
+            }
+            (t.k, t.kv) = upload(ctx, dt, &kv, &[nkv, hkv, d])?;
+            prefill_vs_reference(ctx, &t, [nq, nkv, hq, hkv, d], causal)
+        },
+    )
+}
+
+fn prefill_vs_reference(
+    ctx: &Context,
+    t: &Qkv,
+    [nq, nkv, hq, hkv, d]: [usize; 5],
+    causal: bool,
+) -> Result<(Vec<f64>, Vec<f64>), String> {
+    sdpa_prefill(ctx, &t.q, &t.k, &t.v, &t.out, causal, None).map_err(err)?;
+    let want = reference::prefill(
+        &t.qv,
+        &t.kv,
+        &t.vv,
+        nq,
+        nkv,
+        hq,
+        hkv,
+        d,
+        scale_of(d),
+        causal,
+    );
+    Ok((t.out.to_f64_vec().map_err(err)?, want))
 }
 
 fn prefill_bad(
@@ -1067,6 +1100,16 @@ fn prefill_cases() -> Vec<Case> {
         v.push(prefill_case(dt, 19, 19, 4, 2, 64, true));
         v.push(prefill_case(dt, 7, 40, 2, 1, 128, true));
         v.push(prefill_case(dt, 9, 13, 2, 2, 256, false));
+    }
+    // The fragment kernel (f16/bf16, head_dim 64 and 128): several query blocks, more keys
+    // than queries, key counts off the block size, GQA 1 to 4, full and causal.
+    for dt in [DType::F16, DType::BF16] {
+        v.push(prefill_case(dt, 130, 130, 4, 1, 128, true));
+        v.push(prefill_case(dt, 70, 200, 2, 2, 64, true));
+        v.push(prefill_case(dt, 65, 97, 4, 2, 128, false));
+        v.push(prefill_case(dt, 1, 45, 2, 1, 64, false));
+        v.push(prefill_rising_case(dt, [80, 150, 2, 1, 128], true));
+        v.push(prefill_rising_case(dt, [33, 100, 2, 2, 64], false));
     }
     v.push(prefill_case(DType::F16, 5, 5, 2, 1, 96, true));
     v.push(prefill_case(DType::F32, 3, 20, 1, 1, 192, true));
@@ -1231,6 +1274,14 @@ fn prefill_uses() -> Vec<KernelUse> {
             v.push(KernelUse {
                 def: &sdpa_prefill_kernel::DEF,
                 spec: Specialization::new(vec![dt], c),
+            });
+        }
+    }
+    for dt in [DType::F16, DType::BF16] {
+        for d in PREFILL_MMA_HEAD_DIMS {
+            v.push(KernelUse {
+                def: &sdpa_prefill_mma_kernel::DEF,
+                spec: Specialization::new(vec![dt], vec![Literal::U32(d)]),
             });
         }
     }
@@ -1454,7 +1505,7 @@ fn prefill_benches() -> Vec<BenchCase> {
         let es = dt.size_bytes();
         v.push(BenchCase {
             op: "sdpa_prefill",
-            kernel: "sdpa_prefill_kernel",
+            kernel: "sdpa_prefill_mma_kernel",
             dtype: dt,
             shape: format!("n={n} hq={hq} hkv={hkv} d={d} causal"),
             bytes: ((2 * n * hq * d + 2 * n * hkv * d) * es) as u64,
@@ -1542,7 +1593,7 @@ inventory::submit! {
     OpEntry {
         name: "sdpa_prefill",
         family: "attention",
-        summary: "tiled flash attention for prefill, causal or full, GQA, f32 accumulation through threadgroup tiles",
+        summary: "flash attention for prefill, causal or full, GQA: matrix fragments for f16/bf16 at head_dim 64/128, CUDA-core tiles otherwise",
         kernels: prefill_uses,
         cases: prefill_cases,
         benches: prefill_benches,

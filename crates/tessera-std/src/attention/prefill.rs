@@ -5,14 +5,16 @@
 //! straight from memory, 32 consecutive elements per load). Lane j scores
 //! key j of the tile for each of its simdgroup's `rq` rows, the online softmax runs per
 //! row, and each lane accumulates the output dims `e·32 + lane`, the probabilities
-//! broadcast by shuffles. (Matrix fragments would replace the two inner products.)
+//! broadcast by shuffles. f16/bf16 at head_dim 64 and 128 go to the fragment kernel
+//! (`prefill_mma`) instead.
 
 use super::checks::{dims, gqa, indexable, same_dim, same_float_dtype, scale_ok};
+use super::prefill_mma::{sdpa_prefill_mma_kernel, PREFILL_MMA_HEAD_DIMS, PREFILL_MMA_ROWS};
 use super::softmax::part_weight;
 use crate::error::{runtime, OpError};
 use crate::validate::shape_is;
 use tessera_macros::kernel;
-use tessera_runtime::{Context, Tensor};
+use tessera_runtime::{Context, DType, Tensor};
 
 /// Head dims the prefill kernel is specialised for.
 pub const PREFILL_HEAD_DIMS: [u32; 5] = [64, 96, 128, 192, 256];
@@ -181,6 +183,25 @@ pub fn sdpa_prefill(
     let scale = scale.unwrap_or(1.0 / (head_dim as f32).sqrt());
     scale_ok(OP, scale)?;
     let n_q = qs[0] as u32;
+    if matches!(q.dtype(), DType::F16 | DType::BF16) && PREFILL_MMA_HEAD_DIMS.contains(&head_dim) {
+        return ctx
+            .launch(&sdpa_prefill_mma_kernel::DEF)
+            .constexpr("head_dim", head_dim)
+            .arg("q", q)
+            .arg("k", k)
+            .arg("v", v)
+            .arg("out", out)
+            .scalar("n_q", n_q)
+            .scalar("n_kv", ks[0] as u32)
+            .scalar("n_q_heads", qs[1] as u32)
+            .scalar("n_kv_heads", ks[1] as u32)
+            .scalar("causal", u32::from(causal))
+            .scalar("scale", scale)
+            .grid([qs[1] as u32, n_q.div_ceil(PREFILL_MMA_ROWS), 1])
+            .group_size(128)
+            .run()
+            .map_err(runtime(OP));
+    }
     ctx.launch(&sdpa_prefill_kernel::DEF)
         .constexpr("head_dim", head_dim)
         .constexpr("bk", prefill_tile(head_dim))

@@ -1,0 +1,387 @@
+//! Prefill attention on matrix fragments: flash attention for f16/bf16 caches with head_dim
+//! 64 or 128. A threadgroup of four simdgroups serves 64 consecutive query rows of one head,
+//! 16 rows per simdgroup, whose queries stay in A fragments for the whole walk. Blocks of 32
+//! keys are fetched one block ahead into registers (16-byte loads) and staged in padded
+//! threadgroup tiles; per block a simdgroup computes its 16 × 32 scores as fragments, takes
+//! the row softmax through its own slice of threadgroup memory, and adds `P·V` into
+//! `head_dim / 16` accumulator fragments (a simdgroup skips the blocks past its rows' last
+//! visible key). The running max is lazy: a row's output is
+//! rescaled only when its max passes the one its weights were taken against by more than 8
+//! (so a weight stays below e⁸). Two threadgroup barriers per block (the tiles); the rest is
+//! ordered by simdgroup barriers.
+
+use tessera_macros::kernel;
+
+/// The head dims the fragment prefill kernel serves.
+pub const PREFILL_MMA_HEAD_DIMS: [u32; 2] = [64, 128];
+
+/// Query rows per threadgroup (16 per simdgroup).
+pub const PREFILL_MMA_ROWS: u32 = 64;
+
+/// Flash attention over the keys `j ≤ n_kv − n_q + i` of query row `i` (causal) or all
+/// `n_kv`; q and out `[n_q, n_q_heads, D]`, k and v `[n_kv, n_kv_heads, D]`; the outputs of
+/// `sdpa_prefill_kernel`. Grid: (n_q_heads, ⌈n_q / 64⌉), the last query blocks (the most
+/// keys when causal) in the first threadgroups; 128 threads.
+#[kernel(group_size = 128)]
+pub fn sdpa_prefill_mma_kernel<T>(
+    q: Tensor<T>,
+    k: Tensor<T>,
+    v: Tensor<T>,
+    mut out: Tensor<T>,
+    n_q: u32,
+    n_kv: u32,
+    n_q_heads: u32,
+    n_kv_heads: u32,
+    causal: u32,
+    scale: f32,
+    #[constexpr] head_dim: u32,
+) {
+    // Keys per block: the K and V tiles (the queries' staging before the walk), the score
+    // and weight slices fit the 32 KiB of threadgroup memory a portable kernel may use.
+    let bk = 32;
+    let dp = head_dim + 8;
+    let vecs = head_dim / 8;
+    let lv = bk * vecs / 128;
+    let nfr = head_dim / 16;
+    let tiles = bk / 16;
+    let kpl = bk / 2;
+    let sst = bk + 4;
+    let pst = bk + 8;
+    let vo = bk * dp;
+    let tid = thread_id();
+    let lane = simd_lane();
+    let sg = simd_id();
+    let h = group_id_x();
+    let kvh = h / (n_q_heads / n_kv_heads);
+    let block = (num_groups_y() - 1 - group_id_y()) * 64;
+    let offset = n_kv - n_q;
+    let kv_end = select(causal != 0, min(block + 64, n_q) + offset, n_kv);
+    let nblocks = (kv_end + bk - 1) / bk;
+
+    // K tile then V tile, each `bk` rows of `dp`; before the walk, the 64 query rows.
+    let kvsh = threadgroup_array::<T>(2 * bk * dp);
+    let fsh = threadgroup_array::<f32>(4 * 16 * sst);
+    let psh = threadgroup_array::<T>(4 * 16 * pst);
+    let rsh = threadgroup_array::<f32>(64);
+    let kr = stack_array::<T>(32);
+    let vr = stack_array::<T>(32);
+    let sv = stack_array::<f32>(kpl);
+    let fq0 = matrix_a::<T>();
+    let fq1 = matrix_a::<T>();
+    let fq2 = matrix_a::<T>();
+    let fq3 = matrix_a::<T>();
+    let fq4 = matrix_a::<T>();
+    let fq5 = matrix_a::<T>();
+    let fq6 = matrix_a::<T>();
+    let fq7 = matrix_a::<T>();
+    let fp = matrix_a::<T>();
+    let fk = matrix_b::<T>();
+    let sacc = matrix_acc();
+    let o0 = matrix_acc();
+    let o1 = matrix_acc();
+    let o2 = matrix_acc();
+    let o3 = matrix_acc();
+    let o4 = matrix_acc();
+    let o5 = matrix_acc();
+    let o6 = matrix_acc();
+    let o7 = matrix_acc();
+    matrix_fill(o0, 0.0);
+    matrix_fill(o1, 0.0);
+    matrix_fill(o2, 0.0);
+    matrix_fill(o3, 0.0);
+    matrix_fill(o4, 0.0);
+    matrix_fill(o5, 0.0);
+    matrix_fill(o6, 0.0);
+    matrix_fill(o7, 0.0);
+
+    // This lane's softmax row (`sr` of its simdgroup's 16) and half of each block's keys;
+    // `l` is its half's share of the row sum. A padding row past `n_q` repeats the last.
+    let sr = lane / 2;
+    let half = lane % 2;
+    let row = min(block + sg * 16 + sr, n_q - 1);
+    let row_end = select(causal != 0, row + offset + 1, n_kv);
+    // The simdgroup's last visible key + 1: blocks from it on are skipped.
+    let sg_row = min(block + sg * 16 + 15, n_q - 1);
+    let sg_end = select(causal != 0, sg_row + offset + 1, n_kv);
+    // Scores in log2 units, so a weight is one `exp2`.
+    let c2 = scale * 1.442695f32;
+    let base_s = sg * 16 * sst;
+    let base_p = sg * 16 * pst;
+    let mut m = neg_infinity();
+    let mut l = 0.0f32;
+    for it in range(0, nblocks + 1, 1) {
+        // The registers hold block `it − 1`: into the tiles with it, fetch block `it` into
+        // the same registers, then compute on the tiles.
+        if it > 0 {
+            barrier();
+            for i in 0..lv {
+                let vi = tid + 128 * i;
+                let at = (vi / vecs) * dp + (vi % vecs) * 8;
+                for e in 0..8 {
+                    store(kvsh[at + e], load(kr[i * 8 + e]));
+                }
+                for e in 0..8 {
+                    store(kvsh[vo + at + e], load(vr[i * 8 + e]));
+                }
+            }
+        }
+        if it < nblocks {
+            let b = it * bk;
+            for i in 0..lv {
+                let vi = tid + 128 * i;
+                let j = min(b + vi / vecs, n_kv - 1);
+                let base = (j * n_kv_heads + kvh) * head_dim + (vi % vecs) * 8;
+                for e in 0..8 {
+                    store(kr[i * 8 + e], load(k[base + e]));
+                }
+                for e in 0..8 {
+                    store(vr[i * 8 + e], load(v[base + e]));
+                }
+            }
+        }
+        if it == 0 {
+            // The 64 query rows through the tiles' memory into each simdgroup's fragments.
+            for i in 0..(vecs / 2) {
+                let vi = tid + 128 * i;
+                let qrow = min(block + vi / vecs, n_q - 1);
+                let base = (qrow * n_q_heads + h) * head_dim + (vi % vecs) * 8;
+                let at = (vi / vecs) * dp + (vi % vecs) * 8;
+                for e in 0..8 {
+                    store(kvsh[at + e], load(q[base + e]));
+                }
+            }
+            barrier();
+            for f in 0..nfr {
+                let at = sg * 16 * dp + f * 16;
+                if f == 0 {
+                    matrix_load(fq0, kvsh[at], dp);
+                }
+                if f == 1 {
+                    matrix_load(fq1, kvsh[at], dp);
+                }
+                if f == 2 {
+                    matrix_load(fq2, kvsh[at], dp);
+                }
+                if f == 3 {
+                    matrix_load(fq3, kvsh[at], dp);
+                }
+                if f == 4 {
+                    matrix_load(fq4, kvsh[at], dp);
+                }
+                if f == 5 {
+                    matrix_load(fq5, kvsh[at], dp);
+                }
+                if f == 6 {
+                    matrix_load(fq6, kvsh[at], dp);
+                }
+                if f == 7 {
+                    matrix_load(fq7, kvsh[at], dp);
+                }
+            }
+        }
+        if it > 0 {
+            barrier();
+        }
+        let b = select(it > 0, it - 1, 0) * bk;
+        if it > 0 && b < sg_end {
+            // Scores of the simdgroup's 16 rows against the block's key tiles.
+            for t in 0..tiles {
+                matrix_fill(sacc, 0.0);
+                for f in 0..nfr {
+                    matrix_load_t(fk, kvsh[t * 16 * dp + f * 16], dp);
+                    if f == 0 {
+                        matrix_mma(sacc, fq0, fk, sacc);
+                    }
+                    if f == 1 {
+                        matrix_mma(sacc, fq1, fk, sacc);
+                    }
+                    if f == 2 {
+                        matrix_mma(sacc, fq2, fk, sacc);
+                    }
+                    if f == 3 {
+                        matrix_mma(sacc, fq3, fk, sacc);
+                    }
+                    if f == 4 {
+                        matrix_mma(sacc, fq4, fk, sacc);
+                    }
+                    if f == 5 {
+                        matrix_mma(sacc, fq5, fk, sacc);
+                    }
+                    if f == 6 {
+                        matrix_mma(sacc, fq6, fk, sacc);
+                    }
+                    if f == 7 {
+                        matrix_mma(sacc, fq7, fk, sacc);
+                    }
+                }
+                matrix_store(sacc, fsh[base_s + t * 16], sst);
+            }
+            simd_barrier();
+            let mut mx = neg_infinity();
+            for i in 0..kpl {
+                let c = half * kpl + i;
+                let s = load(fsh[base_s + sr * sst + c]);
+                let sc = select(b + c < row_end, s * c2, neg_infinity());
+                store(sv[i], sc);
+                mx = max(mx, sc);
+            }
+            mx = max(mx, simd_shuffle_xor(mx, 1));
+            // Every row sees key 0, so after the first block `m` is finite. (A margin of 8
+            // in natural units.)
+            let grow = mx > m + 11.541561f32;
+            let mn = select(grow, mx, m);
+            let fr = select(grow, exp2(m - mn), 1.0f32);
+            l *= fr;
+            m = mn;
+            if half == 0 {
+                store(rsh[sg * 16 + sr], fr);
+            }
+            let mut ls = 0.0f32;
+            for i in 0..kpl {
+                let p = exp2(load(sv[i]) - m);
+                ls += p;
+                store(psh[base_p + sr * pst + half * kpl + i], p.cast::<T>());
+            }
+            l += ls;
+            simd_barrier();
+            // Rows whose max moved rescale their outputs through the score slice.
+            if simd_any(fr < 1.0f32) {
+                for f in 0..nfr {
+                    if f > 0 {
+                        simd_barrier();
+                    }
+                    if f == 0 {
+                        matrix_store(o0, fsh[base_s], 16);
+                    }
+                    if f == 1 {
+                        matrix_store(o1, fsh[base_s], 16);
+                    }
+                    if f == 2 {
+                        matrix_store(o2, fsh[base_s], 16);
+                    }
+                    if f == 3 {
+                        matrix_store(o3, fsh[base_s], 16);
+                    }
+                    if f == 4 {
+                        matrix_store(o4, fsh[base_s], 16);
+                    }
+                    if f == 5 {
+                        matrix_store(o5, fsh[base_s], 16);
+                    }
+                    if f == 6 {
+                        matrix_store(o6, fsh[base_s], 16);
+                    }
+                    if f == 7 {
+                        matrix_store(o7, fsh[base_s], 16);
+                    }
+                    simd_barrier();
+                    for e in range(lane, 256, 32) {
+                        let x = load(fsh[base_s + e]) * load(rsh[sg * 16 + e / 16]);
+                        store(fsh[base_s + e], x);
+                    }
+                    simd_barrier();
+                    if f == 0 {
+                        matrix_load(o0, fsh[base_s], 16);
+                    }
+                    if f == 1 {
+                        matrix_load(o1, fsh[base_s], 16);
+                    }
+                    if f == 2 {
+                        matrix_load(o2, fsh[base_s], 16);
+                    }
+                    if f == 3 {
+                        matrix_load(o3, fsh[base_s], 16);
+                    }
+                    if f == 4 {
+                        matrix_load(o4, fsh[base_s], 16);
+                    }
+                    if f == 5 {
+                        matrix_load(o5, fsh[base_s], 16);
+                    }
+                    if f == 6 {
+                        matrix_load(o6, fsh[base_s], 16);
+                    }
+                    if f == 7 {
+                        matrix_load(o7, fsh[base_s], 16);
+                    }
+                }
+            }
+            // O += P·V over the block's key tiles.
+            for t in 0..tiles {
+                matrix_load(fp, psh[base_p + t * 16], pst);
+                for f in 0..nfr {
+                    matrix_load(fk, kvsh[vo + t * 16 * dp + f * 16], dp);
+                    if f == 0 {
+                        matrix_mma(o0, fp, fk, o0);
+                    }
+                    if f == 1 {
+                        matrix_mma(o1, fp, fk, o1);
+                    }
+                    if f == 2 {
+                        matrix_mma(o2, fp, fk, o2);
+                    }
+                    if f == 3 {
+                        matrix_mma(o3, fp, fk, o3);
+                    }
+                    if f == 4 {
+                        matrix_mma(o4, fp, fk, o4);
+                    }
+                    if f == 5 {
+                        matrix_mma(o5, fp, fk, o5);
+                    }
+                    if f == 6 {
+                        matrix_mma(o6, fp, fk, o6);
+                    }
+                    if f == 7 {
+                        matrix_mma(o7, fp, fk, o7);
+                    }
+                }
+            }
+        }
+    }
+
+    // The row sums, then O / l for the real rows.
+    l += simd_shuffle_xor(l, 1);
+    simd_barrier();
+    if half == 0 {
+        store(rsh[sg * 16 + sr], l);
+    }
+    for f in 0..nfr {
+        simd_barrier();
+        if f == 0 {
+            matrix_store(o0, fsh[base_s], 16);
+        }
+        if f == 1 {
+            matrix_store(o1, fsh[base_s], 16);
+        }
+        if f == 2 {
+            matrix_store(o2, fsh[base_s], 16);
+        }
+        if f == 3 {
+            matrix_store(o3, fsh[base_s], 16);
+        }
+        if f == 4 {
+            matrix_store(o4, fsh[base_s], 16);
+        }
+        if f == 5 {
+            matrix_store(o5, fsh[base_s], 16);
+        }
+        if f == 6 {
+            matrix_store(o6, fsh[base_s], 16);
+        }
+        if f == 7 {
+            matrix_store(o7, fsh[base_s], 16);
+        }
+        simd_barrier();
+        for e in range(lane, 256, 32) {
+            let qrow = block + sg * 16 + e / 16;
+            if qrow < n_q {
+                let x = load(fsh[base_s + e]) / load(rsh[sg * 16 + e / 16]);
+                store(
+                    out[(qrow * n_q_heads + h) * head_dim + f * 16 + e % 16],
+                    x.cast::<T>(),
+                );
+            }
+        }
+    }
+}
