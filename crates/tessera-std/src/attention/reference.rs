@@ -1,6 +1,8 @@
 //! f64 references for attention, written from the definition:
 //! `out = Σ_j softmax_j(scale · q·k_j [, sink]) · v_j` over the visible keys j.
 
+use rayon::prelude::*;
+
 /// Positions `p < n` a query sees: all of them, or with a window the last `window` plus
 /// the first `n_sink`.
 pub fn visible(n: usize, window: usize, n_sink: usize) -> Vec<usize> {
@@ -97,25 +99,34 @@ pub fn prefill(
     scale: f64,
     causal: bool,
 ) -> Vec<f64> {
-    let mut out = Vec::with_capacity(nq * hq * d);
-    for i in 0..nq {
-        let qpos = nkv - nq + i;
-        let seen = if causal { qpos + 1 } else { nkv };
-        for h in 0..hq {
-            let kvh = h / (hq / hkv);
-            // Gather this head's keys and values into a [nkv, d] slab.
-            let mut ks = Vec::with_capacity(nkv * d);
-            let mut vs = Vec::with_capacity(nkv * d);
-            for j in 0..nkv {
-                ks.extend_from_slice(&k[(j * hkv + kvh) * d..(j * hkv + kvh + 1) * d]);
-                vs.extend_from_slice(&v[(j * hkv + kvh) * d..(j * hkv + kvh + 1) * d]);
-            }
+    // Each KV head's keys and values as one `[nkv, d]` slab; query rows in parallel.
+    let slab = |src: &[f64], kvh: usize| -> Vec<f64> {
+        (0..nkv)
+            .flat_map(|j| {
+                src[(j * hkv + kvh) * d..(j * hkv + kvh + 1) * d]
+                    .iter()
+                    .copied()
+            })
+            .collect()
+    };
+    let ks: Vec<Vec<f64>> = (0..hkv).map(|h| slab(k, h)).collect();
+    let vs: Vec<Vec<f64>> = (0..hkv).map(|h| slab(v, h)).collect();
+    let rows: Vec<Vec<f64>> = (0..nq)
+        .into_par_iter()
+        .map(|i| {
+            let qpos = nkv - nq + i;
+            let seen = if causal { qpos + 1 } else { nkv };
             let positions: Vec<usize> = (0..seen).collect();
-            let qv = &q[(i * hq + h) * d..(i * hq + h + 1) * d];
-            out.extend(attend(qv, &ks, &vs, &positions, scale, None));
-        }
-    }
-    out
+            let mut row = Vec::with_capacity(hq * d);
+            for h in 0..hq {
+                let kvh = h / (hq / hkv);
+                let qv = &q[(i * hq + h) * d..(i * hq + h + 1) * d];
+                row.extend(attend(qv, &ks[kvh], &vs[kvh], &positions, scale, None));
+            }
+            row
+        })
+        .collect();
+    rows.concat()
 }
 
 #[cfg(test)]
