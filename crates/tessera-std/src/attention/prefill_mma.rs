@@ -62,7 +62,6 @@ pub fn sdpa_prefill_mma_kernel<T>(
     let kvsh = threadgroup_array::<T>(2 * bk * dp);
     let fsh = threadgroup_array::<f32>(4 * 16 * sst);
     let psh = threadgroup_array::<T>(4 * 16 * pst);
-    let rsh = threadgroup_array::<f32>(64);
     let kr = stack_array::<T>(32);
     let vr = stack_array::<T>(32);
     let sv = stack_array::<f32>(kpl);
@@ -218,10 +217,12 @@ pub fn sdpa_prefill_mma_kernel<T>(
             }
             simd_barrier();
             let mut mx = neg_infinity();
+            // (Indices as `row start + i`, so the reads become 16-byte loads.)
+            let srow = base_s + sr * sst + half * kpl;
+            let key0 = b + half * kpl;
             for i in 0..kpl {
-                let c = half * kpl + i;
-                let s = load(fsh[base_s + sr * sst + c]);
-                let sc = select(b + c < row_end, s * c2, neg_infinity());
+                let s = load(fsh[srow + i]);
+                let sc = select(key0 + i < row_end, s * c2, neg_infinity());
                 store(sv[i], sc);
                 mx = max(mx, sc);
             }
@@ -233,9 +234,6 @@ pub fn sdpa_prefill_mma_kernel<T>(
             let fr = select(grow, exp2(m - mn), 1.0f32);
             l *= fr;
             m = mn;
-            if half == 0 {
-                store(rsh[sg * 16 + sr], fr);
-            }
             let mut ls = 0.0f32;
             for i in 0..kpl {
                 let p = exp2(load(sv[i]) - m);
@@ -275,9 +273,10 @@ pub fn sdpa_prefill_mma_kernel<T>(
                         matrix_store(o7, fsh[base_s], 16);
                     }
                     simd_barrier();
-                    for e in range(lane, 256, 32) {
-                        let x = load(fsh[base_s + e]) * load(rsh[sg * 16 + e / 16]);
-                        store(fsh[base_s + e], x);
+                    // Lane pair `sr` scales its own row `sr`, eight columns each.
+                    let at = base_s + sr * 16 + half * 8;
+                    for i in 0..8 {
+                        store(fsh[at + i], load(fsh[at + i]) * fr);
                     }
                     simd_barrier();
                     if f == 0 {
@@ -340,12 +339,10 @@ pub fn sdpa_prefill_mma_kernel<T>(
         }
     }
 
-    // The row sums, then O / l for the real rows.
+    // The row sums, then O / l for the real rows: lane pair `sr` writes row `sr`, eight
+    // columns (16 bytes) each.
     l += simd_shuffle_xor(l, 1);
-    simd_barrier();
-    if half == 0 {
-        store(rsh[sg * 16 + sr], l);
-    }
+    let qrow = block + sg * 16 + sr;
     for f in 0..nfr {
         simd_barrier();
         if f == 0 {
@@ -373,14 +370,11 @@ pub fn sdpa_prefill_mma_kernel<T>(
             matrix_store(o7, fsh[base_s], 16);
         }
         simd_barrier();
-        for e in range(lane, 256, 32) {
-            let qrow = block + sg * 16 + e / 16;
-            if qrow < n_q {
-                let x = load(fsh[base_s + e]) / load(rsh[sg * 16 + e / 16]);
-                store(
-                    out[(qrow * n_q_heads + h) * head_dim + f * 16 + e % 16],
-                    x.cast::<T>(),
-                );
+        if qrow < n_q {
+            let at = base_s + sr * 16 + half * 8;
+            let o_at = (qrow * n_q_heads + h) * head_dim + f * 16 + half * 8;
+            for i in 0..8 {
+                store(out[o_at + i], (load(fsh[at + i]) / l).cast::<T>());
             }
         }
     }
