@@ -1501,6 +1501,8 @@ fn prefill_benches() -> Vec<BenchCase> {
         (DType::F16, 64, 4, 2, 64, true),
         (DType::F16, 1024, 32, 8, 128, false),
         (DType::BF16, 2048, 32, 8, 128, false),
+        (DType::BF16, 4096, 32, 8, 128, false),
+        (DType::BF16, 2048, 16, 16, 64, false),
     ] {
         let es = dt.size_bytes();
         v.push(BenchCase {
