@@ -12,7 +12,7 @@ use super::decode_mma::{sdpa_decode_mma_kernel, MMA_HEAD_DIMS};
 use super::multi_query::sdpa_multi_query;
 use super::plan::{geometry, DecodeWorkspace, DECODE_HEAD_DIMS};
 use super::prefill::{prefill_constexprs, sdpa_prefill, sdpa_prefill_kernel, PREFILL_HEAD_DIMS};
-use super::prefill_mma::{sdpa_prefill_mma_kernel, PREFILL_MMA_HEAD_DIMS};
+use super::prefill_mma::sdpa_prefill_mma_kernel;
 use super::reference;
 use crate::error::OpError;
 use crate::registry::{BenchCase, Case, CaseKind, KernelUse, OpEntry, PreparedBench};
@@ -1101,8 +1101,9 @@ fn prefill_cases() -> Vec<Case> {
         v.push(prefill_case(dt, 7, 40, 2, 1, 128, true));
         v.push(prefill_case(dt, 9, 13, 2, 2, 256, false));
     }
-    // The fragment kernel (f16/bf16, head_dim 64 and 128): several query blocks, more keys
-    // than queries, key counts off the block size, GQA 1 to 4, full and causal.
+    // The fragment kernel (f16/bf16): several query blocks, more keys than queries, key
+    // counts off the block size, GQA 1 to 4, full and causal; head_dim 192 and 256 split
+    // the head in two column parts.
     for dt in [DType::F16, DType::BF16] {
         v.push(prefill_case(dt, 130, 130, 4, 1, 128, true));
         v.push(prefill_case(dt, 70, 200, 2, 2, 64, true));
@@ -1110,6 +1111,10 @@ fn prefill_cases() -> Vec<Case> {
         v.push(prefill_case(dt, 1, 45, 2, 1, 64, false));
         v.push(prefill_rising_case(dt, [80, 150, 2, 1, 128], true));
         v.push(prefill_rising_case(dt, [33, 100, 2, 2, 64], false));
+        v.push(prefill_case(dt, 70, 90, 4, 2, 256, true));
+        v.push(prefill_case(dt, 33, 33, 2, 1, 192, false));
+        v.push(prefill_case(dt, 40, 75, 2, 2, 96, true));
+        v.push(prefill_rising_case(dt, [45, 120, 2, 1, 256], true));
     }
     v.push(prefill_case(DType::F16, 5, 5, 2, 1, 96, true));
     v.push(prefill_case(DType::F32, 3, 20, 1, 1, 192, true));
@@ -1278,7 +1283,7 @@ fn prefill_uses() -> Vec<KernelUse> {
         }
     }
     for dt in [DType::F16, DType::BF16] {
-        for d in PREFILL_MMA_HEAD_DIMS {
+        for d in PREFILL_HEAD_DIMS {
             v.push(KernelUse {
                 def: &sdpa_prefill_mma_kernel::DEF,
                 spec: Specialization::new(vec![dt], vec![Literal::U32(d)]),
@@ -1503,6 +1508,7 @@ fn prefill_benches() -> Vec<BenchCase> {
         (DType::BF16, 2048, 32, 8, 128, false),
         (DType::BF16, 4096, 32, 8, 128, false),
         (DType::BF16, 2048, 16, 16, 64, false),
+        (DType::BF16, 2048, 16, 2, 256, false),
     ] {
         let es = dt.size_bytes();
         v.push(BenchCase {

@@ -3,8 +3,8 @@
 //! One decode plan serves every decode-shaped op: the wrappers validate, and the plan runs
 //! f16/bf16 caches of head_dim 64, 128 or 256 on the matrix-fragment kernel
 //! (`decode_mma`), everything else on the CUDA-core kernels (`decode_kernels`), single
-//! pass or split-KV by shape. Prefill runs f16/bf16 at head_dim 64 and 128 on fragments
-//! (`prefill_mma`), everything else on the CUDA-core tiles (`prefill`).
+//! pass or split-KV by shape. Prefill runs f16/bf16 on fragments (`prefill_mma`), f32 on
+//! the CUDA-core tiles (`prefill`).
 
 mod cases;
 mod checks;

@@ -5,11 +5,10 @@
 //! straight from memory, 32 consecutive elements per load). Lane j scores
 //! key j of the tile for each of its simdgroup's `rq` rows, the online softmax runs per
 //! row, and each lane accumulates the output dims `e·32 + lane`, the probabilities
-//! broadcast by shuffles. f16/bf16 at head_dim 64 and 128 go to the fragment kernel
-//! (`prefill_mma`) instead.
+//! broadcast by shuffles. It serves f32; f16/bf16 go to the fragment kernel (`prefill_mma`).
 
 use super::checks::{dims, gqa, indexable, same_dim, same_float_dtype, scale_ok};
-use super::prefill_mma::{sdpa_prefill_mma_kernel, PREFILL_MMA_HEAD_DIMS, PREFILL_MMA_ROWS};
+use super::prefill_mma::{prefill_mma_rows, sdpa_prefill_mma_kernel};
 use super::softmax::part_weight;
 use crate::error::{runtime, OpError};
 use crate::validate::shape_is;
@@ -183,7 +182,7 @@ pub fn sdpa_prefill(
     let scale = scale.unwrap_or(1.0 / (head_dim as f32).sqrt());
     scale_ok(OP, scale)?;
     let n_q = qs[0] as u32;
-    if matches!(q.dtype(), DType::F16 | DType::BF16) && PREFILL_MMA_HEAD_DIMS.contains(&head_dim) {
+    if matches!(q.dtype(), DType::F16 | DType::BF16) {
         return ctx
             .launch(&sdpa_prefill_mma_kernel::DEF)
             .constexpr("head_dim", head_dim)
@@ -197,7 +196,7 @@ pub fn sdpa_prefill(
             .scalar("n_kv_heads", ks[1] as u32)
             .scalar("causal", u32::from(causal))
             .scalar("scale", scale)
-            .grid([qs[1] as u32, n_q.div_ceil(PREFILL_MMA_ROWS), 1])
+            .grid([qs[1] as u32, n_q.div_ceil(prefill_mma_rows(head_dim)), 1])
             .group_size(128)
             .run()
             .map_err(runtime(OP));

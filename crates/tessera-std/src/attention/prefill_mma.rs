@@ -1,27 +1,31 @@
-//! Prefill attention on matrix fragments: flash attention for f16/bf16 caches with head_dim
-//! 64 or 128. A threadgroup of four simdgroups serves 64 consecutive query rows of one head,
+//! Prefill attention on matrix fragments: flash attention for f16/bf16 at every prefill
+//! head_dim. A threadgroup of four simdgroups serves 64 consecutive query rows of one head,
 //! 16 rows per simdgroup, whose queries stay in A fragments for the whole walk. Blocks of 32
 //! keys are fetched one block ahead into registers (16-byte loads) and staged in padded
 //! threadgroup tiles; per block a simdgroup computes its 16 × 32 scores as fragments, takes
 //! the row softmax through its own slice of threadgroup memory, and adds `P·V` into
 //! `head_dim / 16` accumulator fragments (a simdgroup skips the blocks past its rows' last
-//! visible key). The running max is lazy: a row's output is
-//! rescaled only when its max passes the one its weights were taken against by more than 8
-//! (so a weight stays below e⁸). Two threadgroup barriers per block (the tiles); the rest is
-//! ordered by simdgroup barriers.
+//! visible key). Heads wider than 128 are split in two column parts: a pair of simdgroups
+//! shares 16 rows (32 rows per threadgroup, blocks of 16 keys), each scoring over its half
+//! of the dims, the two partial scores meeting in threadgroup memory, and each adding `P·V`
+//! into its half of the output. The running max is lazy: a row's output is rescaled only
+//! when its max passes the one its weights were taken against by more than 8 (so a weight
+//! stays below e⁸). Two threadgroup barriers per block (the tiles), two more with two
+//! parts; the rest is ordered by simdgroup barriers.
 
 use tessera_macros::kernel;
 
-/// The head dims the fragment prefill kernel serves.
-pub const PREFILL_MMA_HEAD_DIMS: [u32; 2] = [64, 128];
-
-/// Query rows per threadgroup (16 per simdgroup).
-pub const PREFILL_MMA_ROWS: u32 = 64;
+/// Query rows per threadgroup at a head_dim: 16 per simdgroup, or per simdgroup pair where
+/// the head is split in two column parts (head_dim over 128).
+pub fn prefill_mma_rows(head_dim: u32) -> u32 {
+    64 / head_dim.div_ceil(128)
+}
 
 /// Flash attention over the keys `j ≤ n_kv − n_q + i` of query row `i` (causal) or all
 /// `n_kv`; q and out `[n_q, n_q_heads, D]`, k and v `[n_kv, n_kv_heads, D]`; the outputs of
-/// `sdpa_prefill_kernel`. Grid: (n_q_heads, ⌈n_q / 64⌉), the last query blocks (the most
-/// keys when causal) in the first threadgroups; 128 threads.
+/// `sdpa_prefill_kernel`. Grid: (n_q_heads, ⌈n_q / rows⌉) with `rows` from
+/// [`prefill_mma_rows`], the last query blocks (the most keys when causal) in the first
+/// threadgroups; 128 threads.
 #[kernel(group_size = 128)]
 pub fn sdpa_prefill_mma_kernel<T>(
     q: Tensor<T>,
@@ -36,13 +40,17 @@ pub fn sdpa_prefill_mma_kernel<T>(
     scale: f32,
     #[constexpr] head_dim: u32,
 ) {
-    // Keys per block: the K and V tiles (the queries' staging before the walk), the score
-    // and weight slices fit the 32 KiB of threadgroup memory a portable kernel may use.
-    let bk = 32;
+    // Column parts; query rows per threadgroup; keys per block (the K and V tiles, which
+    // hold the queries before the walk, and the score and weight slices fit the 32 KiB of
+    // threadgroup memory a portable kernel may use); dims per part.
+    let parts = (head_dim + 127) / 128;
+    let rows = 64 / parts;
+    let bk = 32 / parts;
+    let dw = head_dim / parts;
     let dp = head_dim + 8;
     let vecs = head_dim / 8;
     let lv = bk * vecs / 128;
-    let nfr = head_dim / 16;
+    let nfr = dw / 16;
     let tiles = bk / 16;
     let kpl = bk / 2;
     let sst = bk + 4;
@@ -53,12 +61,15 @@ pub fn sdpa_prefill_mma_kernel<T>(
     let sg = simd_id();
     let h = group_id_x();
     let kvh = h / (n_q_heads / n_kv_heads);
-    let block = (num_groups_y() - 1 - group_id_y()) * 64;
+    // This simdgroup's 16-row group and column part.
+    let rg = sg / parts;
+    let d0 = (sg % parts) * dw;
+    let block = (num_groups_y() - 1 - group_id_y()) * rows;
     let offset = n_kv - n_q;
-    let kv_end = select(causal != 0, min(block + 64, n_q) + offset, n_kv);
+    let kv_end = select(causal != 0, min(block + rows, n_q) + offset, n_kv);
     let nblocks = (kv_end + bk - 1) / bk;
 
-    // K tile then V tile, each `bk` rows of `dp`; before the walk, the 64 query rows.
+    // K tile then V tile, each `bk` rows of `dp`; before the walk, the `rows` query rows.
     let kvsh = threadgroup_array::<T>(2 * bk * dp);
     let fsh = threadgroup_array::<f32>(4 * 16 * sst);
     let psh = threadgroup_array::<T>(4 * 16 * pst);
@@ -97,14 +108,16 @@ pub fn sdpa_prefill_mma_kernel<T>(
     // `l` is its half's share of the row sum. A padding row past `n_q` repeats the last.
     let sr = lane / 2;
     let half = lane % 2;
-    let row = min(block + sg * 16 + sr, n_q - 1);
+    let row = min(block + rg * 16 + sr, n_q - 1);
     let row_end = select(causal != 0, row + offset + 1, n_kv);
     // The simdgroup's last visible key + 1: blocks from it on are skipped.
-    let sg_row = min(block + sg * 16 + 15, n_q - 1);
+    let sg_row = min(block + rg * 16 + 15, n_q - 1);
     let sg_end = select(causal != 0, sg_row + offset + 1, n_kv);
     // Scores in log2 units, so a weight is one `exp2`.
     let c2 = scale * 1.442695f32;
     let base_s = sg * 16 * sst;
+    // The partner's score slice (two parts): the other half of the same rows' dims.
+    let base_partner = (rg * parts + (1 - sg % parts)) * 16 * sst;
     let base_p = sg * 16 * pst;
     let mut m = neg_infinity();
     let mut l = 0.0f32;
@@ -139,8 +152,8 @@ pub fn sdpa_prefill_mma_kernel<T>(
             }
         }
         if it == 0 {
-            // The 64 query rows through the tiles' memory into each simdgroup's fragments.
-            for i in 0..(vecs / 2) {
+            // The query rows through the tiles' memory into each simdgroup's fragments.
+            for i in 0..(rows * vecs / 128) {
                 let vi = tid + 128 * i;
                 let qrow = min(block + vi / vecs, n_q - 1);
                 let base = (qrow * n_q_heads + h) * head_dim + (vi % vecs) * 8;
@@ -151,7 +164,7 @@ pub fn sdpa_prefill_mma_kernel<T>(
             }
             barrier();
             for f in 0..nfr {
-                let at = sg * 16 * dp + f * 16;
+                let at = rg * 16 * dp + d0 + f * 16;
                 if f == 0 {
                     matrix_load(fq0, kvsh[at], dp);
                 }
@@ -182,157 +195,180 @@ pub fn sdpa_prefill_mma_kernel<T>(
             barrier();
         }
         let b = select(it > 0, it - 1, 0) * bk;
-        if it > 0 && b < sg_end {
-            // Scores of the simdgroup's 16 rows against the block's key tiles.
-            for t in 0..tiles {
-                matrix_fill(sacc, 0.0);
-                for f in 0..nfr {
-                    matrix_load_t(fk, kvsh[t * 16 * dp + f * 16], dp);
-                    if f == 0 {
-                        matrix_mma(sacc, fq0, fk, sacc);
+        // A simdgroup skips the blocks past its rows; with two parts the pair still meets
+        // the other groups at the barriers between the sections.
+        let work = b < sg_end || parts > 1;
+        if it > 0 {
+            if work {
+                // Scores of the simdgroup's 16 rows against the block's key tiles, over
+                // its part of the dims.
+                for t in 0..tiles {
+                    matrix_fill(sacc, 0.0);
+                    for f in 0..nfr {
+                        matrix_load_t(fk, kvsh[t * 16 * dp + d0 + f * 16], dp);
+                        if f == 0 {
+                            matrix_mma(sacc, fq0, fk, sacc);
+                        }
+                        if f == 1 {
+                            matrix_mma(sacc, fq1, fk, sacc);
+                        }
+                        if f == 2 {
+                            matrix_mma(sacc, fq2, fk, sacc);
+                        }
+                        if f == 3 {
+                            matrix_mma(sacc, fq3, fk, sacc);
+                        }
+                        if f == 4 {
+                            matrix_mma(sacc, fq4, fk, sacc);
+                        }
+                        if f == 5 {
+                            matrix_mma(sacc, fq5, fk, sacc);
+                        }
+                        if f == 6 {
+                            matrix_mma(sacc, fq6, fk, sacc);
+                        }
+                        if f == 7 {
+                            matrix_mma(sacc, fq7, fk, sacc);
+                        }
                     }
-                    if f == 1 {
-                        matrix_mma(sacc, fq1, fk, sacc);
-                    }
-                    if f == 2 {
-                        matrix_mma(sacc, fq2, fk, sacc);
-                    }
-                    if f == 3 {
-                        matrix_mma(sacc, fq3, fk, sacc);
-                    }
-                    if f == 4 {
-                        matrix_mma(sacc, fq4, fk, sacc);
-                    }
-                    if f == 5 {
-                        matrix_mma(sacc, fq5, fk, sacc);
-                    }
-                    if f == 6 {
-                        matrix_mma(sacc, fq6, fk, sacc);
-                    }
-                    if f == 7 {
-                        matrix_mma(sacc, fq7, fk, sacc);
-                    }
+                    matrix_store(sacc, fsh[base_s + t * 16], sst);
                 }
-                matrix_store(sacc, fsh[base_s + t * 16], sst);
             }
-            simd_barrier();
+            if parts > 1 {
+                barrier();
+            } else {
+                simd_barrier();
+            }
             let mut mx = neg_infinity();
             // (Indices as `row start + i`, so the reads become 16-byte loads.)
             let srow = base_s + sr * sst + half * kpl;
+            let prow = base_partner + sr * sst + half * kpl;
             let key0 = b + half * kpl;
-            for i in 0..kpl {
-                let s = load(fsh[srow + i]);
-                let sc = select(key0 + i < row_end, s * c2, neg_infinity());
-                store(sv[i], sc);
-                mx = max(mx, sc);
-            }
-            mx = max(mx, simd_shuffle_xor(mx, 1));
-            // Every row sees key 0, so after the first block `m` is finite. (A margin of 8
-            // in natural units.)
-            let grow = mx > m + 11.541561f32;
-            let mn = select(grow, mx, m);
-            let fr = select(grow, exp2(m - mn), 1.0f32);
-            l *= fr;
-            m = mn;
-            let mut ls = 0.0f32;
-            for i in 0..kpl {
-                let p = exp2(load(sv[i]) - m);
-                ls += p;
-                store(psh[base_p + sr * pst + half * kpl + i], p.cast::<T>());
-            }
-            l += ls;
-            simd_barrier();
-            // Rows whose max moved rescale their outputs through the score slice.
-            if simd_any(fr < 1.0f32) {
-                for f in 0..nfr {
-                    if f > 0 {
-                        simd_barrier();
+            if work {
+                for i in 0..kpl {
+                    let mut s = load(fsh[srow + i]);
+                    if parts > 1 {
+                        s += load(fsh[prow + i]);
                     }
-                    if f == 0 {
-                        matrix_store(o0, fsh[base_s], 16);
-                    }
-                    if f == 1 {
-                        matrix_store(o1, fsh[base_s], 16);
-                    }
-                    if f == 2 {
-                        matrix_store(o2, fsh[base_s], 16);
-                    }
-                    if f == 3 {
-                        matrix_store(o3, fsh[base_s], 16);
-                    }
-                    if f == 4 {
-                        matrix_store(o4, fsh[base_s], 16);
-                    }
-                    if f == 5 {
-                        matrix_store(o5, fsh[base_s], 16);
-                    }
-                    if f == 6 {
-                        matrix_store(o6, fsh[base_s], 16);
-                    }
-                    if f == 7 {
-                        matrix_store(o7, fsh[base_s], 16);
-                    }
-                    simd_barrier();
-                    // Lane pair `sr` scales its own row `sr`, eight columns each.
-                    let at = base_s + sr * 16 + half * 8;
-                    for i in 0..8 {
-                        store(fsh[at + i], load(fsh[at + i]) * fr);
-                    }
-                    simd_barrier();
-                    if f == 0 {
-                        matrix_load(o0, fsh[base_s], 16);
-                    }
-                    if f == 1 {
-                        matrix_load(o1, fsh[base_s], 16);
-                    }
-                    if f == 2 {
-                        matrix_load(o2, fsh[base_s], 16);
-                    }
-                    if f == 3 {
-                        matrix_load(o3, fsh[base_s], 16);
-                    }
-                    if f == 4 {
-                        matrix_load(o4, fsh[base_s], 16);
-                    }
-                    if f == 5 {
-                        matrix_load(o5, fsh[base_s], 16);
-                    }
-                    if f == 6 {
-                        matrix_load(o6, fsh[base_s], 16);
-                    }
-                    if f == 7 {
-                        matrix_load(o7, fsh[base_s], 16);
-                    }
+                    let sc = select(key0 + i < row_end, s * c2, neg_infinity());
+                    store(sv[i], sc);
+                    mx = max(mx, sc);
                 }
             }
-            // O += P·V over the block's key tiles.
-            for t in 0..tiles {
-                matrix_load(fp, psh[base_p + t * 16], pst);
-                for f in 0..nfr {
-                    matrix_load(fk, kvsh[vo + t * 16 * dp + f * 16], dp);
-                    if f == 0 {
-                        matrix_mma(o0, fp, fk, o0);
+            // Both of a pair take the same softmax; neither reuses its slice before the
+            // other has read it.
+            if parts > 1 {
+                barrier();
+            }
+            if work {
+                mx = max(mx, simd_shuffle_xor(mx, 1));
+                // Every row sees key 0, so after the first block `m` is finite. (A margin of 8
+                // in natural units.)
+                let grow = mx > m + 11.541561f32;
+                let mn = select(grow, mx, m);
+                let fr = select(grow, exp2(m - mn), 1.0f32);
+                l *= fr;
+                m = mn;
+                let mut ls = 0.0f32;
+                for i in 0..kpl {
+                    let p = exp2(load(sv[i]) - m);
+                    ls += p;
+                    store(psh[base_p + sr * pst + half * kpl + i], p.cast::<T>());
+                }
+                l += ls;
+                simd_barrier();
+                // Rows whose max moved rescale their outputs through the score slice.
+                if simd_any(fr < 1.0f32) {
+                    for f in 0..nfr {
+                        if f > 0 {
+                            simd_barrier();
+                        }
+                        if f == 0 {
+                            matrix_store(o0, fsh[base_s], 16);
+                        }
+                        if f == 1 {
+                            matrix_store(o1, fsh[base_s], 16);
+                        }
+                        if f == 2 {
+                            matrix_store(o2, fsh[base_s], 16);
+                        }
+                        if f == 3 {
+                            matrix_store(o3, fsh[base_s], 16);
+                        }
+                        if f == 4 {
+                            matrix_store(o4, fsh[base_s], 16);
+                        }
+                        if f == 5 {
+                            matrix_store(o5, fsh[base_s], 16);
+                        }
+                        if f == 6 {
+                            matrix_store(o6, fsh[base_s], 16);
+                        }
+                        if f == 7 {
+                            matrix_store(o7, fsh[base_s], 16);
+                        }
+                        simd_barrier();
+                        // Lane pair `sr` scales its own row `sr`, eight columns each.
+                        let at = base_s + sr * 16 + half * 8;
+                        for i in 0..8 {
+                            store(fsh[at + i], load(fsh[at + i]) * fr);
+                        }
+                        simd_barrier();
+                        if f == 0 {
+                            matrix_load(o0, fsh[base_s], 16);
+                        }
+                        if f == 1 {
+                            matrix_load(o1, fsh[base_s], 16);
+                        }
+                        if f == 2 {
+                            matrix_load(o2, fsh[base_s], 16);
+                        }
+                        if f == 3 {
+                            matrix_load(o3, fsh[base_s], 16);
+                        }
+                        if f == 4 {
+                            matrix_load(o4, fsh[base_s], 16);
+                        }
+                        if f == 5 {
+                            matrix_load(o5, fsh[base_s], 16);
+                        }
+                        if f == 6 {
+                            matrix_load(o6, fsh[base_s], 16);
+                        }
+                        if f == 7 {
+                            matrix_load(o7, fsh[base_s], 16);
+                        }
                     }
-                    if f == 1 {
-                        matrix_mma(o1, fp, fk, o1);
-                    }
-                    if f == 2 {
-                        matrix_mma(o2, fp, fk, o2);
-                    }
-                    if f == 3 {
-                        matrix_mma(o3, fp, fk, o3);
-                    }
-                    if f == 4 {
-                        matrix_mma(o4, fp, fk, o4);
-                    }
-                    if f == 5 {
-                        matrix_mma(o5, fp, fk, o5);
-                    }
-                    if f == 6 {
-                        matrix_mma(o6, fp, fk, o6);
-                    }
-                    if f == 7 {
-                        matrix_mma(o7, fp, fk, o7);
+                }
+                // O += P·V over the block's key tiles.
+                for t in 0..tiles {
+                    matrix_load(fp, psh[base_p + t * 16], pst);
+                    for f in 0..nfr {
+                        matrix_load(fk, kvsh[vo + t * 16 * dp + d0 + f * 16], dp);
+                        if f == 0 {
+                            matrix_mma(o0, fp, fk, o0);
+                        }
+                        if f == 1 {
+                            matrix_mma(o1, fp, fk, o1);
+                        }
+                        if f == 2 {
+                            matrix_mma(o2, fp, fk, o2);
+                        }
+                        if f == 3 {
+                            matrix_mma(o3, fp, fk, o3);
+                        }
+                        if f == 4 {
+                            matrix_mma(o4, fp, fk, o4);
+                        }
+                        if f == 5 {
+                            matrix_mma(o5, fp, fk, o5);
+                        }
+                        if f == 6 {
+                            matrix_mma(o6, fp, fk, o6);
+                        }
+                        if f == 7 {
+                            matrix_mma(o7, fp, fk, o7);
+                        }
                     }
                 }
             }
@@ -342,7 +378,7 @@ pub fn sdpa_prefill_mma_kernel<T>(
     // The row sums, then O / l for the real rows: lane pair `sr` writes row `sr`, eight
     // columns (16 bytes) each.
     l += simd_shuffle_xor(l, 1);
-    let qrow = block + sg * 16 + sr;
+    let qrow = block + rg * 16 + sr;
     for f in 0..nfr {
         simd_barrier();
         if f == 0 {
@@ -372,7 +408,7 @@ pub fn sdpa_prefill_mma_kernel<T>(
         simd_barrier();
         if qrow < n_q {
             let at = base_s + sr * 16 + half * 8;
-            let o_at = (qrow * n_q_heads + h) * head_dim + f * 16 + half * 8;
+            let o_at = (qrow * n_q_heads + h) * head_dim + d0 + f * 16 + half * 8;
             for i in 0..8 {
                 store(out[o_at + i], (load(fsh[at + i]) / l).cast::<T>());
             }
