@@ -182,42 +182,34 @@ pub fn sdpa_prefill(
     let scale = scale.unwrap_or(1.0 / (head_dim as f32).sqrt());
     scale_ok(OP, scale)?;
     let n_q = qs[0] as u32;
-    if matches!(q.dtype(), DType::F16 | DType::BF16) {
-        return ctx
-            .launch(&sdpa_prefill_mma_kernel::DEF)
+    let n_q_heads = qs[1] as u32;
+    // f16/bf16 on matrix fragments; f32 on the CUDA-core tiles. Both take the same
+    // arguments.
+    let launch = if matches!(q.dtype(), DType::F16 | DType::BF16) {
+        ctx.launch(&sdpa_prefill_mma_kernel::DEF)
             .constexpr("head_dim", head_dim)
-            .arg("q", q)
-            .arg("k", k)
-            .arg("v", v)
-            .arg("out", out)
-            .scalar("n_q", n_q)
-            .scalar("n_kv", ks[0] as u32)
-            .scalar("n_q_heads", qs[1] as u32)
-            .scalar("n_kv_heads", ks[1] as u32)
-            .scalar("causal", u32::from(causal))
-            .scalar("scale", scale)
-            .grid([qs[1] as u32, n_q.div_ceil(prefill_mma_rows(head_dim)), 1])
+            .grid([n_q_heads, n_q.div_ceil(prefill_mma_rows(head_dim)), 1])
             .group_size(128)
-            .run()
-            .map_err(runtime(OP));
-    }
-    ctx.launch(&sdpa_prefill_kernel::DEF)
-        .constexpr("head_dim", head_dim)
-        .constexpr("bk", prefill_tile(head_dim))
-        .constexpr("rq", RQ)
-        .constexpr("sgs", SGS)
+    } else {
+        ctx.launch(&sdpa_prefill_kernel::DEF)
+            .constexpr("head_dim", head_dim)
+            .constexpr("bk", prefill_tile(head_dim))
+            .constexpr("rq", RQ)
+            .constexpr("sgs", SGS)
+            .grid([n_q.div_ceil(SGS * RQ), n_q_heads, 1])
+            .group_size(SGS * 32)
+    };
+    launch
         .arg("q", q)
         .arg("k", k)
         .arg("v", v)
         .arg("out", out)
         .scalar("n_q", n_q)
         .scalar("n_kv", ks[0] as u32)
-        .scalar("n_q_heads", qs[1] as u32)
+        .scalar("n_q_heads", n_q_heads)
         .scalar("n_kv_heads", ks[1] as u32)
         .scalar("causal", u32::from(causal))
         .scalar("scale", scale)
-        .grid([n_q.div_ceil(SGS * RQ), qs[1] as u32, 1])
-        .group_size(SGS * 32)
         .run()
         .map_err(runtime(OP))
 }
