@@ -1222,13 +1222,20 @@ fn mma_uses() -> Vec<KernelUse> {
     for dt in [DType::F16, DType::BF16] {
         for d in MMA_HEAD_DIMS {
             for (per_row, hpr) in [(0, 16), (1, 16), (0, 1), (0, 2), (0, 4), (0, 8)] {
-                v.push(KernelUse {
-                    def: &sdpa_decode_mma_kernel::DEF,
-                    spec: Specialization::new(
-                        vec![dt],
-                        vec![Literal::U32(d), Literal::U32(per_row), Literal::U32(hpr)],
-                    ),
-                });
+                for direct in [0, 1] {
+                    v.push(KernelUse {
+                        def: &sdpa_decode_mma_kernel::DEF,
+                        spec: Specialization::new(
+                            vec![dt],
+                            vec![
+                                Literal::U32(d),
+                                Literal::U32(per_row),
+                                Literal::U32(hpr),
+                                Literal::U32(direct),
+                            ],
+                        ),
+                    });
+                }
             }
         }
     }

@@ -24,7 +24,8 @@
 //! of threadgroup memory behind simdgroup barriers, so the decision costs no threadgroup
 //! reduction. Weights stay below `e⁸`, so f32 sums and f16/bf16 weights cannot overflow,
 //! and `(m, l, O)` are written out in the same frame, exactly as the combine kernel
-//! expects.
+//! expects. A call of one chunk (`direct`) writes `O / l` to the output itself and needs
+//! no combine launch.
 
 use tessera_macros::{func, kernel};
 
@@ -72,7 +73,8 @@ fn loaded_head(head: u32, ok: bool, first_head: u32) -> u32 {
 /// · ceil(gqa / 16) + head block`, y the block of `16 / heads_per_row` query rows, z the chunk;
 /// 128 threads. Packing several query rows (`heads_per_row = gqa ≤ 8` rather than 16, for
 /// rows that share one cache without a window) reads each K/V block once for all of them;
-/// row `r` then sees the keys before `len0 + r · len_step`.
+/// row `r` then sees the keys before `len0 + r · len_step`. With `direct = 1` (one chunk,
+/// no sink logit) the kernel writes the output rows to `out` instead of partial states.
 #[kernel]
 pub fn sdpa_decode_mma_kernel<T>(
     q: Tensor<T>,
@@ -81,6 +83,7 @@ pub fn sdpa_decode_mma_kernel<T>(
     kv_lens: Tensor<u32>,
     mut part_o: Tensor<f32>,
     mut part_ml: Tensor<f32>,
+    mut out: Tensor<T>,
     n_q_heads: u32,
     gqa: u32,
     kv_stride: u32,
@@ -95,6 +98,7 @@ pub fn sdpa_decode_mma_kernel<T>(
     #[constexpr] head_dim: u32,
     #[constexpr] per_row_lens: u32,
     #[constexpr] heads_per_row: u32,
+    #[constexpr] direct: u32,
 ) {
     let bk = 4096 / head_dim;
     let dp = head_dim + 8;
@@ -353,10 +357,18 @@ pub fn sdpa_decode_mma_kernel<T>(
         l += simd_shuffle_xor(l, 4 >> s);
     }
     let (sr_head, sr_real) = frag_head(sr, hpr, nh, row, rows, n_q_heads, h0);
+    if direct != 0 {
+        // Every simdgroup is past its last reads of the rescale factors.
+        barrier();
+    }
     if tid % 8 == 0 && sr_real {
-        let slot = sr_head * splits + split;
-        store(part_ml[slot * 2], m);
-        store(part_ml[slot * 2 + 1], l);
+        if direct != 0 {
+            store(rsh[sr], l);
+        } else {
+            let slot = sr_head * splits + split;
+            store(part_ml[slot * 2], m);
+            store(part_ml[slot * 2 + 1], l);
+        }
     }
     let reg = sg * 256;
     for f in 0..nfr {
@@ -377,11 +389,16 @@ pub fn sdpa_decode_mma_kernel<T>(
         for e in range(lane, 256, 32) {
             let (head, real) = frag_head(e / 16, hpr, nh, row, rows, n_q_heads, h0);
             if real {
-                let slot = head * splits + split;
-                store(
-                    part_o[slot * head_dim + sg * cols + f * 16 + e % 16],
-                    load(fsh[reg + e]),
-                );
+                let col = sg * cols + f * 16 + e % 16;
+                if direct != 0 {
+                    // One chunk: the output itself (zeros for a row that saw no key).
+                    let l = load(rsh[e / 16]);
+                    let x = select(l > 0.0f32, load(fsh[reg + e]) / l, 0.0f32);
+                    store(out[head * head_dim + col], x.cast::<T>());
+                } else {
+                    let slot = head * splits + split;
+                    store(part_o[slot * head_dim + col], load(fsh[reg + e]));
+                }
             }
         }
     }

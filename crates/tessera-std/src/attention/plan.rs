@@ -210,7 +210,10 @@ impl DecodeCall<'_> {
             .clamp(1, MAX_SPLITS)
     }
 
-    /// Runs in one pass (`splits == 1`, and no per-row lengths) or split-KV plus combine.
+    /// Runs in one pass (`splits == 1`: the single-pass kernel without per-row lengths, or
+    /// the fragment kernel writing the output itself without a sink logit) or split-KV plus
+    /// combine. (Walking more keys in one chunk to save the combine loses on the fragment
+    /// kernel: with few threadgroups each block's load latency is exposed.)
     pub fn run(
         &self,
         ctx: &Context,
@@ -311,11 +314,14 @@ impl DecodeCall<'_> {
             .next_multiple_of(step)
             .max(step);
         let per_row_lens = u32::from(self.kv_lens.is_some());
+        let direct = self.on_fragments() && splits == 1 && self.sinks.is_none();
         if self.on_fragments() {
             self.partial_args(ctx.launch(&sdpa_decode_mma_kernel::DEF), ws, chunk)
+                .arg("out", self.out)
                 .constexpr("head_dim", self.head_dim)
                 .constexpr("per_row_lens", per_row_lens)
                 .constexpr("heads_per_row", self.mma_heads_per_row())
+                .constexpr("direct", u32::from(direct))
                 .scalar("rows", self.rows)
                 .grid([self.mma_head_blocks(), self.mma_row_blocks(), splits])
                 .group_size(128)
@@ -334,6 +340,9 @@ impl DecodeCall<'_> {
                 .run()
         }
         .map_err(runtime(self.op))?;
+        if direct {
+            return Ok(());
+        }
         let slices = combine_slices(splits);
         ctx.launch(&sdpa_decode_combine_kernel::DEF)
             .constexpr("head_dim", self.head_dim)
