@@ -27,6 +27,7 @@
 //! expects. A call of one chunk (`direct`) writes `O / l` to the output itself and needs
 //! no combine launch.
 
+use super::kv_staging::regs_to_tiles;
 use tessera_macros::{func, kernel};
 
 /// The head dims the fragment kernel serves.
@@ -194,16 +195,7 @@ pub fn sdpa_decode_mma_kernel<T>(
         // into the same registers, then compute on the tiles.
         if it > 0 {
             barrier();
-            for i in 0..4 {
-                let vi = tid + 128 * i;
-                let at = (vi / vecs) * dp + (vi % vecs) * 8;
-                for e in 0..8 {
-                    store(ksh[at + e], load(kr[i * 8 + e]));
-                }
-                for e in 0..8 {
-                    store(vsh[at + e], load(vr[i * 8 + e]));
-                }
-            }
+            regs_to_tiles(ksh, 0, vsh, 0, kr, vr, 4, tid, vecs, dp);
         }
         if it < nblocks {
             let b = jb + it * bk;

@@ -12,6 +12,7 @@ pub mod decode;
 pub mod decode_combine;
 pub mod decode_kernels;
 pub mod decode_mma;
+mod kv_staging;
 pub mod multi_query;
 pub mod plan;
 pub mod prefill;

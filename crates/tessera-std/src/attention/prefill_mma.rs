@@ -13,6 +13,7 @@
 //! stays below e⁸). Two threadgroup barriers per block (the tiles), two more with two
 //! parts; the rest is ordered by simdgroup barriers.
 
+use super::kv_staging::regs_to_tiles;
 use tessera_macros::kernel;
 
 /// Query rows per threadgroup at a head_dim: 16 per simdgroup, or per simdgroup pair where
@@ -126,16 +127,7 @@ pub fn sdpa_prefill_mma_kernel<T>(
         // the same registers, then compute on the tiles.
         if it > 0 {
             barrier();
-            for i in 0..lv {
-                let vi = tid + 128 * i;
-                let at = (vi / vecs) * dp + (vi % vecs) * 8;
-                for e in 0..8 {
-                    store(kvsh[at + e], load(kr[i * 8 + e]));
-                }
-                for e in 0..8 {
-                    store(kvsh[vo + at + e], load(vr[i * 8 + e]));
-                }
-            }
+            regs_to_tiles(kvsh, 0, kvsh, vo, kr, vr, lv, tid, vecs, dp);
         }
         if it < nblocks {
             let b = it * bk;
