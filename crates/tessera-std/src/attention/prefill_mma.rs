@@ -4,8 +4,8 @@
 //! keys are fetched one block ahead into registers (16-byte loads) and staged in padded
 //! threadgroup tiles; per block a simdgroup computes its 16 × 32 scores as fragments, takes
 //! the row softmax through its own slice of threadgroup memory, and adds `P·V` into
-//! `head_dim / 16` accumulator fragments (a simdgroup skips the blocks past its rows' last
-//! visible key). Heads wider than 128 are split in two column parts: a pair of simdgroups
+//! `head_dim / 16` accumulator fragments (with one part, a simdgroup skips the blocks past
+//! its rows' last visible key). Heads wider than 128 are split in two column parts: a pair of simdgroups
 //! shares 16 rows (32 rows per threadgroup, blocks of 16 keys), each scoring over its half
 //! of the dims, the two partial scores meeting in threadgroup memory, and each adding `P·V`
 //! into its half of the output. The running max is lazy: a row's output is rescaled only
