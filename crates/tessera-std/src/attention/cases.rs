@@ -1608,7 +1608,7 @@ inventory::submit! {
     OpEntry {
         name: "sdpa_prefill",
         family: "attention",
-        summary: "flash attention for prefill, causal or full, GQA: matrix fragments for f16/bf16 at head_dim 64/128, CUDA-core tiles otherwise",
+        summary: "flash attention for prefill, causal or full, GQA: matrix fragments for f16/bf16, CUDA-core tiles for f32",
         kernels: prefill_uses,
         cases: prefill_cases,
         benches: prefill_benches,
