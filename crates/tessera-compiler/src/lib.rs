@@ -1,8 +1,12 @@
 //! Tessera's compiler: optimisation passes over the IR and per-target source emitters.
+//! [`compile`] is the one entry point from built IR to a target's source.
 
+mod c_family;
 pub mod cuda;
 pub mod msl;
 pub mod passes;
+
+pub use c_family::EmitError;
 
 use tessera_ir::{verify_kernel, verify_lowered_kernel, IrError, Kernel};
 use thiserror::Error;
@@ -22,6 +26,51 @@ pub enum CompileError {
     /// A pass produced IR that fails verification: a compiler bug.
     #[error("internal compiler error: the `{pass}` pass produced invalid IR: {error}")]
     Pass { pass: &'static str, error: IrError },
+    #[error(transparent)]
+    Emit(#[from] EmitError),
+}
+
+/// The source a target compiles, or none for the CPU (which runs the IR itself).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    Cpu,
+    Cuda(cuda::CudaSource),
+    Msl(msl::MslSource),
+}
+
+impl Source {
+    /// The translation unit's text (empty for the CPU).
+    pub fn text(&self) -> &str {
+        match self {
+            Source::Cpu => "",
+            Source::Cuda(s) => &s.source,
+            Source::Msl(s) => &s.code,
+        }
+    }
+}
+
+/// A kernel compiled for a target: the optimised IR and the source emitted from it.
+#[derive(Clone, Debug)]
+pub struct Compiled {
+    pub kernel: Kernel,
+    pub source: Source,
+}
+
+/// Emits the source of an already optimised kernel for `target`.
+pub fn emit(kernel: &Kernel, target: Target) -> Result<Source, EmitError> {
+    Ok(match target {
+        Target::Cpu => Source::Cpu,
+        Target::Cuda => Source::Cuda(cuda::emit(kernel)?),
+        Target::Metal => Source::Msl(msl::emit(kernel)?),
+    })
+}
+
+/// Optimises a kernel for `target` ([`optimize`]) and emits its source ([`emit`]): what
+/// every backend and the CLI run between building IR and the target's own compiler.
+pub fn compile(kernel: Kernel, target: Target) -> Result<Compiled, CompileError> {
+    let kernel = optimize(kernel, target)?;
+    let source = emit(&kernel, target)?;
+    Ok(Compiled { kernel, source })
 }
 
 /// Which passes [`optimize_with`] runs; every pass is on by default, and IR is verified

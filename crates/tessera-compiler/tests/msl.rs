@@ -5,7 +5,7 @@
 //! tests, which need g++.)
 
 use std::sync::Arc;
-use tessera_compiler::msl::{emit, MslArg, MslBuiltin, MslError};
+use tessera_compiler::msl::{emit, EmitError, MslArg, MslBuiltin};
 use tessera_ir::{
     BinaryOp, Builder, Builtin, Kernel, ReduceOp, Scalar, ShuffleKind, SimdOp, Value,
 };
@@ -156,7 +156,7 @@ fn group_reductions_and_calls_must_be_lowered_first() {
     let s = b.group_reduce(ReduceOp::Sum, f).unwrap();
     b.store(out, t, s).unwrap();
     let e = emit(&b.finish_kernel().unwrap()).unwrap_err();
-    assert!(matches!(e, MslError::NotLowered { .. }), "{e}");
+    assert!(matches!(e, EmitError::NotLowered { .. }), "{e}");
     assert!(e.to_string().contains("optimize"), "{e}");
 
     let mut fb = Builder::function("twice");
@@ -188,7 +188,7 @@ fn malformed_ir_is_an_error_not_a_panic() {
         *mem = tessera_ir::MemRef::Param(9);
     }
     let e = emit(&k).unwrap_err();
-    assert!(matches!(e, MslError::Invalid { .. }), "{e}");
+    assert!(matches!(e, EmitError::Malformed { .. }), "{e}");
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! Spelling IR things in CUDA C: scalar and vector type names, literals and identifiers.
 
-use tessera_ir::{Literal, Scalar, Type};
+use tessera_ir::{Literal, Scalar};
 
 /// The CUDA C type holding a scalar. f16 and bf16 are the prelude's own 16-bit structs.
 pub fn scalar_type(s: Scalar) -> &'static str {
@@ -13,15 +13,6 @@ pub fn scalar_type(s: Scalar) -> &'static str {
         Scalar::F16 => "ts_f16",
         Scalar::BF16 => "ts_bf16",
         Scalar::F32 => "float",
-    }
-}
-
-/// The CUDA C type of a value: a scalar type, or the prelude's aligned vector struct
-/// (`ts_f16x8` holds `e[8]`).
-pub fn value_type(t: Type) -> String {
-    match t {
-        Type::Scalar(s) => scalar_type(s).to_string(),
-        Type::Vector(s, w) => vector_type(s, w),
     }
 }
 

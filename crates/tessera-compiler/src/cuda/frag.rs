@@ -8,39 +8,34 @@
 //! in 8-byte column pairs when its index and stride are even; anything else is an
 //! element gather.
 
-use super::{Emitter, R};
-use tessera_ir::{FragRole, MemRef, Scalar, ValueId};
+use super::dialect::Cuda;
+use crate::c_family::{Emitter, Fragments, Mem, Space};
+use tessera_ir::{FragRole, Scalar};
 
 /// The lane decomposition every fragment op starts from.
 const LANE: &str =
     "const unsigned int ts_l = threadIdx.x & 31u, ts_g = ts_l >> 2, ts_t = ts_l & 3u;";
 
-impl Emitter<'_> {
-    fn frag_decl(&self, f: u32) -> R<(String, FragRole, Scalar)> {
-        let d = self
-            .body
-            .frags
-            .get(f as usize)
-            .ok_or_else(|| self.malformed(format!("matrix fragment {f} is not declared")))?;
-        Ok((self.frag_names[f as usize].clone(), d.role, d.elem))
+impl Cuda {
+    /// Fragment `f`'s name, role and element type.
+    fn frag_decl(e: &Emitter<Cuda>, f: usize) -> (String, FragRole, Scalar) {
+        let d = &e.k.body.frags[f];
+        (e.names.frags[f].clone(), d.role, d.elem)
     }
 
     /// Declares every fragment's registers.
-    pub(super) fn frag_decls(&self) -> Vec<String> {
-        self.body
+    pub(super) fn frag_decls(e: &Emitter<Cuda>) -> Vec<String> {
+        e.k.body
             .frags
             .iter()
-            .enumerate()
-            .map(|(i, f)| {
-                let n = &self.frag_names[i];
-                match f.role {
-                    FragRole::Acc => format!("float {n}[8]; // {} accumulator 16x16", f.name),
-                    r => format!(
-                        "unsigned int {n}[4]; // {} {} operand 16x16",
-                        f.name,
-                        r.name()
-                    ),
-                }
+            .zip(&e.names.frags)
+            .map(|(f, n)| match f.role {
+                FragRole::Acc => format!("float {n}[8]; // {} accumulator 16x16", f.name),
+                r => format!(
+                    "unsigned int {n}[4]; // {} {} operand 16x16",
+                    f.name,
+                    r.name()
+                ),
             })
             .collect()
     }
@@ -54,82 +49,6 @@ impl Emitter<'_> {
         }
     }
 
-    pub(super) fn frag_fill(&mut self, f: u32, value: ValueId) -> R<()> {
-        let (n, role, elem) = self.frag_decl(f)?;
-        let v = self.name(value)?.to_string();
-        match role {
-            FragRole::Acc => self.line(&format!(
-                "for (int ts_i = 0; ts_i < 8; ++ts_i) {n}[ts_i] = {v};"
-            )),
-            _ => {
-                let conv = match elem {
-                    Scalar::BF16 => "ts_bf16_from_f32",
-                    _ => "ts_f16_from_f32",
-                };
-                self.line(&format!(
-                    "{{ const unsigned int ts_h = {conv}({v}).bits; \
-                     for (int ts_i = 0; ts_i < 4; ++ts_i) {n}[ts_i] = ts_h | (ts_h << 16); }}"
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    pub(super) fn frag_load(
-        &mut self,
-        f: u32,
-        mem: MemRef,
-        index: ValueId,
-        stride: ValueId,
-        transpose: bool,
-    ) -> R<()> {
-        let (n, role, _) = self.frag_decl(f)?;
-        let (m, elem) = self.mem(mem)?;
-        let (i, s) = (
-            self.name(index)?.to_string(),
-            self.name(stride)?.to_string(),
-        );
-        self.line("{");
-        self.depth += 1;
-        self.line(LANE);
-        let ldmatrix = matches!(mem, MemRef::Shared(_)) && role != FragRole::Acc;
-        if ldmatrix {
-            self.ldmatrix(&n, &m, &i, &s, role, transpose);
-            self.line("} else {");
-        }
-        match role {
-            FragRole::A => {
-                self.line("#pragma unroll");
-                self.line("for (int ts_i = 0; ts_i < 4; ++ts_i) {");
-                self.line("  const unsigned int ts_r = ts_g + 8u * (ts_i & 1), ts_c = 2u * ts_t + 8u * (ts_i >> 1);");
-                let lo = Self::elem_at(&i, &s, transpose, "ts_r", "ts_c");
-                let hi = Self::elem_at(&i, &s, transpose, "ts_r", "ts_c + 1u");
-                self.line(&format!(
-                    "  {n}[ts_i] = (unsigned int){m}[{lo}].bits | ((unsigned int){m}[{hi}].bits << 16);"
-                ));
-                self.line("}");
-            }
-            FragRole::B => {
-                self.line("#pragma unroll");
-                self.line("for (int ts_i = 0; ts_i < 4; ++ts_i) {");
-                self.line("  const unsigned int ts_k = 2u * ts_t + 8u * (ts_i & 1), ts_n = 8u * (ts_i >> 1) + ts_g;");
-                let lo = Self::elem_at(&i, &s, transpose, "ts_k", "ts_n");
-                let hi = Self::elem_at(&i, &s, transpose, "ts_k + 1u", "ts_n");
-                self.line(&format!(
-                    "  {n}[ts_i] = (unsigned int){m}[{lo}].bits | ((unsigned int){m}[{hi}].bits << 16);"
-                ));
-                self.line("}");
-            }
-            FragRole::Acc => self.acc_access(&n, &m, elem, &i, &s, transpose, false),
-        }
-        if ldmatrix {
-            self.line("}");
-        }
-        self.depth -= 1;
-        self.line("}");
-        Ok(())
-    }
-
     /// Opens `if (aligned) { ldmatrix … ` for an operand in threadgroup memory: one
     /// `ldmatrix.x4` reads the four 8×8 quarters of the 16×16 operand, lane `8j + rr`
     /// giving the address of row `rr` of quarter `j` (register `j` of the fragment). The
@@ -139,7 +58,7 @@ impl Emitter<'_> {
     /// the element gather as the `else` branch for an index or stride that is not a
     /// multiple of 8 (both are simdgroup-uniform, so the branch is too).
     fn ldmatrix(
-        &mut self,
+        e: &mut Emitter<Cuda>,
         n: &str,
         m: &str,
         index: &str,
@@ -159,13 +78,13 @@ impl Emitter<'_> {
         } else {
             ""
         };
-        self.line(&format!("if (((({index}) | ({stride})) & 7u) == 0u) {{"));
-        self.line("  const unsigned int ts_j = ts_l >> 3, ts_rr = ts_l & 7u;");
-        self.line(&format!(
+        e.line(&format!("if (((({index}) | ({stride})) & 7u) == 0u) {{"));
+        e.line("  const unsigned int ts_j = ts_l >> 3, ts_rr = ts_l & 7u;");
+        e.line(&format!(
             "  unsigned int ts_sa; asm(\"{{ .reg .u64 ts_p; cvta.to.shared.u64 ts_p, %1; \
              cvt.u32.u64 %0, ts_p; }}\" : \"=r\"(ts_sa) : \"l\"((unsigned long long)&{m}[{at}]));"
         ));
-        self.line(&format!(
+        e.line(&format!(
             "  asm volatile(\"ldmatrix.sync.aligned.m8n8.x4{trans}.shared.b16 {{%0,%1,%2,%3}}, [%4];\" \
              : \"=r\"({n}[0]), \"=r\"({n}[1]), \"=r\"({n}[2]), \"=r\"({n}[3]) : \"r\"(ts_sa) : \"memory\");"
         ));
@@ -177,7 +96,7 @@ impl Emitter<'_> {
     /// nearest even on store); otherwise element by element.
     #[allow(clippy::too_many_arguments)]
     fn acc_access(
-        &mut self,
+        e: &mut Emitter<Cuda>,
         n: &str,
         m: &str,
         elem: Scalar,
@@ -195,11 +114,11 @@ impl Emitter<'_> {
             _ => None,
         };
         if !transpose {
-            self.line(&format!("if (((({index}) | ({stride})) & 1u) == 0u) {{"));
-            self.line("  struct __attribute__((aligned(8))) ts_pair { float e0, e1; };");
-            self.line("  #pragma unroll");
-            self.line("  for (int ts_i = 0; ts_i < 8; ts_i += 2) {");
-            self.line(&format!(
+            e.line(&format!("if (((({index}) | ({stride})) & 1u) == 0u) {{"));
+            e.line("  struct __attribute__((aligned(8))) ts_pair { float e0, e1; };");
+            e.line("  #pragma unroll");
+            e.line("  for (int ts_i = 0; ts_i < 8; ts_i += 2) {");
+            e.line(&format!(
                 "    const unsigned int ts_r = {ROW}, ts_c = {PAIR_COL};"
             ));
             let at = Self::elem_at(index, stride, false, "ts_r", "ts_c");
@@ -221,13 +140,13 @@ impl Emitter<'_> {
                      {n}[ts_i] = ts_p.e0; {n}[ts_i + 1] = ts_p.e1;"
                 ),
             };
-            self.line(&line);
-            self.line("  }");
-            self.line("} else {");
+            e.line(&line);
+            e.line("  }");
+            e.line("} else {");
         }
-        self.line("#pragma unroll");
-        self.line("for (int ts_i = 0; ts_i < 8; ++ts_i) {");
-        self.line(&format!(
+        e.line("#pragma unroll");
+        e.line("for (int ts_i = 0; ts_i < 8; ++ts_i) {");
+        e.line(&format!(
             "  const unsigned int ts_r = {ROW}, ts_c = {PAIR_COL} + (ts_i & 1);"
         ));
         let at = Self::elem_at(index, stride, transpose, "ts_r", "ts_c");
@@ -237,62 +156,99 @@ impl Emitter<'_> {
             (true, None) => format!("  {m}[{at}] = {n}[ts_i];"),
             (false, None) => format!("  {n}[ts_i] = {m}[{at}];"),
         };
-        self.line(&line);
-        self.line("}");
+        e.line(&line);
+        e.line("}");
         if !transpose {
-            self.line("}");
+            e.line("}");
+        }
+    }
+}
+
+impl Fragments for Cuda {
+    fn frag_fill(e: &mut Emitter<Cuda>, f: usize, v: &str) {
+        let (n, role, elem) = Self::frag_decl(e, f);
+        match role {
+            FragRole::Acc => e.line(&format!(
+                "for (int ts_i = 0; ts_i < 8; ++ts_i) {n}[ts_i] = {v};"
+            )),
+            _ => {
+                let conv = match elem {
+                    Scalar::BF16 => "ts_bf16_from_f32",
+                    _ => "ts_f16_from_f32",
+                };
+                e.line(&format!(
+                    "{{ const unsigned int ts_h = {conv}({v}).bits; \
+                     for (int ts_i = 0; ts_i < 4; ++ts_i) {n}[ts_i] = ts_h | (ts_h << 16); }}"
+                ));
+            }
         }
     }
 
-    pub(super) fn frag_store(
-        &mut self,
-        f: u32,
-        mem: MemRef,
-        index: ValueId,
-        stride: ValueId,
-    ) -> R<()> {
-        let (n, role, _) = self.frag_decl(f)?;
-        if role != FragRole::Acc {
-            return Err(self.malformed("only accumulator fragments are stored"));
+    fn frag_load(e: &mut Emitter<Cuda>, f: usize, mem: &Mem, i: &str, s: &str, transpose: bool) {
+        let (n, role, _) = Self::frag_decl(e, f);
+        let (m, elem) = (mem.name.as_str(), mem.elem);
+        e.line("{");
+        e.depth += 1;
+        e.line(LANE);
+        let ldmatrix = mem.space == Space::Threadgroup && role != FragRole::Acc;
+        if ldmatrix {
+            Self::ldmatrix(e, &n, m, i, s, role, transpose);
+            e.line("} else {");
         }
-        let (m, elem) = self.mem(mem)?;
-        let (i, s) = (
-            self.name(index)?.to_string(),
-            self.name(stride)?.to_string(),
-        );
-        self.line("{");
-        self.depth += 1;
-        self.line(LANE);
-        self.acc_access(&n, &m, elem, &i, &s, false, true);
-        self.depth -= 1;
-        self.line("}");
-        Ok(())
+        match role {
+            FragRole::A => {
+                e.line("#pragma unroll");
+                e.line("for (int ts_i = 0; ts_i < 4; ++ts_i) {");
+                e.line("  const unsigned int ts_r = ts_g + 8u * (ts_i & 1), ts_c = 2u * ts_t + 8u * (ts_i >> 1);");
+                let lo = Self::elem_at(i, s, transpose, "ts_r", "ts_c");
+                let hi = Self::elem_at(i, s, transpose, "ts_r", "ts_c + 1u");
+                e.line(&format!(
+                    "  {n}[ts_i] = (unsigned int){m}[{lo}].bits | ((unsigned int){m}[{hi}].bits << 16);"
+                ));
+                e.line("}");
+            }
+            FragRole::B => {
+                e.line("#pragma unroll");
+                e.line("for (int ts_i = 0; ts_i < 4; ++ts_i) {");
+                e.line("  const unsigned int ts_k = 2u * ts_t + 8u * (ts_i & 1), ts_n = 8u * (ts_i >> 1) + ts_g;");
+                let lo = Self::elem_at(i, s, transpose, "ts_k", "ts_n");
+                let hi = Self::elem_at(i, s, transpose, "ts_k + 1u", "ts_n");
+                e.line(&format!(
+                    "  {n}[ts_i] = (unsigned int){m}[{lo}].bits | ((unsigned int){m}[{hi}].bits << 16);"
+                ));
+                e.line("}");
+            }
+            FragRole::Acc => Self::acc_access(e, &n, m, elem, i, s, transpose, false),
+        }
+        if ldmatrix {
+            e.line("}");
+        }
+        e.depth -= 1;
+        e.line("}");
     }
 
-    pub(super) fn frag_scale(&mut self, f: u32, value: ValueId) -> R<()> {
-        let (n, role, _) = self.frag_decl(f)?;
-        if role != FragRole::Acc {
-            return Err(self.malformed("only accumulator fragments are scaled"));
-        }
-        let v = self.name(value)?.to_string();
-        self.line(&format!(
-            "for (int ts_i = 0; ts_i < 8; ++ts_i) {n}[ts_i] *= {v};"
-        ));
-        Ok(())
+    fn frag_store(e: &mut Emitter<Cuda>, f: usize, mem: &Mem, i: &str, s: &str) {
+        let (n, _, _) = Self::frag_decl(e, f);
+        e.line("{");
+        e.depth += 1;
+        e.line(LANE);
+        Self::acc_access(e, &n, &mem.name, mem.elem, i, s, false, true);
+        e.depth -= 1;
+        e.line("}");
     }
 
-    pub(super) fn frag_mma(&mut self, d: u32, a: u32, b: u32, c: u32) -> R<()> {
-        let (dn, _, _) = self.frag_decl(d)?;
-        let (an, _, elem) = self.frag_decl(a)?;
-        let (bn, _, _) = self.frag_decl(b)?;
-        let (cn, _, _) = self.frag_decl(c)?;
+    fn frag_mma(e: &mut Emitter<Cuda>, d: usize, a: usize, b: usize, c: usize) {
+        let (dn, _, _) = Self::frag_decl(e, d);
+        let (an, _, elem) = Self::frag_decl(e, a);
+        let (bn, _, _) = Self::frag_decl(e, b);
+        let (cn, _, _) = Self::frag_decl(e, c);
         let ty = match elem {
             Scalar::BF16 => "bf16",
             _ => "f16",
         };
         for h in 0..2 {
             let o = 4 * h;
-            self.line(&format!(
+            e.line(&format!(
                 "asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.{ty}.{ty}.f32 \
                  {{%0,%1,%2,%3}}, {{%4,%5,%6,%7}}, {{%8,%9}}, {{%10,%11,%12,%13}};\" \
                  : \"=f\"({dn}[{o}]), \"=f\"({dn}[{}]), \"=f\"({dn}[{}]), \"=f\"({dn}[{}]) \
@@ -309,6 +265,11 @@ impl Emitter<'_> {
                 o + 3
             ));
         }
-        Ok(())
+    }
+
+    fn frag_scale(e: &mut Emitter<Cuda>, f: usize, value: &str) {
+        let n = &e.names.frags[f];
+        let text = format!("for (int ts_i = 0; ts_i < 8; ++ts_i) {n}[ts_i] *= {value};");
+        e.line(&text);
     }
 }

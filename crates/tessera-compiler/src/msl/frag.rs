@@ -1,0 +1,111 @@
+//! Matrix fragments in MSL: a 16×16 fragment is a 2×2 array of `simdgroup_matrix<T, 8, 8>`
+//! (block `(i, j)` at index `2i + j`); loads and stores move each 8×8 block with
+//! `simdgroup_load` / `simdgroup_store` (the transposed load with Metal's own flag), and a
+//! multiply-accumulate is eight `simdgroup_multiply_accumulate`.
+
+use super::dialect::Msl;
+use super::helpers::Helper;
+use super::types::scalar;
+use crate::c_family::{Emitter, Fragments, Mem};
+use tessera_ir::Scalar;
+
+impl Msl {
+    /// Declares every fragment at the top of the body.
+    pub(super) fn frag_decls(e: &mut Emitter<Msl>) {
+        for (f, name) in e.k.body.frags.iter().zip(e.names.frags.clone()) {
+            let elem = scalar(f.elem);
+            e.line(&format!("simdgroup_matrix<{elem}, 8, 8> {name}[4];"));
+        }
+    }
+}
+
+impl Fragments for Msl {
+    fn frag_fill(e: &mut Emitter<Msl>, f: usize, v: &str) {
+        let n = &e.names.frags[f];
+        let elem = scalar(e.k.body.frags[f].elem);
+        let text = format!(
+            "for (uint tsr_b = 0; tsr_b < 4; ++tsr_b) {n}[tsr_b] = \
+             make_filled_simdgroup_matrix<{elem}, 8, 8>({elem}({v}));"
+        );
+        e.line(&text);
+    }
+
+    fn frag_load(e: &mut Emitter<Msl>, f: usize, m: &Mem, i: &str, s: &str, transpose: bool) {
+        let n = e.names.frags[f].clone();
+        let name = &m.name;
+        // An f32 accumulator from f16/bf16 memory: each block loads as the memory's type
+        // and widens.
+        let frag_elem = e.k.body.frags[f].elem;
+        let widen = (m.elem != frag_elem).then(|| (scalar(m.elem), scalar(frag_elem)));
+        if widen.is_some() {
+            e.d.helpers.insert(Helper::SgConvert);
+        }
+        for bi in 0..2 {
+            for bj in 0..2 {
+                let (r0, c0, b) = (8 * bi, 8 * bj, 2 * bi + bj);
+                let at = if transpose {
+                    format!("{i} + {c0}u * {s} + {r0}u], ulong({s}), ulong2(0, 0), true")
+                } else {
+                    format!("{i} + {r0}u * {s} + {c0}u], ulong({s})")
+                };
+                e.line(&match widen {
+                    Some((t, to)) => format!(
+                        "{{ simdgroup_matrix<{t}, 8, 8> tsr_w; simdgroup_load(tsr_w, &{name}[{at}); \
+                         {n}[{b}] = tsr_sg_convert<{to}>(tsr_w); }}"
+                    ),
+                    None => format!("simdgroup_load({n}[{b}], &{name}[{at});"),
+                });
+            }
+        }
+    }
+
+    fn frag_store(e: &mut Emitter<Msl>, f: usize, m: &Mem, i: &str, s: &str) {
+        let n = e.names.frags[f].clone();
+        // Into f16/bf16 memory the f32 accumulator is rounded block by block.
+        let round = matches!(m.elem, Scalar::F16 | Scalar::BF16).then(|| scalar(m.elem));
+        if round.is_some() {
+            e.d.helpers.insert(Helper::SgConvert);
+        }
+        for bi in 0..2 {
+            for bj in 0..2 {
+                let (r0, c0) = (8 * bi, 8 * bj);
+                let b = 2 * bi + bj;
+                let block = match round {
+                    Some(t) => format!("tsr_sg_convert<{t}>({n}[{b}])"),
+                    None => format!("{n}[{b}]"),
+                };
+                e.line(&format!(
+                    "simdgroup_store({block}, &{}[{i} + {r0}u * {s} + {c0}u], ulong({s}));",
+                    m.name
+                ));
+            }
+        }
+    }
+
+    fn frag_scale(e: &mut Emitter<Msl>, f: usize, v: &str) {
+        let n = e.names.frags[f].clone();
+        e.d.helpers.insert(Helper::SgScale);
+        e.line(&format!(
+            "for (uint tsr_b = 0; tsr_b < 4; ++tsr_b) {n}[tsr_b] = tsr_sg_scale({n}[tsr_b], {v});"
+        ));
+    }
+
+    fn frag_mma(e: &mut Emitter<Msl>, d: usize, a: usize, b: usize, c: usize) {
+        let fr = &e.names.frags;
+        let (dn, an, bn, cn) = (fr[d].clone(), fr[a].clone(), fr[b].clone(), fr[c].clone());
+        for i in 0..2 {
+            for j in 0..2 {
+                let o = 2 * i + j;
+                e.line(&format!(
+                    "simdgroup_multiply_accumulate({dn}[{o}], {an}[{}], {bn}[{j}], {cn}[{o}]);",
+                    2 * i
+                ));
+                e.line(&format!(
+                    "simdgroup_multiply_accumulate({dn}[{o}], {an}[{}], {bn}[{}], {dn}[{o}]);",
+                    2 * i + 1,
+                    2 + j
+                ));
+            }
+        }
+    }
+}
