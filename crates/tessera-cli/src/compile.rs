@@ -1,12 +1,13 @@
 //! `tessera compile --target cuda|msl [--filter S]`: compiles every registered kernel ×
 //! dtype × specialisation for a target without running it — CUDA C through NVRTC (no GPU
 //! needed), MSL through the C++ model of Metal (`g++ -fsyntax-only`) — and prints
-//! `N passed, N failed`.
+//! `N passed, N failed`. With `TESSERA_DUMP=dir` set, each specialisation's source is
+//! written to `dir/<label>.cu` or `.metal`.
 
 use crate::kernels::all_uses;
 use std::process::ExitCode;
 use std::time::Instant;
-use tessera_compiler::{optimize, Target};
+use tessera_compiler::{compile, Source, Target};
 use tessera_runtime::cuda::nvrtc::Nvrtc;
 use tessera_std::KernelUse;
 
@@ -42,10 +43,33 @@ fn report(name: &str, result: &Result<(), String>) {
     }
 }
 
-/// Builds and optimises a use's IR for `target`.
-fn lower(u: &KernelUse, target: Target) -> Result<tessera_ir::Kernel, String> {
+/// Builds a use's IR and compiles it for `target` (optimise, then emit).
+fn lower(u: &KernelUse, target: Target) -> Result<Source, String> {
     let k = u.def.build(&u.spec).map_err(|e| e.to_string())?;
-    optimize(k, target).map_err(|e| e.to_string())
+    compile(k, target)
+        .map(|c| c.source)
+        .map_err(|e| e.to_string())
+}
+
+/// The directory `TESSERA_DUMP` names, if set and non-empty.
+fn dump_dir() -> Option<std::path::PathBuf> {
+    std::env::var_os("TESSERA_DUMP")
+        .filter(|v| !v.is_empty())
+        .map(std::path::PathBuf::from)
+}
+
+/// Writes one specialisation's source to `dir/<label>.<ext>` with file-name-safe characters.
+fn dump(dir: &std::path::Path, label: &str, ext: &str, text: &str) -> Result<(), String> {
+    let stem: String = label
+        .chars()
+        .map(|c| match c {
+            'a'..='z' | 'A'..='Z' | '0'..='9' | '_' | '-' | '=' | ',' | '.' => c,
+            _ => '_',
+        })
+        .collect();
+    std::fs::create_dir_all(dir)
+        .and_then(|()| std::fs::write(dir.join(format!("{stem}.{ext}")), text))
+        .map_err(|e| format!("TESSERA_DUMP: cannot write into `{}`: {e}", dir.display()))
 }
 
 fn compile_cuda(uses: &[KernelUse], arch: &str) -> Result<Results, String> {
@@ -57,8 +81,13 @@ fn compile_cuda(uses: &[KernelUse], arch: &str) -> Result<Results, String> {
     Ok(uses
         .iter()
         .map(|u| {
-            let r = lower(u, Target::Cuda).and_then(|k| {
-                let src = tessera_compiler::cuda::emit(&k).map_err(|e| e.to_string())?;
+            let r = lower(u, Target::Cuda).and_then(|src| {
+                let Source::Cuda(src) = src else {
+                    return Err("the CUDA target emitted no CUDA C".to_string());
+                };
+                if let Some(dir) = dump_dir() {
+                    dump(&dir, &label(u), "cu", &src.source)?;
+                }
                 nvrtc
                     .compile(&src.source, &src.entry, arch, &src.options)
                     .map(|_| ())
@@ -74,13 +103,15 @@ fn compile_msl(uses: &[KernelUse]) -> Result<Results, String> {
     let mut sources = Vec::new();
     let mut names = Vec::new();
     for u in uses {
-        match lower(u, Target::Metal)
-            .and_then(|k| tessera_compiler::msl::emit(&k).map_err(|e| e.to_string()))
-        {
-            Ok(src) => {
+        match lower(u, Target::Metal) {
+            Ok(Source::Msl(src)) => {
+                if let Some(dir) = dump_dir() {
+                    dump(&dir, &label(u), "metal", &src.code)?;
+                }
                 sources.push(src);
                 names.push(label(u));
             }
+            Ok(_) => results.push((label(u), Err("the Metal target emitted no MSL".into()))),
             Err(e) => results.push((label(u), Err(e))),
         }
     }

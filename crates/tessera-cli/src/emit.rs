@@ -2,7 +2,7 @@
 
 use crate::kernels::{find_def, parse_dtype, parse_pair};
 use std::process::ExitCode;
-use tessera_compiler::{optimize, Target};
+use tessera_compiler::{compile, optimize, Target};
 use tessera_ir::Specialization;
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -54,18 +54,16 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         EmitTarget::IrOpt => optimize(kernel, Target::Cpu)
             .map_err(|e| e.to_string())?
             .to_string(),
-        EmitTarget::Cuda => {
-            let k = optimize(kernel, Target::Cuda).map_err(|e| e.to_string())?;
-            tessera_compiler::cuda::emit(&k)
-                .map_err(|e| e.to_string())?
-                .source
-        }
-        EmitTarget::Msl => {
-            let k = optimize(kernel, Target::Metal).map_err(|e| e.to_string())?;
-            tessera_compiler::msl::emit(&k)
-                .map_err(|e| e.to_string())?
-                .code
-        }
+        EmitTarget::Cuda => compile(kernel, Target::Cuda)
+            .map_err(|e| e.to_string())?
+            .source
+            .text()
+            .to_string(),
+        EmitTarget::Msl => compile(kernel, Target::Metal)
+            .map_err(|e| e.to_string())?
+            .source
+            .text()
+            .to_string(),
     };
     print!("{text}");
     Ok(ExitCode::SUCCESS)
