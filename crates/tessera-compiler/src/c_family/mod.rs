@@ -29,9 +29,31 @@ pub(crate) struct Idents {
     pub frags: Vec<String>,
 }
 
+/// The IR's scalar ops as expressions of a dialect, with the meaning `tessera_ir::ops`
+/// gives them; operands are names or literals, so an expression may repeat them.
+pub(crate) trait ScalarOps {
+    /// `op a` on type `t`, or why it has no meaning there.
+    fn unary(&mut self, op: UnaryOp, t: Scalar, a: &str) -> Result<String, String>;
+    /// `a op b` on type `t`; `b_const` is `b` where it is a known integer.
+    fn binary(
+        &mut self,
+        op: BinaryOp,
+        t: Scalar,
+        a: &str,
+        b: &str,
+        b_const: Option<i64>,
+    ) -> Result<String, String>;
+    /// `a * b + c` with one rounding.
+    fn fma(&mut self, t: Scalar, a: &str, b: &str, c: &str) -> Result<String, String>;
+    /// `c ? a : b`.
+    fn select(c: &str, a: &str, b: &str) -> String;
+    /// `a` converted from `from` to `to`, as the IR defines casts.
+    fn cast(&mut self, from: Scalar, to: Scalar, a: &str) -> String;
+}
+
 /// What differs between CUDA C and MSL. Hooks that write code take the whole
 /// [`Emitter`] (their own state is `e.d`); spelling hooks are plain functions.
-pub(crate) trait Dialect: Sized {
+pub(crate) trait Dialect: ScalarOps + Sized {
     /// What emission produces (the source and the facts a runtime needs to launch it).
     type Output;
     /// The target's name in messages.
@@ -61,24 +83,6 @@ pub(crate) trait Dialect: Sized {
     fn vector_type(&mut self, s: Scalar, width: u8) -> Option<String>;
     /// Lane `k` of a whole-vector variable.
     fn lane_of(var: &str, k: usize) -> String;
-
-    /// `op a` on type `t`, or why it has no meaning there.
-    fn unary(&mut self, op: UnaryOp, t: Scalar, a: &str) -> Result<String, String>;
-    /// `a op b` on type `t`; `b_const` is `b` where it is a known integer.
-    fn binary(
-        &mut self,
-        op: BinaryOp,
-        t: Scalar,
-        a: &str,
-        b: &str,
-        b_const: Option<i64>,
-    ) -> Result<String, String>;
-    /// `a * b + c` with one rounding.
-    fn fma(&mut self, t: Scalar, a: &str, b: &str, c: &str) -> Result<String, String>;
-    /// `c ? a : b`.
-    fn select(c: &str, a: &str, b: &str) -> String;
-    /// `a` converted from `from` to `to`, as the IR defines casts.
-    fn cast(&mut self, from: Scalar, to: Scalar, a: &str) -> String;
 
     /// The expression of a thread-position builtin.
     fn builtin(e: &mut Emitter<Self>, b: Builtin) -> String;

@@ -6,13 +6,12 @@
 
 use super::helpers::{define, helper_name, Helper, ShuffleKindKey, SimdOpKey};
 use super::names::{ident, literal, scalar_type, vector_type};
-use super::{prelude, scalar, uses_scalar, CudaSource, NVRTC_OPTIONS};
+use super::{prelude, uses_scalar, CudaSource, NVRTC_OPTIONS};
 use crate::c_family::{Dialect, Emitter, Idents, Mem, Val, R};
 use std::collections::{BTreeSet, HashSet};
 use std::fmt::Write;
 use tessera_ir::{
-    AtomicOp, BinaryOp, Builtin, Kernel, Literal, ParamKind, Scalar, ShuffleKind, SimdOp, UnaryOp,
-    ValueId,
+    AtomicOp, Builtin, Kernel, Literal, ParamKind, Scalar, ShuffleKind, SimdOp, ValueId,
 };
 
 /// Threadgroup memory above this many bytes is declared dynamic (`extern __shared__`),
@@ -51,11 +50,6 @@ fn shared_layout(k: &Kernel) -> (usize, bool) {
         .map(|a| a.size_bytes().next_multiple_of(16))
         .sum();
     (total, total > STATIC_SHARED_LIMIT)
-}
-
-/// Why a scalar op has no CUDA expression.
-fn undefined(op: &str, t: Scalar) -> String {
-    format!("`{op}` on {t}")
 }
 
 impl Dialect for Cuda {
@@ -97,33 +91,6 @@ impl Dialect for Cuda {
 
     fn lane_of(var: &str, k: usize) -> String {
         format!("{var}.e[{k}]")
-    }
-
-    fn unary(&mut self, op: UnaryOp, t: Scalar, a: &str) -> Result<String, String> {
-        scalar::unary(op, t, a).ok_or_else(|| undefined(op.name(), t))
-    }
-
-    fn binary(
-        &mut self,
-        op: BinaryOp,
-        t: Scalar,
-        a: &str,
-        b: &str,
-        _: Option<i64>,
-    ) -> Result<String, String> {
-        scalar::binary(op, t, a, b).ok_or_else(|| undefined(op.name(), t))
-    }
-
-    fn fma(&mut self, t: Scalar, a: &str, b: &str, c: &str) -> Result<String, String> {
-        scalar::fma(t, a, b, c).ok_or_else(|| undefined("fma", t))
-    }
-
-    fn select(c: &str, a: &str, b: &str) -> String {
-        format!("({c} ? {a} : {b})")
-    }
-
-    fn cast(&mut self, from: Scalar, to: Scalar, a: &str) -> String {
-        scalar::cast(from, to, a)
     }
 
     fn builtin(_: &mut Emitter<Self>, b: Builtin) -> String {

@@ -6,7 +6,9 @@
 //!
 //! Operands are plain names or literals, so an expression may repeat them freely.
 
+use super::dialect::Cuda;
 use super::names::scalar_type;
+use crate::c_family::ScalarOps;
 use tessera_ir::{BinaryOp, Scalar, UnaryOp};
 
 /// `e` (of float type `ty`) as an f32 expression.
@@ -213,6 +215,40 @@ pub fn cast(from: Scalar, to: Scalar, a: &str) -> String {
         // As the IR does: to f32 first, then to the narrow float.
         Scalar::F16 | Scalar::BF16 => from_f32(to, &format!("((float){a})")),
         _ => format!("(({t}){a})"),
+    }
+}
+
+/// Why a scalar op has no CUDA expression.
+fn undefined(op: &str, t: Scalar) -> String {
+    format!("`{op}` on {t}")
+}
+
+impl ScalarOps for Cuda {
+    fn unary(&mut self, op: UnaryOp, t: Scalar, a: &str) -> Result<String, String> {
+        unary(op, t, a).ok_or_else(|| undefined(op.name(), t))
+    }
+
+    fn binary(
+        &mut self,
+        op: BinaryOp,
+        t: Scalar,
+        a: &str,
+        b: &str,
+        _: Option<i64>,
+    ) -> Result<String, String> {
+        binary(op, t, a, b).ok_or_else(|| undefined(op.name(), t))
+    }
+
+    fn fma(&mut self, t: Scalar, a: &str, b: &str, c: &str) -> Result<String, String> {
+        fma(t, a, b, c).ok_or_else(|| undefined("fma", t))
+    }
+
+    fn select(c: &str, a: &str, b: &str) -> String {
+        format!("({c} ? {a} : {b})")
+    }
+
+    fn cast(&mut self, from: Scalar, to: Scalar, a: &str) -> String {
+        cast(from, to, a)
     }
 }
 

@@ -6,15 +6,13 @@
 
 use super::helpers::Helper;
 use super::names::Names;
-use super::scalar::ScalarOps;
 use super::source::{MslArg, MslBuiltin, MslSource};
 use super::types::{as_f32, from_f32, literal, scalar, vector};
 use crate::c_family::{Dialect, Emitter, Idents, Mem, Space, Val, R};
 use std::collections::BTreeSet;
 use std::fmt::Write;
 use tessera_ir::{
-    AtomicOp, BinaryOp, Builtin, Kernel, Literal, ParamKind, Scalar, ShuffleKind, SimdOp, UnaryOp,
-    ValueId,
+    AtomicOp, Builtin, Kernel, Literal, ParamKind, Scalar, ShuffleKind, SimdOp, ValueId,
 };
 
 /// What the MSL dialect collects while the body is emitted.
@@ -116,45 +114,6 @@ impl Dialect for Msl {
 
     fn lane_of(var: &str, k: usize) -> String {
         format!("{var}[{k}]")
-    }
-
-    fn unary(&mut self, op: UnaryOp, t: Scalar, a: &str) -> Result<String, String> {
-        ScalarOps {
-            helpers: &mut self.helpers,
-        }
-        .unary(op, t, a)
-    }
-
-    fn binary(
-        &mut self,
-        op: BinaryOp,
-        t: Scalar,
-        a: &str,
-        b: &str,
-        b_const: Option<i64>,
-    ) -> Result<String, String> {
-        ScalarOps {
-            helpers: &mut self.helpers,
-        }
-        .binary(op, t, a, b, b_const)
-    }
-
-    fn fma(&mut self, t: Scalar, a: &str, b: &str, c: &str) -> Result<String, String> {
-        ScalarOps {
-            helpers: &mut self.helpers,
-        }
-        .fma(t, a, b, c)
-    }
-
-    fn select(c: &str, a: &str, b: &str) -> String {
-        format!("{c} ? {a} : {b}")
-    }
-
-    fn cast(&mut self, from: Scalar, to: Scalar, a: &str) -> String {
-        ScalarOps {
-            helpers: &mut self.helpers,
-        }
-        .cast(from, to, a)
     }
 
     fn builtin(e: &mut Emitter<Self>, b: Builtin) -> String {

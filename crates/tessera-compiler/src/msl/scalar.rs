@@ -3,24 +3,23 @@
 //! width, f16 / bf16 math happens in f32 and is rounded once, float min / max ignore NaN,
 //! float → int casts truncate and saturate with NaN → 0.
 
+use super::dialect::Msl;
 use super::helpers::Helper;
 use super::types::{as_f32, from_f32, scalar};
-use std::collections::BTreeSet;
+use crate::c_family::ScalarOps;
 use tessera_ir::{BinaryOp, Scalar, UnaryOp};
 
-/// Builds expressions, recording the helpers they call.
-pub struct ScalarOps<'a> {
-    pub helpers: &'a mut BTreeSet<Helper>,
-}
-
-impl ScalarOps<'_> {
+impl Msl {
+    /// A call of helper `h`, which the translation unit then defines.
     fn call(&mut self, h: Helper, name: &str, args: &str) -> String {
         self.helpers.insert(h);
         format!("{name}({args})")
     }
+}
 
+impl ScalarOps for Msl {
     /// `op a` on a value of type `t`.
-    pub fn unary(&mut self, op: UnaryOp, t: Scalar, a: &str) -> Result<String, String> {
+    fn unary(&mut self, op: UnaryOp, t: Scalar, a: &str) -> Result<String, String> {
         let bad = || Err(format!("`{}` is not defined on {t}", op.name()));
         if t.is_float() {
             let x = as_f32(t, a);
@@ -62,7 +61,7 @@ impl ScalarOps<'_> {
     }
 
     /// `a op b`, both of type `t`; `b_const` is `b`'s value when it is a known integer.
-    pub fn binary(
+    fn binary(
         &mut self,
         op: BinaryOp,
         t: Scalar,
@@ -177,7 +176,7 @@ impl ScalarOps<'_> {
     }
 
     /// `a * b + c` with one rounding.
-    pub fn fma(&mut self, t: Scalar, a: &str, b: &str, c: &str) -> Result<String, String> {
+    fn fma(&mut self, t: Scalar, a: &str, b: &str, c: &str) -> Result<String, String> {
         if !t.is_float() {
             return Err(format!("`fma` is not defined on {t}"));
         }
@@ -185,8 +184,12 @@ impl ScalarOps<'_> {
         Ok(from_f32(t, &e))
     }
 
+    fn select(c: &str, a: &str, b: &str) -> String {
+        format!("{c} ? {a} : {b}")
+    }
+
     /// Converts `a` from `from` to `to`.
-    pub fn cast(&mut self, from: Scalar, to: Scalar, a: &str) -> String {
+    fn cast(&mut self, from: Scalar, to: Scalar, a: &str) -> String {
         if from == to {
             return a.to_string();
         }
