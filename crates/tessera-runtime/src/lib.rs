@@ -21,7 +21,7 @@ pub mod tensor;
 pub use backend::{Backend, BackendKind, CompiledKernel, DeviceBuffer, DeviceInfo, KernelArg};
 pub use context::Context;
 pub use error::{Result, RuntimeError, SanitizerError, Violation};
-pub use launch::Launch;
+pub use launch::{BoundArg, Launch, TypedLaunch};
 pub use tensor::{Element, Tensor};
 pub use tessera_ir::Scalar as DType;
 pub use tessera_ir::{KernelDef, Literal, Specialization};
