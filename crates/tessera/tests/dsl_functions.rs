@@ -111,7 +111,7 @@ fn memory_arguments_move_data_between_every_memory_space() {
             let out = ctx.zeros(dt, &[total]).unwrap();
             let sums = ctx.zeros(DType::F32, &[groups * group]).unwrap();
             staged::launch(
-                ctx,
+                &ctx,
                 staged::Args {
                     x: &x,
                     out: &out,
