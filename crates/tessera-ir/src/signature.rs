@@ -47,6 +47,10 @@ pub struct ConstexprSig {
 #[derive(Clone, Copy, Debug)]
 pub struct KernelSignature {
     pub name: &'static str,
+    /// Where the kernel is defined: the Rust path `#[kernel]` records (`module_path!()` of
+    /// its definition), so two kernels of one name in different modules stay apart.
+    /// Hand-built signatures may leave it empty.
+    pub path: &'static str,
     /// The first line of the kernel's doc comment.
     pub doc: &'static str,
     /// Generic dtype parameters, e.g. `["T"]`.

@@ -1,23 +1,24 @@
 //! `#[kernel]`: parses the signature (generic dtypes, tensors, runtime scalars,
-//! constexprs) and generates the kernel's unit struct with its `KernelDef` and typed
-//! IR builder.
+//! constexprs) and generates the kernel's module: its `KernelDef`, typed IR builder and
+//! typed launcher.
 
 use crate::body::{err, Lower};
-use crate::paths::{builder_ident, ir_crate};
+use crate::launcher::launcher;
+use crate::paths::{builder_ident, ir_crate, runtime_crate};
 use crate::types::{generic_dtypes, TypeScope, SCALAR_NAMES};
 use proc_macro2::{Span, TokenStream};
 use quote::quote;
 use syn::spanned::Spanned;
 
-enum ParamKind {
+pub(crate) enum ParamKind {
     Tensor { elem: syn::Type, writable: bool },
     Scalar(syn::Type),
     Constexpr(&'static str),
 }
 
-struct ParamInfo {
-    name: syn::Ident,
-    kind: ParamKind,
+pub(crate) struct ParamInfo {
+    pub name: syn::Ident,
+    pub kind: ParamKind,
 }
 
 const CONSTEXPR_TYPES: [(&str, &str); 4] = [
@@ -351,45 +352,48 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> 
     }
 
     let set_occupancy = occupancy.map(|(gs, per_core)| quote!(#b.occupancy(#gs, #per_core)?;));
+    let build_fn = syn::Ident::new(&format!("__tessera_build_{name_str}"), name.span());
+    let launch_items = runtime_crate().map(|rt| launcher(&params, &generics, &ir, &rt));
 
+    // The kernel is a module: `name::DEF`, `name::ir(…)`, `name::Args`, `name::launch(…)`.
+    // The builder stays beside it, so the body resolves names where the kernel was written.
     Ok(quote! {
-        #(#docs)*
-        #[allow(non_camel_case_types)]
-        #[derive(Clone, Copy, Debug)]
-        #vis struct #name;
+        #[doc(hidden)]
+        #[allow(non_snake_case, unused_mut, unused_variables, unused_assignments, unused_braces, clippy::all)]
+        fn #build_fn(__spec: &#ir::Specialization) -> ::core::result::Result<#ir::Kernel, #ir::IrError> {
+            let mut #b = #ir::Builder::kernel(#name_str);
+            #set_occupancy
+            #(#generic_binds)*
+            #(#param_binds)*
+            #body
+            #b.finish_kernel()
+        }
 
-        impl #name {
+        #(#docs)*
+        #vis mod #name {
             /// The kernel's signature and IR builder, for the registry and the runtime.
             pub const DEF: #ir::KernelDef = #ir::KernelDef {
                 signature: #ir::KernelSignature {
                     name: #name_str,
+                    path: ::core::module_path!(),
                     doc: #doc,
                     generics: &[#(#generic_strs),*],
                     params: &[#(#param_sigs),*],
                     constexprs: &[#(#constexpr_sigs),*],
                 },
-                build: #name::__tessera_build,
+                build: super::#build_fn,
             };
 
             /// Builds this kernel's IR for the given dtypes and constexpr values.
             #[allow(non_snake_case, clippy::too_many_arguments)]
             pub fn ir(#(#typed_args),*) -> ::core::result::Result<#ir::Kernel, #ir::IrError> {
-                Self::DEF.build(&#ir::Specialization::new(
+                DEF.build(&#ir::Specialization::new(
                     ::std::vec![#(#typed_dtypes),*],
                     ::std::vec![#(#typed_consts),*],
                 ))
             }
 
-            #[doc(hidden)]
-            #[allow(non_snake_case, unused_mut, unused_variables, unused_assignments, unused_braces, clippy::all)]
-            fn __tessera_build(__spec: &#ir::Specialization) -> ::core::result::Result<#ir::Kernel, #ir::IrError> {
-                let mut #b = #ir::Builder::kernel(#name_str);
-                #set_occupancy
-                #(#generic_binds)*
-                #(#param_binds)*
-                #body
-                #b.finish_kernel()
-            }
+            #launch_items
         }
     })
 }

@@ -7,6 +7,7 @@ mod body;
 mod expr;
 mod func;
 mod kernel;
+mod launcher;
 mod paths;
 mod types;
 
@@ -16,7 +17,10 @@ use proc_macro::TokenStream;
 ///
 /// Parameters: `x: Tensor<T>` (read), `mut out: Tensor<T>` (written), runtime scalars
 /// (`eps: f32`, passed at launch) and `#[constexpr] n: u32` (baked into the code). The
-/// function becomes a unit struct with `DEF: KernelDef` and a typed `ir(…)` builder.
+/// function becomes a module holding `DEF: KernelDef`, a typed `ir(…)` builder and, where
+/// the crate reaches the runtime, a typed launcher: `name::launch(ctx, name::Args { … },
+/// name::Consts { … })` (no `Consts` when the kernel has no constexprs), whose every field
+/// is required and typed, so a misspelt, missing or mistyped argument fails to build.
 #[proc_macro_attribute]
 pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
     kernel::expand(attr.into(), item.into())

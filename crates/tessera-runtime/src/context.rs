@@ -171,22 +171,27 @@ impl Context {
 
     /// Builds, optimises and compiles `def` for `spec`, or takes it from the cache.
     pub(crate) fn compiled(&self, def: &KernelDef, spec: &Specialization) -> Result<CacheEntry> {
-        let key = CacheKey {
-            kernel: def.name().to_string(),
-            spec: spec.clone(),
-            backend: self.kind(),
-        };
+        let key = CacheKey::new(def, spec, self.kind());
         if let Some(e) = self.inner.cache.get(&key) {
             return Ok(e);
         }
         let kernel = def.build(spec)?;
-        let entry = self.compile_ir(kernel, true)?;
+        let names: Vec<&str> = def.signature.params.iter().map(|p| p.name()).collect();
+        let entry = self.compile(kernel, true, &names)?;
         self.inner.cache.insert(key, entry.clone());
         Ok(entry)
     }
 
-    /// Optimises (if asked) and compiles IR, and dumps it when `TESSERA_DUMP` is set.
+    /// Optimises (if asked) and compiles IR whose arguments come in its own parameter order.
     pub(crate) fn compile_ir(&self, kernel: Kernel, optimize: bool) -> Result<CacheEntry> {
+        let names: Vec<String> = kernel.params.iter().map(|p| p.name.clone()).collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        self.compile(kernel, optimize, &names)
+    }
+
+    /// Optimises (if asked) and compiles IR whose launch arguments are named `arg_names`,
+    /// and dumps it when `TESSERA_DUMP` is set.
+    fn compile(&self, kernel: Kernel, optimize: bool, arg_names: &[&str]) -> Result<CacheEntry> {
         let before_needs = needs_simd_multiple(&kernel);
         let kernel = if optimize {
             tessera_compiler::optimize(kernel, self.kind().target())?
@@ -197,9 +202,23 @@ impl Context {
         if let Some(dir) = &self.inner.dump_dir {
             dump::dump(dir, compiled.kernel(), &*compiled)?;
         }
+        let mut arg_order = Vec::with_capacity(compiled.kernel().params.len());
+        for p in &compiled.kernel().params {
+            let Some(pos) = arg_names.iter().position(|n| *n == p.name) else {
+                return Err(RuntimeError::InvalidLaunch {
+                    kernel: compiled.kernel().specialized_name(),
+                    message: format!(
+                        "internal: the compiled kernel has a parameter `{}` the signature lacks",
+                        p.name
+                    ),
+                });
+            };
+            arg_order.push(pos);
+        }
         Ok(CacheEntry {
             needs_simd_multiple: before_needs || needs_simd_multiple(compiled.kernel()),
             shared_bytes: compiled.kernel().body.shared_bytes(),
+            arg_order,
             compiled,
         })
     }

@@ -1,5 +1,8 @@
-//! The launch builder: names a kernel's dtypes, constexprs, arguments, grid and group size,
-//! checks all of it against the signature and the device, then runs.
+//! Launches: [`TypedLaunch`], which a `#[kernel]`'s generated `launch(ctx, Args { … })`
+//! returns with every argument already bound by position, and [`Launch`], the string-keyed
+//! form for dynamic callers (the CLI, tests), whose names are resolved once at run. Both
+//! check dtypes, aliasing and geometry against the signature and the device, then run.
+//! Error messages are built only when a check fails.
 
 use crate::backend::KernelArg;
 use crate::cache::CacheEntry;
@@ -15,44 +18,142 @@ pub(crate) enum Source<'a> {
     Ir(&'a Kernel),
 }
 
-enum Bound<'a> {
+/// One argument of a launch: a tensor or a runtime scalar.
+#[derive(Clone, Copy, Debug)]
+pub enum BoundArg<'a> {
     Tensor(&'a Tensor),
     Scalar(Literal),
 }
 
-/// A launch being described. Nothing is checked or run until [`Launch::run`].
-#[must_use = "a launch does nothing until `.run()`"]
-pub struct Launch<'a> {
-    ctx: &'a Context,
-    source: Source<'a>,
-    dtypes: Vec<(String, DType)>,
-    constexprs: Vec<(String, Literal)>,
-    args: Vec<(String, Bound<'a>)>,
-    grid: Option<[u32; 3]>,
-    group_size: Option<u32>,
-    optimize: bool,
+/// Where a generic's dtype came from, for the message when another argument disagrees.
+#[derive(Clone, Copy)]
+enum DtypeFrom<'n> {
+    /// Given explicitly, under this name (empty for a typed launcher's field).
+    Explicit(&'n str),
+    /// The parameter at this index.
+    Param(usize),
+}
+
+/// A launch's arguments in parameter order, its constexprs in signature order and the
+/// dtypes given explicitly per generic: what both launch forms resolve to.
+struct Bindings<'a, 'n> {
+    args: Vec<BoundArg<'a>>,
+    constexprs: Vec<Literal>,
+    dtypes: Vec<Option<(DType, DtypeFrom<'n>)>>,
 }
 
 /// One parameter as the launch checks it.
-struct ParamView {
-    name: String,
+struct ParamView<'a> {
+    name: &'a str,
     tensor: bool,
     writable: bool,
     /// Fixed type, or index of the generic it takes.
     ty: TypeSig,
 }
 
+/// What both launch forms share: the kernel, the context and the geometry.
+struct Core<'a> {
+    ctx: &'a Context,
+    source: Source<'a>,
+    grid: Option<[u32; 3]>,
+    group_size: Option<u32>,
+    optimize: bool,
+}
+
+/// A string-keyed launch being described. Nothing is checked or run until
+/// [`Launch::run`]. Library code uses the typed launcher a `#[kernel]` generates instead.
+#[must_use = "a launch does nothing until `.run()`"]
+pub struct Launch<'a> {
+    core: Core<'a>,
+    dtypes: Vec<(String, DType)>,
+    constexprs: Vec<(String, Literal)>,
+    args: Vec<(String, BoundArg<'a>)>,
+}
+
+/// A launch from a `#[kernel]`'s typed launcher: arguments, constexprs and the dtypes no
+/// argument carries are bound by position. Nothing is checked or run until
+/// [`TypedLaunch::run`].
+#[must_use = "a launch does nothing until `.run()`"]
+pub struct TypedLaunch<'a> {
+    core: Core<'a>,
+    args: Vec<BoundArg<'a>>,
+    constexprs: Vec<Literal>,
+    dtypes: Vec<(usize, DType)>,
+}
+
+impl<'a> TypedLaunch<'a> {
+    /// For generated launchers: `args` in the signature's parameter order, `constexprs` in
+    /// its constexpr order, `dtypes` as (generic index, dtype).
+    #[doc(hidden)]
+    pub fn new(
+        ctx: &'a Context,
+        def: &'a KernelDef,
+        args: Vec<BoundArg<'a>>,
+        constexprs: Vec<Literal>,
+        dtypes: Vec<(usize, DType)>,
+    ) -> TypedLaunch<'a> {
+        TypedLaunch {
+            core: Core::new(ctx, Source::Def(def)),
+            args,
+            constexprs,
+            dtypes,
+        }
+    }
+
+    /// Threadgroups per grid axis (x, y, z); each must be at least 1.
+    pub fn grid(mut self, grid: [u32; 3]) -> Self {
+        self.core.grid = Some(grid);
+        self
+    }
+
+    /// Threads per threadgroup.
+    pub fn group_size(mut self, n: u32) -> Self {
+        self.core.group_size = Some(n);
+        self
+    }
+
+    /// Checks everything, compiles (or takes from the cache) and runs.
+    pub fn run(self) -> Result<()> {
+        let params = self.core.params();
+        let n_generics = self.core.generics().len();
+        let n_constexprs = self.core.constexpr_count();
+        if self.args.len() != params.len() || self.constexprs.len() != n_constexprs {
+            return Err(self.core.reject(format!(
+                "internal: the launcher binds {} arguments and {} constexprs, the signature \
+                 declares {} and {}",
+                self.args.len(),
+                self.constexprs.len(),
+                params.len(),
+                n_constexprs
+            )));
+        }
+        let mut dtypes = vec![None; n_generics];
+        for &(g, dt) in &self.dtypes {
+            match dtypes.get_mut(g) {
+                Some(slot) => *slot = Some((dt, DtypeFrom::Explicit(""))),
+                None => {
+                    return Err(self.core.reject(format!(
+                        "internal: the launcher gives a dtype for generic {g} of {n_generics}"
+                    )))
+                }
+            }
+        }
+        let bindings = Bindings {
+            args: self.args,
+            constexprs: self.constexprs,
+            dtypes,
+        };
+        self.core.execute(&params, bindings)
+    }
+}
+
 impl<'a> Launch<'a> {
     pub(crate) fn new(ctx: &'a Context, source: Source<'a>) -> Launch<'a> {
         Launch {
-            ctx,
-            source,
+            core: Core::new(ctx, source),
             dtypes: Vec::new(),
             constexprs: Vec::new(),
             args: Vec::new(),
-            grid: None,
-            group_size: None,
-            optimize: true,
         }
     }
 
@@ -70,33 +171,165 @@ impl<'a> Launch<'a> {
 
     /// Binds the tensor parameter `name`.
     pub fn arg(mut self, name: &str, tensor: &'a Tensor) -> Self {
-        self.args.push((name.to_string(), Bound::Tensor(tensor)));
+        self.args.push((name.to_string(), BoundArg::Tensor(tensor)));
         self
     }
 
     /// Binds the runtime scalar parameter `name`.
     pub fn scalar(mut self, name: &str, value: impl Into<Literal>) -> Self {
         self.args
-            .push((name.to_string(), Bound::Scalar(value.into())));
+            .push((name.to_string(), BoundArg::Scalar(value.into())));
         self
     }
 
     /// Threadgroups per grid axis (x, y, z); each must be at least 1.
     pub fn grid(mut self, grid: [u32; 3]) -> Self {
-        self.grid = Some(grid);
+        self.core.grid = Some(grid);
         self
     }
 
     /// Threads per threadgroup.
     pub fn group_size(mut self, n: u32) -> Self {
-        self.group_size = Some(n);
+        self.core.group_size = Some(n);
         self
     }
 
     /// For [`Context::launch_ir`]: run the IR as given, without the compiler's pipeline.
     pub fn no_optimize(mut self) -> Self {
-        self.optimize = false;
+        self.core.optimize = false;
         self
+    }
+
+    /// Resolves every name against the signature, once each.
+    fn resolve<'n>(&'n self, params: &[ParamView]) -> Result<Bindings<'a, 'n>> {
+        let core = &self.core;
+        let mut slots: Vec<Option<BoundArg<'a>>> = vec![None; params.len()];
+        for (name, b) in &self.args {
+            let Some(pos) = params.iter().position(|p| p.name == name) else {
+                return Err(core.reject(format!(
+                    "no parameter is named `{name}`; the parameters are [{}]",
+                    describe_params(params)
+                )));
+            };
+            if slots[pos].replace(*b).is_some() {
+                return Err(core.reject(format!("parameter `{name}` is bound twice")));
+            }
+        }
+        let mut args = Vec::with_capacity(params.len());
+        for (p, slot) in params.iter().zip(slots) {
+            match slot {
+                Some(b) => args.push(b),
+                None => {
+                    let how = if p.tensor { ".arg" } else { ".scalar" };
+                    return Err(core.reject(format!(
+                        "parameter `{}` is not bound; add `{how}(\"{}\", …)`",
+                        p.name, p.name
+                    )));
+                }
+            }
+        }
+
+        let generics = core.generics();
+        let mut dtypes: Vec<Option<(DType, DtypeFrom<'n>)>> = vec![None; generics.len()];
+        for (name, dt) in &self.dtypes {
+            let Some(g) = generics.iter().position(|g| g == name) else {
+                return Err(core.reject(format!(
+                    "`.dtype(\"{name}\", …)` names no generic; the kernel's generics are [{}]",
+                    generics.join(", ")
+                )));
+            };
+            if let Some((prev, _)) = dtypes[g].replace((*dt, DtypeFrom::Explicit(name))) {
+                return Err(core.reject(format!(
+                    "generic `{name}` is given twice (`{prev}` and `{dt}`)"
+                )));
+            }
+        }
+
+        let constexprs = match &core.source {
+            Source::Def(d) => {
+                let sig = d.signature.constexprs;
+                let mut values: Vec<Option<Literal>> = vec![None; sig.len()];
+                for (name, v) in &self.constexprs {
+                    let Some(i) = sig.iter().position(|c| c.name == name) else {
+                        let allowed: Vec<String> = sig
+                            .iter()
+                            .map(|c| format!("{}: {}", c.name, c.ty))
+                            .collect();
+                        return Err(core.reject(format!(
+                            "`.constexpr(\"{name}\", …)` names no constexpr; expected one of [{}]",
+                            allowed.join(", ")
+                        )));
+                    };
+                    if values[i].replace(*v).is_some() {
+                        return Err(
+                            core.reject(format!("constexpr `{name}` is given more than once"))
+                        );
+                    }
+                }
+                let mut resolved = Vec::with_capacity(sig.len());
+                for (c, v) in sig.iter().zip(values) {
+                    match v {
+                        Some(v) => resolved.push(v),
+                        None => {
+                            return Err(core.reject(format!(
+                                "constexpr `{}` ({}) is not given; add `.constexpr(\"{}\", …)`",
+                                c.name, c.ty, c.name
+                            )))
+                        }
+                    }
+                }
+                resolved
+            }
+            Source::Ir(_) => {
+                if let Some((name, _)) = self.constexprs.first() {
+                    return Err(core.reject(format!(
+                        "`.constexpr(\"{name}\", …)` on prebuilt IR: its constexprs are already \
+                         constants in the body"
+                    )));
+                }
+                Vec::new()
+            }
+        };
+        Ok(Bindings {
+            args,
+            constexprs,
+            dtypes,
+        })
+    }
+
+    /// Checks everything, compiles (or takes from the cache) and runs.
+    pub fn run(self) -> Result<()> {
+        let params = self.core.params();
+        let bindings = self.resolve(&params)?;
+        self.core.execute(&params, bindings)
+    }
+}
+
+/// `x (tensor), out (mut tensor), n (scalar)`, for messages.
+fn describe_params(params: &[ParamView]) -> String {
+    let names: Vec<String> = params
+        .iter()
+        .map(|p| {
+            let kind = match (p.tensor, p.writable) {
+                (true, true) => "mut tensor",
+                (true, false) => "tensor",
+                (false, _) => "scalar",
+            };
+            format!("{} ({kind})", p.name)
+        })
+        .collect();
+    names.join(", ")
+}
+
+impl<'a> Core<'a> {
+    fn new(ctx: &'a Context, source: Source<'a>) -> Core<'a> {
+        Core {
+            ctx,
+            source,
+            grid: None,
+            group_size: None,
+            optimize: true,
+        }
     }
 
     fn kernel_name(&self) -> String {
@@ -113,8 +346,8 @@ impl<'a> Launch<'a> {
         }
     }
 
-    fn params(&self) -> Vec<ParamView> {
-        match &self.source {
+    fn params(&self) -> Vec<ParamView<'a>> {
+        match self.source {
             Source::Def(d) => d
                 .signature
                 .params
@@ -125,13 +358,13 @@ impl<'a> Launch<'a> {
                         elem,
                         writable,
                     } => ParamView {
-                        name: name.to_string(),
+                        name,
                         tensor: true,
                         writable,
                         ty: elem,
                     },
                     ParamSig::Scalar { name, ty } => ParamView {
-                        name: name.to_string(),
+                        name,
                         tensor: false,
                         writable: false,
                         ty,
@@ -143,13 +376,13 @@ impl<'a> Launch<'a> {
                 .iter()
                 .map(|p| match p.kind {
                     ParamKind::Tensor { elem, writable } => ParamView {
-                        name: p.name.clone(),
+                        name: &p.name,
                         tensor: true,
                         writable,
                         ty: TypeSig::Fixed(elem),
                     },
                     ParamKind::Scalar(ty) => ParamView {
-                        name: p.name.clone(),
+                        name: &p.name,
                         tensor: false,
                         writable: false,
                         ty: TypeSig::Fixed(ty),
@@ -159,51 +392,84 @@ impl<'a> Launch<'a> {
         }
     }
 
-    fn generics(&self) -> Vec<&'static str> {
+    fn generics(&self) -> &'static [&'static str] {
         match &self.source {
-            Source::Def(d) => d.signature.generics.to_vec(),
-            Source::Ir(_) => Vec::new(),
+            Source::Def(d) => d.signature.generics,
+            Source::Ir(_) => &[],
         }
     }
 
-    /// Resolves the specialisation: explicit dtypes, then dtypes inferred from tensors.
-    fn specialization(&self, params: &[ParamView], bound: &[&Bound<'a>]) -> Result<Specialization> {
-        let generics = self.generics();
-        let mut dtypes: Vec<Option<(DType, String)>> = vec![None; generics.len()];
-        for (name, dt) in &self.dtypes {
-            let Some(g) = generics.iter().position(|g| g == name) else {
-                return Err(self.reject(format!(
-                    "`.dtype(\"{name}\", …)` names no generic; the kernel's generics are [{}]",
-                    generics.join(", ")
-                )));
-            };
-            if let Some((prev, _)) = &dtypes[g] {
-                return Err(self.reject(format!(
-                    "generic `{name}` is given twice (`{prev}` and `{dt}`)"
-                )));
-            }
-            dtypes[g] = Some((*dt, format!("`.dtype(\"{name}\", {dt})`")));
+    fn constexpr_count(&self) -> usize {
+        match &self.source {
+            Source::Def(d) => d.signature.constexprs.len(),
+            Source::Ir(_) => 0,
         }
-        for (p, b) in params.iter().zip(bound) {
-            let TypeSig::Generic(g) = p.ty else { continue };
-            let got = match b {
-                Bound::Tensor(t) => t.dtype(),
-                Bound::Scalar(l) => l.ty(),
-            };
-            let what = if p.tensor { "tensor" } else { "scalar" };
-            match &dtypes[g] {
-                None => dtypes[g] = Some((got, format!("{what} `{}` ({got})", p.name))),
-                Some((have, from)) if *have != got => {
+    }
+
+    /// Each argument is of its parameter's kind and lives on this context.
+    fn check_kinds(&self, params: &[ParamView], args: &[BoundArg<'a>]) -> Result<()> {
+        for (p, b) in params.iter().zip(args) {
+            match (p.tensor, b) {
+                (true, BoundArg::Scalar(v)) => {
                     return Err(self.reject(format!(
-                        "generic `{}` is {have} from {from}, but {what} `{}` is {got}; \
-                         bind arguments of one dtype or convert them",
-                        generics[g], p.name
+                        "parameter `{}` is a tensor, got the scalar {v}; bind it with `.arg`",
+                        p.name
                     )))
+                }
+                (false, BoundArg::Tensor(t)) => {
+                    return Err(self.reject(format!(
+                        "parameter `{}` is a scalar, got a {}{:?} tensor; bind it with `.scalar`",
+                        p.name,
+                        t.dtype(),
+                        t.shape()
+                    )))
+                }
+                (true, BoundArg::Tensor(t)) if !t.is_on(self.ctx.backend()) => {
+                    return Err(self.reject(format!(
+                        "tensor `{}` was created by another context; create it with the \
+                         context that launches the kernel",
+                        p.name
+                    )));
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Resolves the specialisation: explicit dtypes, then dtypes inferred from arguments.
+    fn specialization(
+        &self,
+        params: &[ParamView],
+        bindings: &Bindings<'a, '_>,
+    ) -> Result<Specialization> {
+        let generics = self.generics();
+        let mut dtypes = bindings.dtypes.clone();
+        for (i, (p, b)) in params.iter().zip(&bindings.args).enumerate() {
+            let TypeSig::Generic(g) = p.ty else { continue };
+            let got = arg_dtype(b);
+            match dtypes[g] {
+                None => dtypes[g] = Some((got, DtypeFrom::Param(i))),
+                Some((have, from)) if have != got => {
+                    let from = match from {
+                        DtypeFrom::Explicit("") => "the launcher's dtype field".to_string(),
+                        DtypeFrom::Explicit(name) => format!("`.dtype(\"{name}\", {have})`"),
+                        DtypeFrom::Param(j) => {
+                            format!("{} `{}` ({have})", kind_word(&params[j]), params[j].name)
+                        }
+                    };
+                    return Err(self.reject(format!(
+                        "generic `{}` is {have} from {from}, but {} `{}` is {got}; \
+                         bind arguments of one dtype or convert them",
+                        generics[g],
+                        kind_word(p),
+                        p.name
+                    )));
                 }
                 Some(_) => {}
             }
         }
-        let mut resolved = Vec::new();
+        let mut resolved = Vec::with_capacity(dtypes.len());
         for (g, d) in dtypes.into_iter().enumerate() {
             match d {
                 Some((dt, _)) => resolved.push(dt),
@@ -216,162 +482,53 @@ impl<'a> Launch<'a> {
                 }
             }
         }
-        let mut constexprs = Vec::new();
-        match &self.source {
-            Source::Def(d) => {
-                let sig = &d.signature;
-                let allowed: Vec<String> = sig
-                    .constexprs
-                    .iter()
-                    .map(|c| format!("{}: {}", c.name, c.ty))
-                    .collect();
-                for (name, _) in &self.constexprs {
-                    if !sig.constexprs.iter().any(|c| c.name == name) {
-                        return Err(self.reject(format!(
-                            "`.constexpr(\"{name}\", …)` names no constexpr; expected one of [{}]",
-                            allowed.join(", ")
-                        )));
-                    }
-                }
-                for c in sig.constexprs {
-                    let mut hits = self.constexprs.iter().filter(|(n, _)| n == c.name);
-                    let v = match (hits.next(), hits.next()) {
-                        (Some((_, v)), None) => *v,
-                        (None, _) => {
-                            return Err(self.reject(format!(
-                                "constexpr `{}` ({}) is not given; add `.constexpr(\"{}\", …)`",
-                                c.name, c.ty, c.name
-                            )))
-                        }
-                        (Some(_), Some(_)) => {
-                            return Err(self
-                                .reject(format!("constexpr `{}` is given more than once", c.name)))
-                        }
-                    };
-                    if v.ty() != c.ty {
-                        return Err(self.reject(format!(
-                            "constexpr `{}` must be {}, got {v} ({}); pass a {} value",
-                            c.name,
-                            c.ty,
-                            v.ty(),
-                            c.ty
-                        )));
-                    }
-                    constexprs.push(v);
-                }
-            }
-            Source::Ir(_) => {
-                if let Some((name, _)) = self.constexprs.first() {
+        if let Source::Def(d) = &self.source {
+            for (c, v) in d.signature.constexprs.iter().zip(&bindings.constexprs) {
+                if v.ty() != c.ty {
                     return Err(self.reject(format!(
-                        "`.constexpr(\"{name}\", …)` on prebuilt IR: its constexprs are already \
-                         constants in the body"
+                        "constexpr `{}` must be {}, got {v} ({}); pass a {} value",
+                        c.name,
+                        c.ty,
+                        v.ty(),
+                        c.ty
                     )));
                 }
             }
         }
-        Ok(Specialization::new(resolved, constexprs))
-    }
-
-    /// Checks the arguments against the parameters; returns them in parameter order.
-    fn bind(&self, params: &[ParamView]) -> Result<Vec<&Bound<'a>>> {
-        let names: Vec<String> = params
-            .iter()
-            .map(|p| {
-                let kind = if p.tensor {
-                    if p.writable {
-                        "mut tensor"
-                    } else {
-                        "tensor"
-                    }
-                } else {
-                    "scalar"
-                };
-                format!("{} ({kind})", p.name)
-            })
-            .collect();
-        for (name, _) in &self.args {
-            if !params.iter().any(|p| &p.name == name) {
-                return Err(self.reject(format!(
-                    "no parameter is named `{name}`; the parameters are [{}]",
-                    names.join(", ")
-                )));
-            }
-        }
-        let mut bound = Vec::new();
-        for p in params {
-            let mut hits = self.args.iter().filter(|(n, _)| *n == p.name);
-            let b = match (hits.next(), hits.next()) {
-                (Some((_, b)), None) => b,
-                (None, _) => {
-                    let how = if p.tensor { ".arg" } else { ".scalar" };
-                    return Err(self.reject(format!(
-                        "parameter `{}` is not bound; add `{how}(\"{}\", …)`",
-                        p.name, p.name
-                    )));
-                }
-                (Some(_), Some(_)) => {
-                    return Err(self.reject(format!("parameter `{}` is bound twice", p.name)))
-                }
-            };
-            match (p.tensor, b) {
-                (true, Bound::Scalar(v)) => {
-                    return Err(self.reject(format!(
-                        "parameter `{}` is a tensor, got the scalar {v}; bind it with `.arg`",
-                        p.name
-                    )))
-                }
-                (false, Bound::Tensor(t)) => {
-                    return Err(self.reject(format!(
-                        "parameter `{}` is a scalar, got a {}{:?} tensor; bind it with `.scalar`",
-                        p.name,
-                        t.dtype(),
-                        t.shape()
-                    )))
-                }
-                (true, Bound::Tensor(t)) if !t.is_on(self.ctx.backend()) => {
-                    return Err(self.reject(format!(
-                        "tensor `{}` was created by another context; create it with the \
-                         context that launches the kernel",
-                        p.name
-                    )));
-                }
-                _ => {}
-            }
-            bound.push(b);
-        }
-        Ok(bound)
+        Ok(Specialization::new(resolved, bindings.constexprs.clone()))
     }
 
     fn check_types(
         &self,
         params: &[ParamView],
-        bound: &[&Bound<'a>],
+        args: &[BoundArg<'a>],
         spec: &Specialization,
     ) -> Result<()> {
-        for (p, b) in params.iter().zip(bound) {
+        for (p, b) in params.iter().zip(args) {
             let want = match p.ty {
                 TypeSig::Fixed(t) => t,
                 TypeSig::Generic(g) => spec.dtypes[g],
             };
-            let (got, what) = match b {
-                Bound::Tensor(t) => (t.dtype(), "tensor"),
-                Bound::Scalar(l) => (l.ty(), "scalar"),
-            };
+            let got = arg_dtype(b);
             if got != want {
-                return Err(self.reject(format!("{what} `{}` must be {want}, got {got}", p.name)));
+                return Err(self.reject(format!(
+                    "{} `{}` must be {want}, got {got}",
+                    kind_word(p),
+                    p.name
+                )));
             }
         }
         // A written tensor must not share its buffer with any other argument.
-        for (i, (p, b)) in params.iter().zip(bound).enumerate() {
-            let Bound::Tensor(t) = b else { continue };
+        for (i, (p, b)) in params.iter().zip(args).enumerate() {
+            let BoundArg::Tensor(t) = b else { continue };
             if !p.writable {
                 continue;
             }
-            for (j, (q, c)) in params.iter().zip(bound).enumerate() {
+            for (j, (q, c)) in params.iter().zip(args).enumerate() {
                 if i == j {
                     continue;
                 }
-                if let Bound::Tensor(u) = c {
+                if let BoundArg::Tensor(u) = c {
                     if t.same_buffer(u) {
                         return Err(self.reject(format!(
                             "the written tensor `{}` shares its buffer with `{}`; pass a \
@@ -436,32 +593,46 @@ impl<'a> Launch<'a> {
         Ok((grid, gs))
     }
 
-    /// Checks everything, compiles (or takes from the cache) and runs.
-    pub fn run(self) -> Result<()> {
-        let params = self.params();
-        let bound = self.bind(&params)?;
-        let spec = self.specialization(&params, &bound)?;
-        self.check_types(&params, &bound, &spec)?;
+    /// Checks the bound arguments, compiles (or takes from the cache) and runs.
+    fn execute(&self, params: &[ParamView], bindings: Bindings<'a, '_>) -> Result<()> {
+        self.check_kinds(params, &bindings.args)?;
+        let spec = self.specialization(params, &bindings)?;
+        self.check_types(params, &bindings.args, &spec)?;
         let entry = match &self.source {
             Source::Def(d) => self.ctx.compiled(d, &spec)?,
             Source::Ir(k) => self.ctx.compile_ir((*k).clone(), self.optimize)?,
         };
         let (grid, gs) = self.check_geometry(&entry)?;
-        // Order the arguments as the compiled kernel declares its parameters.
-        let kernel = entry.compiled.kernel();
-        let mut args = Vec::with_capacity(kernel.params.len());
-        for kp in &kernel.params {
-            let Some(pos) = params.iter().position(|p| p.name == kp.name) else {
-                return Err(self.reject(format!(
-                    "internal: the compiled kernel has a parameter `{}` the signature lacks",
-                    kp.name
-                )));
-            };
-            args.push(match bound[pos] {
-                Bound::Tensor(t) => KernelArg::Buffer(&**t.buffer()),
-                Bound::Scalar(l) => KernelArg::Scalar(*l),
+        // The compiled kernel's parameters, as positions in the signature (resolved once,
+        // when the kernel was compiled).
+        let mut args = Vec::with_capacity(entry.arg_order.len());
+        for &pos in &entry.arg_order {
+            args.push(match bindings.args.get(pos) {
+                Some(BoundArg::Tensor(t)) => KernelArg::Buffer(&**t.buffer()),
+                Some(BoundArg::Scalar(l)) => KernelArg::Scalar(*l),
+                None => {
+                    return Err(self.reject(format!(
+                        "internal: the compiled kernel takes parameter {pos}, the launch binds {}",
+                        bindings.args.len()
+                    )))
+                }
             });
         }
         self.ctx.backend().launch(&*entry.compiled, &args, grid, gs)
+    }
+}
+
+fn arg_dtype(b: &BoundArg) -> DType {
+    match b {
+        BoundArg::Tensor(t) => t.dtype(),
+        BoundArg::Scalar(l) => l.ty(),
+    }
+}
+
+fn kind_word(p: &ParamView) -> &'static str {
+    if p.tensor {
+        "tensor"
+    } else {
+        "scalar"
     }
 }

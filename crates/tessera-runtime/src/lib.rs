@@ -1,5 +1,7 @@
 //! Tessera's runtime: a [`Context`] owns one backend, typed device [`Tensor`]s, a compile
-//! cache, and checked launches (`ctx.launch(&KERNEL).arg("x", &x)….run()`).
+//! cache keyed by each kernel's definition, and checked launches: a `#[kernel]`'s typed
+//! `kernel::launch(&ctx, kernel::Args { … })` ([`TypedLaunch`]), or by name for dynamic
+//! callers (`ctx.launch(&KERNEL).arg("x", &x)….run()`, [`Launch`]).
 //!
 //! Backends implement [`Backend`]; the CPU backend ([`cpu`]) is always present and is the
 //! reference and sanitizer. GPU backends plug in at [`registry`].
@@ -21,7 +23,7 @@ pub mod tensor;
 pub use backend::{Backend, BackendKind, CompiledKernel, DeviceBuffer, DeviceInfo, KernelArg};
 pub use context::Context;
 pub use error::{Result, RuntimeError, SanitizerError, Violation};
-pub use launch::Launch;
+pub use launch::{BoundArg, Launch, TypedLaunch};
 pub use tensor::{Element, Tensor};
 pub use tessera_ir::Scalar as DType;
 pub use tessera_ir::{KernelDef, Literal, Specialization};

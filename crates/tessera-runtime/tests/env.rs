@@ -8,6 +8,7 @@ use tessera_runtime::{BackendKind, Context, DType, RuntimeError};
 static ADD_ONE: KernelDef = KernelDef {
     signature: KernelSignature {
         name: "add_one",
+        path: "",
         doc: "out = x + 1",
         generics: &["T"],
         params: &[

@@ -64,6 +64,7 @@ const PARAMS: &[ParamSig] = &[
 fn sig(name: &'static str) -> KernelSignature {
     KernelSignature {
         name,
+        path: "",
         doc: "test kernel",
         generics: &["T"],
         params: PARAMS,
@@ -77,6 +78,7 @@ fn sig(name: &'static str) -> KernelSignature {
 static SCALED: KernelDef = KernelDef {
     signature: KernelSignature {
         name: "scaled",
+        path: "",
         doc: "test kernel",
         generics: &["T"],
         params: PARAMS,

@@ -23,10 +23,7 @@ pub fn copy_words(src: Tensor<u32>, mut dst: Tensor<u32>, n: u32) {
 
 fn launch(ctx: &Context, src: &Tensor, dst: &Tensor, words: u32) -> Result<(), RuntimeError> {
     let groups = (words / 4).div_ceil(256);
-    ctx.launch(&copy_words::DEF)
-        .arg("src", src)
-        .arg("dst", dst)
-        .scalar("n", words)
+    copy_words::launch(ctx, copy_words::Args { src, dst, n: words })
         .grid([groups, 1, 1])
         .group_size(256)
         .run()

@@ -37,13 +37,16 @@ fn main() -> Result<(), RuntimeError> {
     let up_t = ctx.tensor(&up, &[n])?;
     let out_t = ctx.zeros(DType::F16, &[n])?;
 
-    // Every argument is named; the dtype T is inferred from the tensors; the launch is
-    // checked (dtypes, geometry, limits) before anything runs.
-    ctx.launch(&swiglu::DEF)
-        .arg("gate", &gate_t)
-        .arg("up", &up_t)
-        .arg("out", &out_t)
-        .scalar("n", n as u32)
+    // Every argument is a field of the kernel's `Args` (a misspelt, missing or mistyped one
+    // does not build); the dtype T is inferred from the tensors; the launch is checked
+    // (dtypes, aliasing, geometry, limits) before anything runs.
+    let args = swiglu::Args {
+        gate: &gate_t,
+        up: &up_t,
+        out: &out_t,
+        n: n as u32,
+    };
+    swiglu::launch(&ctx, args)
         .grid([(n as u32).div_ceil(256), 1, 1])
         .group_size(256)
         .run()?;
@@ -59,12 +62,7 @@ fn main() -> Result<(), RuntimeError> {
     println!("swiglu over {n} f16 elements: max |error| vs host = {max_err:.2e}");
 
     // A wrong launch is an error, not a frozen GPU: a threadgroup beyond the device limit.
-    let bad = ctx
-        .launch(&swiglu::DEF)
-        .arg("gate", &gate_t)
-        .arg("up", &up_t)
-        .arg("out", &out_t)
-        .scalar("n", n as u32)
+    let bad = swiglu::launch(&ctx, args)
         .grid([1, 1, 1])
         .group_size(4096)
         .run();

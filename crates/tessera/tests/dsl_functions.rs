@@ -110,15 +110,19 @@ fn memory_arguments_move_data_between_every_memory_space() {
             .unwrap();
             let out = ctx.zeros(dt, &[total]).unwrap();
             let sums = ctx.zeros(DType::F32, &[groups * group]).unwrap();
-            ctx.launch(&staged::DEF)
-                .arg("x", &x)
-                .arg("out", &out)
-                .arg("sums", &sums)
-                .constexpr("n", n as u32)
-                .grid([groups as u32, 1, 1])
-                .group_size(group as u32)
-                .run()
-                .unwrap_or_else(|e| panic!("{:?} {dt:?}: {e}", ctx.kind()));
+            staged::launch(
+                &ctx,
+                staged::Args {
+                    x: &x,
+                    out: &out,
+                    sums: &sums,
+                },
+                staged::Consts { n: n as u32 },
+            )
+            .grid([groups as u32, 1, 1])
+            .group_size(group as u32)
+            .run()
+            .unwrap_or_else(|e| panic!("{:?} {dt:?}: {e}", ctx.kind()));
             let got: Vec<f32> = out
                 .to_f64_vec()
                 .unwrap()

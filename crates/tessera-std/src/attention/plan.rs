@@ -6,7 +6,7 @@ use super::decode_combine::{combine_slices, sdpa_decode_combine_kernel, COMBINE_
 use super::decode_kernels::{sdpa_decode_kernel, sdpa_decode_partial_kernel};
 use super::decode_mma::{mma_block_keys, sdpa_decode_mma_kernel, MMA_HEAD_DIMS};
 use crate::error::{runtime, OpError};
-use tessera_runtime::{Context, DType, Launch, Tensor};
+use tessera_runtime::{Context, DType, Tensor};
 
 /// The head dims the decode kernels are specialised for.
 pub const DECODE_HEAD_DIMS: [u32; 6] = [64, 96, 128, 192, 256, 512];
@@ -241,53 +241,55 @@ impl DecodeCall<'_> {
 
     fn single(&self, ctx: &Context) -> Result<(), OpError> {
         let g = self.geometry();
-        let launch = ctx
-            .launch(&sdpa_decode_kernel::DEF)
-            .constexpr("head_dim", self.head_dim)
-            .constexpr("epl", g.epl)
-            .constexpr("hpt", g.hpt)
-            .constexpr("sgs", g.sgs)
-            .constexpr("lg", g.lg)
-            .arg("sinks", self.sinks.unwrap_or(self.q))
-            .arg("out", self.out);
-        self.common_args(launch)
-            .scalar("has_sink_logit", u32::from(self.sinks.is_some()))
-            .grid([self.n_q_heads / g.hpt, self.rows, 1])
+        let DecodeCall {
+            q,
+            k,
+            v,
+            out,
+            n_q_heads,
+            kv_stride,
+            row_cache_rows,
+            len0,
+            len_step,
+            window,
+            n_sink,
+            scale,
+            ..
+        } = *self;
+        let args = sdpa_decode_kernel::Args {
+            q,
+            k,
+            v,
+            sinks: self.sinks.unwrap_or(q),
+            out,
+            n_q_heads,
+            gqa: self.gqa(),
+            kv_stride,
+            row_cache_rows,
+            len0,
+            len_step,
+            window,
+            n_sink,
+            has_sink_logit: u32::from(self.sinks.is_some()),
+            scale,
+        };
+        let consts = sdpa_decode_kernel::Consts {
+            head_dim: self.head_dim,
+            epl: g.epl,
+            hpt: g.hpt,
+            sgs: g.sgs,
+            lg: g.lg,
+        };
+        sdpa_decode_kernel::launch(ctx, args, consts)
+            .grid([n_q_heads / g.hpt, self.rows, 1])
             .group_size(g.sgs * 32)
             .run()
             .map_err(runtime(self.op))
     }
 
-    /// The tensors and scalars both split-KV partial kernels take.
-    fn partial_args<'a>(
-        &'a self,
-        launch: Launch<'a>,
-        ws: &'a DecodeWorkspace,
-        chunk: u32,
-    ) -> Launch<'a> {
-        let launch = launch
-            .arg("kv_lens", self.kv_lens.unwrap_or(&ws.lens))
-            .arg("part_o", &ws.part_o)
-            .arg("part_ml", &ws.part_ml);
-        self.common_args(launch).scalar("chunk", chunk)
-    }
-
-    /// What every decode kernel takes: q, k, v, the head counts, the cache's layout and
-    /// lengths, the window, the sinks and the softmax scale.
-    fn common_args<'a>(&'a self, launch: Launch<'a>) -> Launch<'a> {
-        launch
-            .arg("q", self.q)
-            .arg("k", self.k)
-            .arg("v", self.v)
-            .scalar("n_q_heads", self.n_q_heads)
-            .scalar("gqa", self.n_q_heads / self.n_kv_heads)
-            .scalar("kv_stride", self.kv_stride)
-            .scalar("row_cache_rows", self.row_cache_rows)
-            .scalar("len0", self.len0)
-            .scalar("len_step", self.len_step)
-            .scalar("window", self.window)
-            .scalar("n_sink", self.n_sink)
-            .scalar("scale", self.scale)
+    /// Query heads per KV head.
+    fn gqa(&self) -> u32 {
+        self.n_q_heads / self.n_kv_heads
     }
 
     fn split(&self, ctx: &Context, splits: u32, ws: &DecodeWorkspace) -> Result<(), OpError> {
@@ -315,27 +317,84 @@ impl DecodeCall<'_> {
             .max(step);
         let per_row_lens = u32::from(self.kv_lens.is_some());
         let direct = self.on_fragments() && splits == 1 && self.sinks.is_none();
+        let DecodeCall {
+            q,
+            k,
+            v,
+            out,
+            n_q_heads,
+            kv_stride,
+            row_cache_rows,
+            len0,
+            len_step,
+            window,
+            n_sink,
+            scale,
+            ..
+        } = *self;
+        let kv_lens = self.kv_lens.unwrap_or(&ws.lens);
+        let (part_o, part_ml, gqa) = (&ws.part_o, &ws.part_ml, self.gqa());
         if self.on_fragments() {
-            self.partial_args(ctx.launch(&sdpa_decode_mma_kernel::DEF), ws, chunk)
-                .arg("out", self.out)
-                .constexpr("head_dim", self.head_dim)
-                .constexpr("per_row_lens", per_row_lens)
-                .constexpr("heads_per_row", self.mma_heads_per_row())
-                .constexpr("direct", u32::from(direct))
-                .scalar("rows", self.rows)
+            let args = sdpa_decode_mma_kernel::Args {
+                q,
+                k,
+                v,
+                kv_lens,
+                part_o,
+                part_ml,
+                out,
+                n_q_heads,
+                gqa,
+                kv_stride,
+                row_cache_rows,
+                len0,
+                len_step,
+                window,
+                n_sink,
+                chunk,
+                scale,
+                rows: self.rows,
+            };
+            let consts = sdpa_decode_mma_kernel::Consts {
+                head_dim: self.head_dim,
+                per_row_lens,
+                heads_per_row: self.mma_heads_per_row(),
+                direct: u32::from(direct),
+            };
+            sdpa_decode_mma_kernel::launch(ctx, args, consts)
                 .grid([self.mma_head_blocks(), self.mma_row_blocks(), splits])
                 .group_size(128)
                 .run()
         } else {
-            self.partial_args(ctx.launch(&sdpa_decode_partial_kernel::DEF), ws, chunk)
-                .constexpr("head_dim", self.head_dim)
-                .constexpr("epl", g.epl)
-                .constexpr("hpt", g.hpt)
-                .constexpr("sgs", g.sgs)
-                .constexpr("lg", g.lg)
-                .constexpr("per_row_lens", per_row_lens)
-                .constexpr("unroll", g.unroll)
-                .grid([self.n_q_heads / g.hpt, self.rows, splits])
+            let args = sdpa_decode_partial_kernel::Args {
+                q,
+                k,
+                v,
+                kv_lens,
+                part_o,
+                part_ml,
+                n_q_heads,
+                gqa,
+                kv_stride,
+                row_cache_rows,
+                len0,
+                len_step,
+                window,
+                n_sink,
+                chunk,
+                scale,
+            };
+            let consts = sdpa_decode_partial_kernel::Consts {
+                head_dim: self.head_dim,
+                epl: g.epl,
+                hpt: g.hpt,
+                sgs: g.sgs,
+                lg: g.lg,
+                per_row_lens,
+                unroll: g.unroll,
+            };
+            sdpa_decode_partial_kernel::launch(ctx, args, consts)
+                .grid([n_q_heads / g.hpt, self.rows, splits])
                 .group_size(g.sgs * 32)
                 .run()
         }
@@ -344,24 +403,30 @@ impl DecodeCall<'_> {
             return Ok(());
         }
         let slices = combine_slices(splits);
-        ctx.launch(&sdpa_decode_combine_kernel::DEF)
-            .constexpr("head_dim", self.head_dim)
-            .constexpr("slices", slices)
-            .arg("part_o", &ws.part_o)
-            .arg("part_ml", &ws.part_ml)
-            .arg("sinks", self.sinks.unwrap_or(self.q))
-            .arg("out", self.out)
-            .scalar("n_q_heads", self.n_q_heads)
-            .scalar("splits", splits)
-            .scalar("has_sink_logit", u32::from(self.sinks.is_some()))
-            .grid([
-                self.n_q_heads * (self.head_dim / COMBINE_COLUMNS),
-                self.rows,
-                1,
-            ])
-            .group_size(8 * slices)
-            .run()
-            .map_err(runtime(self.op))
+        sdpa_decode_combine_kernel::launch(
+            ctx,
+            sdpa_decode_combine_kernel::Args {
+                part_o: &ws.part_o,
+                part_ml: &ws.part_ml,
+                sinks: self.sinks.unwrap_or(self.q),
+                out: self.out,
+                n_q_heads: self.n_q_heads,
+                splits,
+                has_sink_logit: u32::from(self.sinks.is_some()),
+            },
+            sdpa_decode_combine_kernel::Consts {
+                head_dim: self.head_dim,
+                slices,
+            },
+        )
+        .grid([
+            self.n_q_heads * (self.head_dim / COMBINE_COLUMNS),
+            self.rows,
+            1,
+        ])
+        .group_size(8 * slices)
+        .run()
+        .map_err(runtime(self.op))
     }
 }
 

@@ -183,35 +183,52 @@ pub fn sdpa_prefill(
     scale_ok(OP, scale)?;
     let n_q = qs[0] as u32;
     let n_q_heads = qs[1] as u32;
+    let (n_kv, n_kv_heads, causal) = (ks[0] as u32, ks[1] as u32, u32::from(causal));
     // f16/bf16 on matrix fragments; f32 on the CUDA-core tiles. Both take the same
     // arguments.
-    let launch = if matches!(q.dtype(), DType::F16 | DType::BF16) {
-        ctx.launch(&sdpa_prefill_mma_kernel::DEF)
-            .constexpr("head_dim", head_dim)
+    if matches!(q.dtype(), DType::F16 | DType::BF16) {
+        let args = sdpa_prefill_mma_kernel::Args {
+            q,
+            k,
+            v,
+            out,
+            n_q,
+            n_kv,
+            n_q_heads,
+            n_kv_heads,
+            causal,
+            scale,
+        };
+        let consts = sdpa_prefill_mma_kernel::Consts { head_dim };
+        sdpa_prefill_mma_kernel::launch(ctx, args, consts)
             .grid([n_q_heads, n_q.div_ceil(prefill_mma_rows(head_dim)), 1])
             .group_size(128)
+            .run()
     } else {
-        ctx.launch(&sdpa_prefill_kernel::DEF)
-            .constexpr("head_dim", head_dim)
-            .constexpr("bk", prefill_tile(head_dim))
-            .constexpr("rq", RQ)
-            .constexpr("sgs", SGS)
+        let args = sdpa_prefill_kernel::Args {
+            q,
+            k,
+            v,
+            out,
+            n_q,
+            n_kv,
+            n_q_heads,
+            n_kv_heads,
+            causal,
+            scale,
+        };
+        let consts = sdpa_prefill_kernel::Consts {
+            head_dim,
+            bk: prefill_tile(head_dim),
+            rq: RQ,
+            sgs: SGS,
+        };
+        sdpa_prefill_kernel::launch(ctx, args, consts)
             .grid([n_q.div_ceil(SGS * RQ), n_q_heads, 1])
             .group_size(SGS * 32)
-    };
-    launch
-        .arg("q", q)
-        .arg("k", k)
-        .arg("v", v)
-        .arg("out", out)
-        .scalar("n_q", n_q)
-        .scalar("n_kv", ks[0] as u32)
-        .scalar("n_q_heads", n_q_heads)
-        .scalar("n_kv_heads", ks[1] as u32)
-        .scalar("causal", u32::from(causal))
-        .scalar("scale", scale)
-        .run()
-        .map_err(runtime(OP))
+            .run()
+    }
+    .map_err(runtime(OP))
 }
 
 /// The constexprs a prefill specialisation takes, in declaration order.

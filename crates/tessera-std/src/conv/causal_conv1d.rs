@@ -168,21 +168,27 @@ pub fn causal_conv1d(ctx: &Context, a: &Conv1dArgs, silu: bool) -> Result<(), Op
     shape_is(OP, "x", a.x, &[b, t, c])?;
     shape_is(OP, "out", a.out, &[b, t, c])?;
     let per_batch = fits_u32(OP, "T·C", (t * c).max(c * (width - 1)))?;
-    ctx.launch(&conv1d_prefill_kernel::DEF)
-        .constexpr("width", width as u32)
-        .constexpr("act", silu as u32)
-        .arg("x", a.x)
-        .arg("w", a.w)
-        .arg("bias", a.bias)
-        .arg("state_in", a.state_in)
-        .arg("out", a.out)
-        .arg("state_out", a.state_out)
-        .scalar("t_len", t as u32)
-        .scalar("channels", c as u32)
-        .grid([per_batch.div_ceil(GROUP), fits_u32(OP, "B", b)?, 1])
-        .group_size(GROUP)
-        .run()
-        .map_err(runtime(OP))
+    conv1d_prefill_kernel::launch(
+        ctx,
+        conv1d_prefill_kernel::Args {
+            x: a.x,
+            w: a.w,
+            bias: a.bias,
+            state_in: a.state_in,
+            out: a.out,
+            state_out: a.state_out,
+            t_len: t as u32,
+            channels: c as u32,
+        },
+        conv1d_prefill_kernel::Consts {
+            width: width as u32,
+            act: silu as u32,
+        },
+    )
+    .grid([per_batch.div_ceil(GROUP), fits_u32(OP, "B", b)?, 1])
+    .group_size(GROUP)
+    .run()
+    .map_err(runtime(OP))
 }
 
 /// One decode token per batch row: `x: [B, C]`; rolls the state by one.
@@ -200,18 +206,24 @@ pub fn causal_conv1d_update(ctx: &Context, a: &Conv1dArgs, silu: bool) -> Result
     let (c, width) = check_common(OP, a, b)?;
     shape_is(OP, "x", a.x, &[b, c])?;
     shape_is(OP, "out", a.out, &[b, c])?;
-    ctx.launch(&conv1d_decode_kernel::DEF)
-        .constexpr("width", width as u32)
-        .constexpr("act", silu as u32)
-        .arg("x", a.x)
-        .arg("w", a.w)
-        .arg("bias", a.bias)
-        .arg("state_in", a.state_in)
-        .arg("out", a.out)
-        .arg("state_out", a.state_out)
-        .scalar("channels", c as u32)
-        .grid([(c as u32).div_ceil(GROUP), fits_u32(OP, "B", b)?, 1])
-        .group_size(GROUP)
-        .run()
-        .map_err(runtime(OP))
+    conv1d_decode_kernel::launch(
+        ctx,
+        conv1d_decode_kernel::Args {
+            x: a.x,
+            w: a.w,
+            bias: a.bias,
+            state_in: a.state_in,
+            out: a.out,
+            state_out: a.state_out,
+            channels: c as u32,
+        },
+        conv1d_decode_kernel::Consts {
+            width: width as u32,
+            act: silu as u32,
+        },
+    )
+    .grid([(c as u32).div_ceil(GROUP), fits_u32(OP, "B", b)?, 1])
+    .group_size(GROUP)
+    .run()
+    .map_err(runtime(OP))
 }

@@ -33,11 +33,7 @@ pub fn add(ctx: &Context, a: &Tensor, b: &Tensor, out: &Tensor) -> Result<(), Op
     if n == 0 {
         return Err(OpError::invalid(OP, "the tensors are empty"));
     }
-    ctx.launch(&add_kernel::DEF)
-        .arg("a", a)
-        .arg("b", b)
-        .arg("out", out)
-        .scalar("n", n)
+    add_kernel::launch(ctx, add_kernel::Args { a, b, out, n })
         .grid([n.div_ceil(GROUP), 1, 1])
         .group_size(GROUP)
         .run()

@@ -167,24 +167,30 @@ pub fn gdn_decode_step(ctx: &Context, a: &DecodeArgs, scale: f32) -> Result<(), 
     fits_u32(OP, "the state size", a.state_in.len())?;
     let (bh, dv32) = (fits_u32(OP, "B·Hv", b * hv)?, dv as u32);
     let (lanes, lg) = decode_lanes(dk, a.state_in.dtype());
-    ctx.launch(&gdn_decode_kernel::DEF)
-        .constexpr("dk", dk as u32)
-        .constexpr("dv", dv32)
-        .constexpr("hv", hv as u32)
-        .constexpr("hk", hk as u32)
-        .constexpr("lanes", lanes)
-        .constexpr("lg", lg)
-        .arg("q", a.q)
-        .arg("k", a.k)
-        .arg("v", a.v)
-        .arg("g", a.g)
-        .arg("beta", a.beta)
-        .arg("state_in", a.state_in)
-        .arg("state_out", a.state_out)
-        .arg("o", a.o)
-        .scalar("scale", scale)
-        .grid([bh, decode_groups(dv32, lanes), 1])
-        .group_size(32 * DECODE_ROWS)
-        .run()
-        .map_err(runtime(OP))
+    gdn_decode_kernel::launch(
+        ctx,
+        gdn_decode_kernel::Args {
+            q: a.q,
+            k: a.k,
+            v: a.v,
+            g: a.g,
+            beta: a.beta,
+            state_in: a.state_in,
+            state_out: a.state_out,
+            o: a.o,
+            scale,
+        },
+        gdn_decode_kernel::Consts {
+            dk: dk as u32,
+            dv: dv32,
+            hv: hv as u32,
+            hk: hk as u32,
+            lanes,
+            lg,
+        },
+    )
+    .grid([bh, decode_groups(dv32, lanes), 1])
+    .group_size(32 * DECODE_ROWS)
+    .run()
+    .map_err(runtime(OP))
 }

@@ -13,7 +13,6 @@ use crate::error::{runtime, OpError};
 use crate::validate::{
     distinct, dtype_in, dtype_is, fits_u32, shape_is, state_dtype, FLOAT_DTYPES,
 };
-use tessera_ir::KernelDef;
 use tessera_runtime::{Context, DType, Tensor};
 
 /// Tokens per chunk.
@@ -204,27 +203,27 @@ pub fn gdn_chunked_prefill(
     let u = ctx.scratch(p, &[scratch, dv]).map_err(&rt)?;
     let decay = ctx.scratch(DType::F32, &[nc.max(1), hv]).map_err(&rt)?;
     let (dk32, dv32, hv32, hk32) = (dk as u32, dv as u32, hv as u32, hk as u32);
-    // Every kernel of the prefill takes the staging type and the head sizes.
-    let launch = |def: &'static KernelDef| {
-        ctx.launch(def)
-            .dtype("P", p)
-            .constexpr("dk", dk32)
-            .constexpr("dv", dv32)
-            .constexpr("hv", hv32)
-    };
+    let use_h0 = u32::from(a.h0.is_some());
     if nc > 0 {
-        launch(&gdn_chunk_prep_kernel::DEF)
-            .constexpr("hk", hk32)
-            .arg("q", a.q)
-            .arg("k", a.k)
-            .arg("v", a.v)
-            .arg("g", a.g)
-            .arg("beta", a.beta)
-            .arg("chunks", &chunks)
-            .arg("ops", &ops)
-            .arg("u", &u)
-            .arg("decay", &decay)
-            .scalar("scale", scale)
+        let args = gdn_chunk_prep_kernel::Args {
+            q: a.q,
+            k: a.k,
+            v: a.v,
+            g: a.g,
+            beta: a.beta,
+            chunks: &chunks,
+            ops: &ops,
+            u: &u,
+            decay: &decay,
+            scale,
+        };
+        let consts = gdn_chunk_prep_kernel::Consts {
+            dk: dk32,
+            dv: dv32,
+            hv: hv32,
+            hk: hk32,
+        };
+        gdn_chunk_prep_kernel::launch(ctx, args, consts)
             .grid([nc as u32, hv32, 1])
             .group_size(128)
             .run()
@@ -239,16 +238,23 @@ pub fn gdn_chunked_prefill(
         }
     };
     if dk > STAGED_DK_MAX {
-        return launch(&gdn_chunk_state_wide_kernel::DEF)
-            .arg("ops", &ops)
-            .arg("u", &u)
-            .arg("decay", &decay)
-            .arg("chunks", &chunks)
-            .arg("seq_chunks", &seqs)
-            .arg("h0", h0)
-            .arg("o", a.o)
-            .arg("state_out", a.final_state)
-            .scalar("use_h0", a.h0.is_some() as u32)
+        let args = gdn_chunk_state_wide_kernel::Args {
+            ops: &ops,
+            u: &u,
+            decay: &decay,
+            chunks: &chunks,
+            seq_chunks: &seqs,
+            h0,
+            o: a.o,
+            state_out: a.final_state,
+            use_h0,
+        };
+        let consts = gdn_chunk_state_wide_kernel::Consts {
+            dk: dk32,
+            dv: dv32,
+            hv: hv32,
+        };
+        return gdn_chunk_state_wide_kernel::launch(ctx, args, consts)
             .grid([dv32 / 16, hv32, n as u32])
             .group_size(128)
             .run()
@@ -256,16 +262,23 @@ pub fn gdn_chunked_prefill(
     }
     let hs = ctx.scratch(p, &[nc.max(1) * hv * dv, dk]).map_err(&rt)?;
     let vn = ctx.scratch(p, &[scratch, dv]).map_err(&rt)?;
-    launch(&gdn_chunk_state_kernel::DEF)
-        .arg("ops", &ops)
-        .arg("u", &u)
-        .arg("decay", &decay)
-        .arg("seq_chunks", &seqs)
-        .arg("h0", h0)
-        .arg("hs", &hs)
-        .arg("vn", &vn)
-        .arg("state_out", a.final_state)
-        .scalar("use_h0", a.h0.is_some() as u32)
+    let args = gdn_chunk_state_kernel::Args {
+        ops: &ops,
+        u: &u,
+        decay: &decay,
+        seq_chunks: &seqs,
+        h0,
+        hs: &hs,
+        vn: &vn,
+        state_out: a.final_state,
+        use_h0,
+    };
+    let consts = gdn_chunk_state_kernel::Consts {
+        dk: dk32,
+        dv: dv32,
+        hv: hv32,
+    };
+    gdn_chunk_state_kernel::launch(ctx, args, consts)
         .grid([dv32.div_ceil(32), hv32, n as u32])
         .group_size(256)
         .run()
@@ -273,12 +286,19 @@ pub fn gdn_chunked_prefill(
     if nc == 0 {
         return Ok(());
     }
-    launch(&gdn_chunk_out_kernel::DEF)
-        .arg("ops", &ops)
-        .arg("hs", &hs)
-        .arg("vn", &vn)
-        .arg("chunks", &chunks)
-        .arg("o", a.o)
+    let args = gdn_chunk_out_kernel::Args {
+        ops: &ops,
+        hs: &hs,
+        vn: &vn,
+        chunks: &chunks,
+        o: a.o,
+    };
+    let consts = gdn_chunk_out_kernel::Consts {
+        dk: dk32,
+        dv: dv32,
+        hv: hv32,
+    };
+    gdn_chunk_out_kernel::launch(ctx, args, consts)
         .grid([nc as u32, hv32, dv32.div_ceil(64)])
         .group_size(128)
         .run()

@@ -191,25 +191,31 @@ pub fn gdn_prep_decode_step(
     fits_u32(OP, "the state size", a.state_in.len())?;
     fits_u32(OP, "the conv output size", a.conv_out.len())?;
     let bh = fits_u32(OP, "B·Hv", b * hv)?;
-    ctx.launch(&gdn_prep_decode_kernel::DEF)
-        .constexpr("dk", dk as u32)
-        .constexpr("dv", dv as u32)
-        .constexpr("hv", hv as u32)
-        .constexpr("hk", hk as u32)
-        .arg("conv_out", a.conv_out)
-        .arg("a_log", a.a_log)
-        .arg("dt_bias", a.dt_bias)
-        .arg("a", a.a)
-        .arg("b", a.b)
-        .arg("wq", a.wq)
-        .arg("wk", a.wk)
-        .arg("state_in", a.state_in)
-        .arg("state_out", a.state_out)
-        .arg("o", a.o)
-        .scalar("eps", eps)
-        .scalar("scale", scale)
-        .grid([bh, decode_groups(dv as u32, 32), 1])
-        .group_size(32 * DECODE_ROWS)
-        .run()
-        .map_err(runtime(OP))
+    gdn_prep_decode_kernel::launch(
+        ctx,
+        gdn_prep_decode_kernel::Args {
+            conv_out: a.conv_out,
+            a_log: a.a_log,
+            dt_bias: a.dt_bias,
+            a: a.a,
+            b: a.b,
+            wq: a.wq,
+            wk: a.wk,
+            state_in: a.state_in,
+            state_out: a.state_out,
+            o: a.o,
+            eps,
+            scale,
+        },
+        gdn_prep_decode_kernel::Consts {
+            dk: dk as u32,
+            dv: dv as u32,
+            hv: hv as u32,
+            hk: hk as u32,
+        },
+    )
+    .grid([bh, decode_groups(dv as u32, 32), 1])
+    .group_size(32 * DECODE_ROWS)
+    .run()
+    .map_err(runtime(OP))
 }

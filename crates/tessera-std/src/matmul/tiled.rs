@@ -126,18 +126,15 @@ fn launch(
     bt: bool,
 ) -> Result<(), OpError> {
     let [m, n, k] = check(op, a, b, c, bt)?;
-    ctx.launch(&matmul_tiled_kernel::DEF)
-        .constexpr("bt", bt as u32)
-        .arg("a", a)
-        .arg("b", b)
-        .arg("c", c)
-        .scalar("m", m)
-        .scalar("n", n)
-        .scalar("k", k)
-        .grid([n.div_ceil(32), m.div_ceil(32), 1])
-        .group_size(128)
-        .run()
-        .map_err(runtime(op))
+    matmul_tiled_kernel::launch(
+        ctx,
+        matmul_tiled_kernel::Args { a, b, c, m, n, k },
+        matmul_tiled_kernel::Consts { bt: bt as u32 },
+    )
+    .grid([n.div_ceil(32), m.div_ceil(32), 1])
+    .group_size(128)
+    .run()
+    .map_err(runtime(op))
 }
 
 /// `c[M, N] = a[M, K]·b[K, N]`, f16 or bf16, accumulated in f32.

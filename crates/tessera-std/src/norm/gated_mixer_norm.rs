@@ -80,15 +80,13 @@ pub fn gated_mixer_norm(
     let rows = fits_u32(OP, "the row count", rows)?;
     let n = fits_u32(OP, "the row length", n)?;
     let group = check_tpg4(OP, n)?;
-    ctx.launch(&gated_mixer_norm_kernel::DEF)
-        .constexpr("n", n)
-        .arg("y", y)
-        .arg("z", z)
-        .arg("w", w)
-        .arg("out", out)
-        .scalar("eps", eps)
-        .grid([rows, 1, 1])
-        .group_size(group)
-        .run()
-        .map_err(runtime(OP))
+    gated_mixer_norm_kernel::launch(
+        ctx,
+        gated_mixer_norm_kernel::Args { y, z, w, out, eps },
+        gated_mixer_norm_kernel::Consts { n },
+    )
+    .grid([rows, 1, 1])
+    .group_size(group)
+    .run()
+    .map_err(runtime(OP))
 }

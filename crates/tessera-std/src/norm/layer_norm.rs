@@ -53,15 +53,19 @@ pub fn layer_norm(
     dtype_is(OP, "b", b, x.dtype())?;
     shape_is(OP, "b", b, &[n as usize])?;
     distinct(OP, out, &[("b", b)])?;
-    ctx.launch(&layer_norm_kernel::DEF)
-        .arg("x", x)
-        .arg("w", w)
-        .arg("b", b)
-        .arg("out", out)
-        .scalar("eps", eps)
-        .scalar("n", n)
-        .grid([rows, 1, 1])
-        .group_size(strided_group(n))
-        .run()
-        .map_err(runtime(OP))
+    layer_norm_kernel::launch(
+        ctx,
+        layer_norm_kernel::Args {
+            x,
+            w,
+            b,
+            out,
+            eps,
+            n,
+        },
+    )
+    .grid([rows, 1, 1])
+    .group_size(strided_group(n))
+    .run()
+    .map_err(runtime(OP))
 }

@@ -10,7 +10,7 @@ use crate::validate::{
     distinct, dtype_in, dtype_is, eps_ok, fits_u32, rows_of, shape_is, FLOAT_DTYPES,
 };
 use tessera_macros::kernel;
-use tessera_runtime::{Context, Tensor};
+use tessera_runtime::{Context, Tensor, TypedLaunch};
 
 /// RMSNorm, four consecutive elements per thread (`n = group_size·4`).
 #[kernel]
@@ -132,38 +132,26 @@ pub fn rms_norm_tpg4(
     const OP: &str = "rms_norm_tpg4";
     let (rows, n) = check_row_norm(OP, x, w, out, eps)?;
     let group = check_tpg4(OP, n)?;
-    let g = RowLaunch { rows, n, group };
-    launch_fixed_n(ctx, OP, &rms_norm_tpg4_kernel::DEF, x, w, out, eps, g)
+    let args = rms_norm_tpg4_kernel::Args { x, w, out, eps };
+    let consts = rms_norm_tpg4_kernel::Consts { n };
+    run_per_row(
+        rms_norm_tpg4_kernel::launch(ctx, args, consts),
+        OP,
+        rows,
+        group,
+    )
 }
 
-/// The geometry of a one-row-per-threadgroup norm launch.
-#[derive(Clone, Copy)]
-struct RowLaunch {
-    rows: u32,
-    n: u32,
-    group: u32,
-}
-
-/// Launches a norm kernel whose row length `n` is a constexpr, one threadgroup per row.
-#[allow(clippy::too_many_arguments)]
-fn launch_fixed_n(
-    ctx: &Context,
+/// Runs a norm launch one threadgroup of `group` threads per row.
+fn run_per_row(
+    launch: TypedLaunch<'_>,
     op: &'static str,
-    def: &tessera_ir::KernelDef,
-    x: &Tensor,
-    w: &Tensor,
-    out: &Tensor,
-    eps: f32,
-    g: RowLaunch,
+    rows: u32,
+    group: u32,
 ) -> Result<(), OpError> {
-    ctx.launch(def)
-        .constexpr("n", g.n)
-        .arg("x", x)
-        .arg("w", w)
-        .arg("out", out)
-        .scalar("eps", eps)
-        .grid([g.rows, 1, 1])
-        .group_size(g.group)
+    launch
+        .grid([rows, 1, 1])
+        .group_size(group)
         .run()
         .map_err(runtime(op))
 }
@@ -187,12 +175,14 @@ pub fn rms_norm_small(
             ),
         ));
     }
-    let g = RowLaunch {
+    let args = rms_norm_small_kernel::Args { x, w, out, eps };
+    let consts = rms_norm_small_kernel::Consts { n };
+    run_per_row(
+        rms_norm_small_kernel::launch(ctx, args, consts),
+        OP,
         rows,
-        n,
-        group: n / 2,
-    };
-    launch_fixed_n(ctx, OP, &rms_norm_small_kernel::DEF, x, w, out, eps, g)
+        n / 2,
+    )
 }
 
 /// RMSNorm for any row length.
@@ -207,12 +197,7 @@ pub fn rms_norm_wide(
     let (rows, n) = check_row_norm(OP, x, w, out, eps)?;
     // A quarter of the row per pass, in whole simdgroups, at most 1024 threads.
     let group = n.div_ceil(4).next_multiple_of(32).clamp(32, 1024);
-    ctx.launch(&rms_norm_wide_kernel::DEF)
-        .arg("x", x)
-        .arg("w", w)
-        .arg("out", out)
-        .scalar("eps", eps)
-        .scalar("n", n)
+    rms_norm_wide_kernel::launch(ctx, rms_norm_wide_kernel::Args { x, w, out, eps, n })
         .grid([rows, 1, 1])
         .group_size(group)
         .run()

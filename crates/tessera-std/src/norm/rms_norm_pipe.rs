@@ -118,19 +118,21 @@ pub fn rms_norm_pipe_on(
     let groups = groups
         .unwrap_or(units * groups_per_unit(threads))
         .clamp(1, rows);
-    ctx.launch(&rms_norm_pipe_kernel::DEF)
-        .constexpr("n", n)
-        .constexpr("epl", epl)
-        .constexpr("vec", vec)
-        .arg("x", x)
-        .arg("w", w)
-        .arg("out", out)
-        .scalar("eps", eps)
-        .scalar("rows", rows)
-        .grid([groups, 1, 1])
-        .group_size(threads)
-        .run()
-        .map_err(runtime(OP))
+    rms_norm_pipe_kernel::launch(
+        ctx,
+        rms_norm_pipe_kernel::Args {
+            x,
+            w,
+            out,
+            eps,
+            rows,
+        },
+        rms_norm_pipe_kernel::Consts { n, epl, vec },
+    )
+    .grid([groups, 1, 1])
+    .group_size(threads)
+    .run()
+    .map_err(runtime(OP))
 }
 
 /// Pipelined RMSNorm: `n` a whole number of 16-byte accesses per thread (see

@@ -92,33 +92,38 @@ pub fn rms_norm_residual_on(
         // One row per threadgroup by default: measured faster than the resident walk
         // (4096×4096 bf16 on an H200: 38.4 against 40.8 µs).
         let groups = groups.unwrap_or(rows).clamp(1, rows);
-        return ctx
-            .launch(&rms_norm_residual_pipe_kernel::DEF)
-            .constexpr("n", n)
-            .constexpr("epl", epl)
-            .constexpr("vec", vec)
-            .arg("x", x)
-            .arg("residual", residual)
-            .arg("w", w)
-            .arg("sum", sum)
-            .arg("out", out)
-            .scalar("eps", eps)
-            .scalar("rows", rows)
-            .grid([groups, 1, 1])
-            .group_size(threads)
-            .run()
-            .map_err(runtime(OP));
-    }
-    ctx.launch(&rms_norm_residual_kernel::DEF)
-        .arg("x", x)
-        .arg("residual", residual)
-        .arg("w", w)
-        .arg("sum", sum)
-        .arg("out", out)
-        .scalar("eps", eps)
-        .scalar("n", n)
-        .grid([rows, 1, 1])
-        .group_size(strided_group(n))
+        return rms_norm_residual_pipe_kernel::launch(
+            ctx,
+            rms_norm_residual_pipe_kernel::Args {
+                x,
+                residual,
+                w,
+                sum,
+                out,
+                eps,
+                rows,
+            },
+            rms_norm_residual_pipe_kernel::Consts { n, epl, vec },
+        )
+        .grid([groups, 1, 1])
+        .group_size(threads)
         .run()
-        .map_err(runtime(OP))
+        .map_err(runtime(OP));
+    }
+    rms_norm_residual_kernel::launch(
+        ctx,
+        rms_norm_residual_kernel::Args {
+            x,
+            residual,
+            w,
+            sum,
+            out,
+            eps,
+            n,
+        },
+    )
+    .grid([rows, 1, 1])
+    .group_size(strided_group(n))
+    .run()
+    .map_err(runtime(OP))
 }

@@ -162,35 +162,32 @@ pub fn rms_norm_vec(
         )
     })?;
     match layout {
-        VecLayout::Row { epl, vec, threads } => ctx
-            .launch(&rms_norm_vec_kernel::DEF)
-            .constexpr("n", n)
-            .constexpr("epl", epl)
-            .constexpr("vec", vec)
-            .arg("x", x)
-            .arg("w", w)
-            .arg("out", out)
-            .scalar("eps", eps)
-            .grid([rows, 1, 1])
-            .group_size(threads)
-            .run()
-            .map_err(runtime(OP)),
+        VecLayout::Row { epl, vec, threads } => rms_norm_vec_kernel::launch(
+            ctx,
+            rms_norm_vec_kernel::Args { x, w, out, eps },
+            rms_norm_vec_kernel::Consts { n, epl, vec },
+        )
+        .grid([rows, 1, 1])
+        .group_size(threads)
+        .run()
+        .map_err(runtime(OP)),
         VecLayout::Rows { epl, vec, lg } => {
             let per_group = ROWS_GROUP >> lg;
-            ctx.launch(&rms_norm_rows_kernel::DEF)
-                .constexpr("n", n)
-                .constexpr("epl", epl)
-                .constexpr("vec", vec)
-                .constexpr("lg", lg)
-                .arg("x", x)
-                .arg("w", w)
-                .arg("out", out)
-                .scalar("eps", eps)
-                .scalar("rows", rows)
-                .grid([rows.div_ceil(per_group).max(1), 1, 1])
-                .group_size(ROWS_GROUP)
-                .run()
-                .map_err(runtime(OP))
+            rms_norm_rows_kernel::launch(
+                ctx,
+                rms_norm_rows_kernel::Args {
+                    x,
+                    w,
+                    out,
+                    eps,
+                    rows,
+                },
+                rms_norm_rows_kernel::Consts { n, epl, vec, lg },
+            )
+            .grid([rows.div_ceil(per_group).max(1), 1, 1])
+            .group_size(ROWS_GROUP)
+            .run()
+            .map_err(runtime(OP))
         }
     }
 }

@@ -60,10 +60,7 @@ pub fn softmax(ctx: &Context, x: &Tensor, out: &Tensor) -> Result<(), OpError> {
     dtype_is(OP, "out", out, x.dtype())?;
     shape_is(OP, "out", out, x.shape())?;
     distinct(OP, out, &[("x", x)])?;
-    ctx.launch(&softmax_kernel::DEF)
-        .arg("x", x)
-        .arg("out", out)
-        .scalar("n", n)
+    softmax_kernel::launch(ctx, softmax_kernel::Args { x, out, n })
         .grid([rows, 1, 1])
         .group_size(strided_group(n))
         .run()
@@ -84,10 +81,7 @@ pub fn logsumexp(ctx: &Context, x: &Tensor, out: &Tensor) -> Result<(), OpError>
     };
     shape_is(OP, "out", out, &want)?;
     distinct(OP, out, &[("x", x)])?;
-    ctx.launch(&logsumexp_kernel::DEF)
-        .arg("x", x)
-        .arg("out", out)
-        .scalar("n", n)
+    logsumexp_kernel::launch(ctx, logsumexp_kernel::Args { x, out, n })
         .grid([rows, 1, 1])
         .group_size(strided_group(n))
         .run()

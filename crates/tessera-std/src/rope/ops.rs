@@ -65,20 +65,26 @@ pub fn rope(
 ) -> Result<(), OpError> {
     const OP: &str = "rope";
     let (tokens, heads, d) = check(OP, x, positions, table, out)?;
-    ctx.launch(&rope_kernel::DEF)
-        .constexpr("head_dim", d)
-        .constexpr("rot_dim", table.config.rot_dim as u32)
-        .constexpr("neox", neox(table))
-        .arg("x", x)
-        .arg("positions", positions)
-        .arg("inv_freq", &table.inv_freq)
-        .arg("out", out)
-        .scalar("n_heads", heads)
-        .scalar("mscale", table.mscale)
-        .grid([tokens, heads, 1])
-        .group_size(d.div_ceil(2).next_multiple_of(32).min(1024))
-        .run()
-        .map_err(runtime(OP))
+    rope_kernel::launch(
+        ctx,
+        rope_kernel::Args {
+            x,
+            positions,
+            inv_freq: &table.inv_freq,
+            out,
+            n_heads: heads,
+            mscale: table.mscale,
+        },
+        rope_kernel::Consts {
+            head_dim: d,
+            rot_dim: table.config.rot_dim as u32,
+            neox: neox(table),
+        },
+    )
+    .grid([tokens, heads, 1])
+    .group_size(d.div_ceil(2).next_multiple_of(32).min(1024))
+    .run()
+    .map_err(runtime(OP))
 }
 
 /// Per-head RMSNorm (weight `[D]`) then RoPE, for one of q or k: `x [tokens, heads, D]`,
@@ -107,22 +113,28 @@ fn norm_rope_one(
             ),
         ));
     }
-    ctx.launch(&norm_rope_kernel::DEF)
-        .constexpr("head_dim", d)
-        .constexpr("rot_dim", table.config.rot_dim as u32)
-        .constexpr("neox", neox(table))
-        .arg("x", x)
-        .arg("w", w)
-        .arg("positions", positions)
-        .arg("inv_freq", &table.inv_freq)
-        .arg("out", out)
-        .scalar("n_heads", heads)
-        .scalar("eps", eps)
-        .scalar("mscale", table.mscale)
-        .grid([tokens, heads, 1])
-        .group_size(d)
-        .run()
-        .map_err(runtime(op))
+    norm_rope_kernel::launch(
+        ctx,
+        norm_rope_kernel::Args {
+            x,
+            w,
+            positions,
+            inv_freq: &table.inv_freq,
+            out,
+            n_heads: heads,
+            eps,
+            mscale: table.mscale,
+        },
+        norm_rope_kernel::Consts {
+            head_dim: d,
+            rot_dim: table.config.rot_dim as u32,
+            neox: neox(table),
+        },
+    )
+    .grid([tokens, heads, 1])
+    .group_size(d)
+    .run()
+    .map_err(runtime(op))
 }
 
 /// Qwen3-style fused q/k RMSNorm + RoPE: each head of q `[tokens, hq, D]` and k `[tokens,

@@ -127,22 +127,26 @@ pub fn selective_scan_step(ctx: &Context, s: &ScanArgs) -> Result<(), OpError> {
     distinct(OP, s.y, &inputs)?;
     distinct(OP, s.state_out, &inputs)?;
     fits_u32(OP, "the state size", s.state_in.len())?;
-    ctx.launch(&selective_scan_step_kernel::DEF)
-        .constexpr("n", n as u32)
-        .arg("state_in", s.state_in)
-        .arg("x", s.x)
-        .arg("dt", s.dt)
-        .arg("a", s.a)
-        .arg("b", s.b)
-        .arg("c", s.c)
-        .arg("d", s.d)
-        .arg("z", s.z)
-        .arg("dt_bias", s.dt_bias)
-        .arg("state_out", s.state_out)
-        .arg("y", s.y)
-        .scalar("dim", dim as u32)
-        .grid([(dim as u32).div_ceil(GROUP), batch as u32, 1])
-        .group_size(GROUP)
-        .run()
-        .map_err(runtime(OP))
+    selective_scan_step_kernel::launch(
+        ctx,
+        selective_scan_step_kernel::Args {
+            state_in: s.state_in,
+            x: s.x,
+            dt: s.dt,
+            a: s.a,
+            b: s.b,
+            c: s.c,
+            d: s.d,
+            z: s.z,
+            dt_bias: s.dt_bias,
+            state_out: s.state_out,
+            y: s.y,
+            dim: dim as u32,
+        },
+        selective_scan_step_kernel::Consts { n: n as u32 },
+    )
+    .grid([(dim as u32).div_ceil(GROUP), batch as u32, 1])
+    .group_size(GROUP)
+    .run()
+    .map_err(runtime(OP))
 }
