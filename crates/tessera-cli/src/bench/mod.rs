@@ -265,19 +265,23 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
     for (i, c) in cases.iter().enumerate() {
         bar.set_message(format!("{} {} {}", c.op, c.shape, c.dtype.name()));
         let (row, graph_note) = bench_one(&env, c, seed.wrapping_add(i as u64));
-        bar.suspend(|| {
-            println!("{}", columns.line(&row));
-            if let Some(note) = graph_note {
-                eprintln!(
-                    "note: {} {} {}: timed without a graph ({note})",
-                    row.op, row.shape, row.dtype
-                );
-            }
-        });
+        let text = columns.line(&row);
         report.rows.push(row);
+        // The file first: a row on the screen is always in the file too.
         if let Some(path) = &args.json {
             write_json(path, &report)?;
         }
+        bar.suspend(|| {
+            println!("{text}");
+            if let Some(note) = graph_note {
+                eprintln!(
+                    "note: {} {} {}: timed without a graph ({note})",
+                    c.op,
+                    c.shape,
+                    c.dtype.name()
+                );
+            }
+        });
         bar.inc(1);
     }
     bar.finish_and_clear();
