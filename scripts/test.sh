@@ -12,8 +12,11 @@ export TESSERA_NVRTC_PATH
 export TESSERA_REQUIRE_NVRTC=1
 export TESSERA_CACHE_DIR="${TESSERA_CACHE_DIR:-$PWD/target/tessera-cache}"
 
+# One build. `cargo test` builds the CLI binary too (tessera-cli's integration tests run
+# it) with the features the whole workspace resolves to; a separate `cargo build -p
+# tessera-cli` would resolve them for that package alone and compile tessera-std and the CLI
+# a second time.
 cargo test --workspace
-cargo build -p tessera-cli
 tessera=target/debug/tessera
 "$tessera" device
 "$tessera" compile --target cuda

@@ -1,6 +1,7 @@
 //! The `tessera` command line: list the standard library, emit a kernel's IR or source,
 //! check every registered case on a backend, compile every kernel for a target, benchmark,
-//! and describe the devices present.
+//! and describe the devices present. Output cut off by its reader (`tessera list | head
+//! -1`) ends the command quietly, as it ends any Unix tool.
 
 mod bench;
 mod check;
@@ -43,7 +44,35 @@ enum Command {
     Device,
 }
 
+/// Makes a write to a closed stdout or stderr (the reader of a pipe went away) end the
+/// process with status 0 and no message, instead of the panic that `println!` raises on
+/// `EPIPE`. Every subcommand's output goes through `println!`/`eprintln!`, so this one
+/// hook covers them all; any other panic keeps the default report.
+fn exit_quietly_on_broken_pipe() {
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if is_broken_pipe(message) {
+            std::process::exit(0);
+        }
+        default_hook(info);
+    }));
+}
+
+/// `println!`'s panic message on `EPIPE`: `failed printing to stdout: Broken pipe (os
+/// error 32)`.
+fn is_broken_pipe(panic_message: &str) -> bool {
+    panic_message.starts_with("failed printing to std")
+        && panic_message.to_ascii_lowercase().contains("broken pipe")
+}
+
 fn main() -> ExitCode {
+    exit_quietly_on_broken_pipe();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::List(a) => list::run(a),

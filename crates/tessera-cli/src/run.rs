@@ -115,6 +115,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         }
     }
     let outs = pairs(&args.outputs, "output")?;
+    files::check_outputs(outs.values().map(String::as_str))?;
 
     let ctx = context(args.backend.as_deref())?;
     let mut inputs: Inputs = BTreeMap::new();
@@ -152,6 +153,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
     }
     (op.call)(&ctx, &inputs, &params, &out_tensors)?;
     ctx.synchronize().map_err(|e| e.to_string())?;
+    let mut written = Vec::new();
     for ((name, dt, shape), t) in shapes.iter().zip(&out_tensors) {
         if let Some(path) = outs.get(*name) {
             let a = HostArray {
@@ -159,9 +161,12 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
                 shape: shape.clone(),
                 bytes: t.to_bytes().map_err(|e| e.to_string())?,
             };
-            files::save(path, name, &a)?;
-            println!("{name}: {dt}{shape:?} -> {path}");
+            written.push((path.as_str(), *name, a));
         }
+    }
+    files::save_all(&written)?;
+    for (path, name, a) in &written {
+        println!("{name}: {}{:?} -> {path}", a.dtype, a.shape);
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,13 +1,15 @@
 //! `tessera bench [--backend B] [--filter S] [--dtype D] [--json FILE] [--quick]
 //! [--compare PEERS.json] [--list-shapes]`: times every registered benchmark shape (input
-//! sets rotated past the L2 cache, warm-up, median of several samples, graphs for
-//! µs-scale kernels), reports GB/s or TFLOP/s against the measured copy bandwidth, checks
-//! the output against the reference, sets peers' times beside tessera's, and exits
-//! non-zero if any row fails. With no GPU it runs the `--quick` shapes on the CPU. The
-//! JSON schema is docs/bench-json.md.
+//! sets rotated past the L2 cache, warm-up, median of several samples, recorded graphs
+//! where the backend has them), reports GB/s or TFLOP/s against the measured copy
+//! bandwidth, checks the output against the reference, sets peers' times beside
+//! tessera's, and exits non-zero if any row fails. Each row is printed, and the JSON file
+//! rewritten, as soon as it is measured, so a run cut short keeps every finished row. With
+//! no GPU it runs the `--quick` shapes on the CPU. The JSON schema is docs/bench-json.md.
 
 mod peers;
 mod shapes;
+mod table;
 mod timing;
 
 use crate::kernels::{context, parse_dtype};
@@ -51,7 +53,7 @@ pub struct Args {
 
 /// One row of the results; the JSON schema.
 #[derive(Serialize)]
-struct Row {
+pub struct Row {
     op: String,
     kernel: String,
     shape: String,
@@ -114,7 +116,9 @@ struct Env<'a> {
     peers: Option<&'a Peers>,
 }
 
-fn bench_one(env: &Env<'_>, case: &BenchCase, seed: u64) -> Row {
+/// Times and checks one shape; the row, and why it was not graph-timed where a graph was
+/// tried and failed.
+fn bench_one(env: &Env<'_>, case: &BenchCase, seed: u64) -> (Row, Option<String>) {
     let ctx = env.ctx;
     let mut row = Row {
         op: case.op.to_string(),
@@ -137,6 +141,7 @@ fn bench_one(env: &Env<'_>, case: &BenchCase, seed: u64) -> Row {
     let n_sets = timing::sets_for(case.bytes, case.flops, l2);
     row.sets = n_sets;
     row.l2_resident = l2 > 0 && (n_sets as u64) * case.bytes < 2 * l2 as u64;
+    let mut graph_note = None;
     let result = (|| -> Result<(), String> {
         let mut rng = CaseRng::new(seed);
         let mut sets: Vec<PreparedBench> = Vec::with_capacity(n_sets);
@@ -165,64 +170,23 @@ fn bench_one(env: &Env<'_>, case: &BenchCase, seed: u64) -> Row {
             let outcome = compare(&got, &s.reference, tolerance(case.dtype))?;
             row.max_err = Some(row.max_err.unwrap_or(0.0).max(outcome.max_abs_err));
         }
-        if let Some(note) = t.graph_note {
-            eprintln!(
-                "note: {} {} {}: timed without a graph ({note})",
-                row.op, row.shape, row.dtype
-            );
-        }
+        graph_note = t.graph_note;
         Ok(())
     })();
     match result {
         Ok(()) => row.ok = true,
         Err(e) => row.error = Some(e),
     }
-    row
+    (row, graph_note)
 }
 
-fn header() -> String {
-    format!(
-        "{:<20} {:<27} {:<40} {:<5} {:>9} {:>8} {:>8} {:>6} {:>8}  ok  peers",
-        "op", "kernel", "shape", "dtype", "µs", "GB/s", "TFLOP/s", "%peak", "max err"
-    )
-}
-
-fn line(r: &Row) -> String {
-    let err = r
-        .max_err
-        .map(|e| format!("{e:.1e}"))
-        .unwrap_or_else(|| "-".into());
-    let mut s = format!(
-        "{:<20} {:<27} {:<40} {:<5} {:>9.2} {:>8.1} {:>8.3} {:>5.1}% {:>8}  {}{}  {}",
-        r.op,
-        r.kernel,
-        r.shape,
-        r.dtype,
-        r.us,
-        r.gbps,
-        r.tflops,
-        r.pct_of_peak,
-        err,
-        if r.ok { "✓" } else { "✗" },
-        if r.l2_resident { "ᴸ²" } else { "  " },
-        peers::summary(&r.peers)
-    );
-    if let Some(e) = &r.error {
-        s.push_str(&format!("\n    ✗ {e}"));
-    }
-    s
-}
-
-fn print_table(rows: &[Row]) {
-    println!("{}", header());
-    for r in rows {
-        println!("{}", line(r));
-    }
-}
-
+/// Replaces `path` with the report through a temporary file and a rename, so that the
+/// file holds a whole report at every moment, even if the run is stopped mid-write.
 fn write_json(path: &str, report: &Report) -> Result<(), String> {
     let text = serde_json::to_string_pretty(report).map_err(|e| e.to_string())?;
-    std::fs::write(path, text).map_err(|e| format!("cannot write {path}: {e}"))
+    let partial = format!("{path}.partial");
+    std::fs::write(&partial, text).map_err(|e| format!("cannot write {partial}: {e}"))?;
+    std::fs::rename(&partial, path).map_err(|e| format!("cannot write {path}: {e}"))
 }
 
 fn list_shapes(cases: &[BenchCase], json: Option<&str>) -> Result<ExitCode, String> {
@@ -269,11 +233,6 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         copy_gbps,
         ctx.backend().l2_bytes() >> 20
     );
-    let bar = ProgressBar::new(cases.len() as u64);
-    bar.set_style(
-        ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
     let env = Env {
         ctx: &ctx,
         copy_gbps,
@@ -290,21 +249,42 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         peer_device: peers.as_ref().map(|p| p.device.clone()),
         rows: Vec::new(),
     };
-    bar.println(header());
+    // Written before the first row too: an unwritable path fails now, not after the run.
+    if let Some(path) = &args.json {
+        write_json(path, &report)?;
+    }
+    let columns = table::Columns::fit(&cases);
+    println!("{}", columns.header());
+    // The bar lives on stderr and only on a terminal; rows go to stdout with the bar
+    // lifted, once each, whether stdout is a terminal, a pipe or a file.
+    let bar = ProgressBar::new(cases.len() as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
     for (i, c) in cases.iter().enumerate() {
-        bar.set_message(format!("{} {} {}", c.op, c.shape, c.dtype));
-        let row = bench_one(&env, c, seed.wrapping_add(i as u64));
-        bar.println(line(&row));
+        bar.set_message(format!("{} {} {}", c.op, c.shape, c.dtype.name()));
+        let (row, graph_note) = bench_one(&env, c, seed.wrapping_add(i as u64));
+        let text = columns.line(&row);
         report.rows.push(row);
-        // Written after every row, so a run stopped early keeps what it measured.
+        // The file first: a row on the screen is always in the file too.
         if let Some(path) = &args.json {
             write_json(path, &report)?;
         }
+        bar.suspend(|| {
+            println!("{text}");
+            if let Some(note) = graph_note {
+                eprintln!(
+                    "note: {} {} {}: timed without a graph ({note})",
+                    c.op,
+                    c.shape,
+                    c.dtype.name()
+                );
+            }
+        });
         bar.inc(1);
     }
     bar.finish_and_clear();
-    println!();
-    print_table(&report.rows);
     let failed = report.rows.iter().filter(|r| !r.ok).count();
     println!(
         "{} passed, {failed} failed (ᴸ²: the rotated input sets fit in twice the L2 cache)",

@@ -1,7 +1,8 @@
 //! How one benchmark shape is timed: its input sets rotated so the L2 cache does not hold
 //! them between launches, a warm-up, then the median of several samples taken by replaying
-//! a recorded device graph (µs-scale kernels, where launch gaps would dominate), by device
-//! events around plain launches, or by the wall clock where the backend has neither.
+//! a recorded device graph (every shape, where the backend records graphs: no launch gaps
+//! in any time), by device events around plain launches where recording fails or the
+//! backend has no graphs, or by the wall clock where it has no device timers either.
 
 use std::time::{Duration, Instant};
 use tessera_runtime::{Context, RuntimeError};
@@ -10,10 +11,6 @@ use tessera_std::registry::PreparedBench;
 /// At most this many input sets per shape (small shapes then stay in the L2 cache; the
 /// row says so).
 pub const MAX_SETS: usize = 64;
-
-/// Kernels whose launches take less than this are timed with graphs where the backend
-/// records them.
-const GRAPH_BELOW: Duration = Duration::from_micros(500);
 
 /// Samples whose median is reported.
 const SAMPLES: usize = 9;
@@ -99,7 +96,7 @@ pub fn time(
     let per_sample = budget / SAMPLES as u32;
     let iters = ((per_sample.as_secs_f64() / estimate.as_secs_f64()) as u32).clamp(1, 4000);
     let mut graph_note = None;
-    if graphs && estimate < GRAPH_BELOW {
+    if graphs {
         // A graph of whole rotations, replayed so that a sample lasts about `per_sample`.
         let launches = (iters.clamp(1, 400) as usize).next_multiple_of(n) as u32;
         let replays = (iters / launches).clamp(1, 50);

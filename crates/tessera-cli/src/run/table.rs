@@ -44,6 +44,11 @@ pub fn param<T: std::str::FromStr>(p: &Params, name: &str) -> Result<T, String> 
         .map_err(|_| format!("--param {name}={v}: not a valid value"))
 }
 
+/// A boolean parameter: `true`/`false` or `1`/`0`.
+fn flag(p: &Params, name: &str) -> Result<bool, String> {
+    crate::kernels::parse_bool(name, &param::<String>(p, name)?)
+}
+
 fn opt_f32(p: &Params, name: &str) -> Result<Option<f32>, String> {
     match p.get(name).map(String::as_str) {
         None | Some("") => Ok(None),
@@ -210,7 +215,7 @@ pub fn ops() -> Vec<RunOp> {
                     t(i, "v"),
                     &o[0],
                     param(p, "base_kv")?,
-                    param(p, "causal")?,
+                    flag(p, "causal")?,
                     &attention::DecodeOptions {
                         scale: opt_f32(p, "scale")?,
                         ..Default::default()
@@ -234,7 +239,7 @@ pub fn ops() -> Vec<RunOp> {
                     t(i, "k"),
                     t(i, "v"),
                     &o[0],
-                    param(p, "causal")?,
+                    flag(p, "causal")?,
                     opt_f32(p, "scale")?,
                 ))
             },
