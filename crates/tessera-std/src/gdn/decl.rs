@@ -240,9 +240,9 @@ fn boundaries(shape: &[usize], cu: Option<Vec<usize>>) -> Vec<usize> {
     if let Some(cu) = cu {
         return cu;
     }
-    match shape {
-        &[b, t, _, _] => (0..=b).map(|i| i * t).collect(),
-        &[t, _, _] => vec![0, t],
+    match *shape {
+        [b, t, _, _] => (0..=b).map(|i| i * t).collect(),
+        [t, _, _] => vec![0, t],
         _ => vec![0],
     }
 }
