@@ -45,7 +45,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         if !wanted(op.name) {
             continue;
         }
-        let cases = (op.cases)();
+        let cases = op.all_cases();
         let kernels: Vec<&str> = {
             let mut k: Vec<&str> = (op.kernels)().iter().map(|u| u.def.name()).collect();
             k.dedup();

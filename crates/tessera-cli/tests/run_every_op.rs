@@ -310,5 +310,68 @@ fn bad_parameters_are_refused_with_the_declarations_words() {
     let e = run(&["run", "rms_norm", "-p", "eps=abc", "-o", "out=o.npy"]);
     assert!(e.contains("a finite number"), "{e}");
     let e = run(&["run", "rms_norm", "-i", "x=x.npy", "-o", "out=o.npy"]);
-    assert!(e.contains("needs --input w=FILE"), "{e}");
+    assert!(e.contains("missing --input w=FILE"), "{e}");
+}
+
+/// Every declaration is whole: names unique, every `like` and range names one of its
+/// inputs, the example parses and gives every tensor a shape, and every declared
+/// rejection points at one of its invariants.
+#[test]
+fn every_declaration_is_consistent() {
+    use tessera_std::decl::ShapeFrom;
+    for op in ops() {
+        let n = op.name;
+        let mut names: Vec<&str> = op.inputs.iter().map(|t| t.name).collect();
+        names.extend(op.outputs.iter().map(|t| t.name));
+        let mut unique = names.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), names.len(), "{n}: a tensor name is repeated");
+        let is_input = |x: &str| op.inputs.iter().any(|t| t.name == x);
+        let dtypes = op
+            .inputs
+            .iter()
+            .map(|t| t.dtype)
+            .chain(op.outputs.iter().map(|t| t.dtype));
+        for d in dtypes {
+            if let DtypeRule::Like(x) | DtypeRule::F32OrLike(x) = d {
+                assert!(is_input(x), "{n}: dtype like `{x}`, which is no input");
+            }
+        }
+        for o in op.outputs {
+            if let ShapeFrom::Like(x) = o.shape_from {
+                assert!(is_input(x), "{n}: `{}` shaped like `{x}`, no input", o.name);
+            }
+        }
+        let ex = op.example;
+        for (x, lo, hi) in ex.ranges {
+            assert!(is_input(x) && lo < hi, "{n}: bad range for `{x}`");
+        }
+        for x in ex.with {
+            assert!(
+                op.inputs.iter().any(|t| t.name == *x && t.optional),
+                "{n}: `{x}`"
+            );
+        }
+        let dims = Dims::from_pairs(ex.dims);
+        for shape in op
+            .inputs
+            .iter()
+            .map(|t| t.shape)
+            .chain(op.outputs.iter().map(|t| t.shape))
+        {
+            eval_shape(shape, &dims).unwrap_or_else(|e| panic!("{n}: {e}"));
+        }
+        let given: Vec<(String, String)> = ex
+            .params
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        ParamValues::parse(op, &given).unwrap_or_else(|e| panic!("{n}: {e}"));
+        assert!(!op.invariants.is_empty(), "{n} declares no invariant");
+        assert!(!op.rejections.is_empty(), "{n} declares no rejection");
+        for r in op.rejections {
+            assert!(r.invariant < op.invariants.len(), "{n}: {r:?}");
+        }
+    }
 }

@@ -7,10 +7,11 @@ use super::decode::DecodeOptions;
 use super::plan::MAX_SPLITS;
 use super::reference;
 use crate::decl::{
-    DtypeRule, Example, OpArgs, OpDecl, OutputDecl, ParamDecl, ParamDefault, ParamKind, RefArgs,
-    ShapeFrom, TensorDecl, VariantDecl, FLOATS, U32,
+    Break, DtypeRule, Example, OpArgs, OpDecl, OutputDecl, ParamDecl, ParamDefault, ParamKind,
+    RefArgs, Rejection, ShapeFrom, TensorDecl, VariantDecl, FLOATS, U32,
 };
 use crate::error::OpError;
+use tessera_runtime::DType;
 
 const ANY_U32: ParamKind = ParamKind::UInt {
     min: 0,
@@ -185,6 +186,7 @@ inventory::submit! {
         outputs: &[out(&SINGLE_Q)],
         params: &[SCALE],
         invariants: &[COMMON[0], COMMON[1], COMMON[2], "scale is finite", COMMON[4], "q and k are not empty"],
+        rejections: &[Rejection { invariant: 1, by: Break::Dim("head_dim", 80), reason: "head_dim 80 is not supported" }, Rejection { invariant: 2, by: Break::Dim("n_kv_heads", 3), reason: "must be a multiple of n_kv_heads" }, Rejection { invariant: 0, by: Break::Alias("out", "q"), reason: "aliases `q`" }, Rejection { invariant: 3, by: Break::Param("scale", "inf"), reason: "a finite number" }],
         variants: DECODE_VARIANTS,
         example: Example { dims: &[("n_q_heads", 4), ("n_kv_heads", 2), ("kv_stride", 19), ("head_dim", 64)], params: &[], ranges: &[], with: &[] },
         call: |ctx, a| {
@@ -221,6 +223,7 @@ inventory::submit! {
         outputs: &[out(&SINGLE_Q)],
         params: &[KV_LEN, SCALE, WINDOW, N_SINK, SPLITS],
         invariants: &[COMMON[0], COMMON[1], COMMON[2], COMMON[3], COMMON[4], "kv_len is in 1..=kv_stride"],
+        rejections: &[Rejection { invariant: 5, by: Break::Param("kv_len", "30"), reason: "kv_len = 30 must be in 1..=24" }, Rejection { invariant: 3, by: Break::Param("splits", "0"), reason: "a value in 1..=1024" }, Rejection { invariant: 3, by: Break::InputDim("sink_logits", "n_q_heads", 3), reason: "`sink_logits` must have shape" }, Rejection { invariant: 1, by: Break::Dim("head_dim", 80), reason: "head_dim 80 is not supported" }],
         variants: DECODE_VARIANTS,
         example: Example {
             dims: &[("n_q_heads", 4), ("n_kv_heads", 2), ("kv_stride", 24), ("head_dim", 64)],
@@ -266,6 +269,7 @@ inventory::submit! {
             N_SINK,
         ],
         invariants: &[COMMON[0], COMMON[1], COMMON[2], COMMON[3], COMMON[4], "kv_len is in 1..=kv_stride"],
+        rejections: &[Rejection { invariant: 3, by: Break::Param("splits", "2000"), reason: "a value in 1..=1024" }, Rejection { invariant: 5, by: Break::Param("kv_len", "41"), reason: "kv_len = 41 must be in 1..=40" }],
         variants: DECODE_VARIANTS,
         example: Example {
             dims: &[("n_q_heads", 4), ("n_kv_heads", 4), ("kv_stride", 40), ("head_dim", 96)],
@@ -310,6 +314,7 @@ inventory::submit! {
         outputs: &[out(&BATCH_Q)],
         params: &OPTIONS,
         invariants: &[COMMON[0], COMMON[1], COMMON[2], COMMON[3], COMMON[4], "k's batch equals q's; kv_lens is u32 [batch]"],
+        rejections: &[Rejection { invariant: 5, by: Break::Dtype("kv_lens", DType::F32), reason: "`kv_lens` must be u32" }, Rejection { invariant: 1, by: Break::InputDim("v", "kv_stride", 23), reason: "`v` must have shape" }, Rejection { invariant: 2, by: Break::Dim("n_kv_heads", 3), reason: "must be a multiple of n_kv_heads" }],
         variants: DECODE_VARIANTS,
         example: Example {
             dims: &[("batch", 3), ("n_q_heads", 8), ("n_kv_heads", 2), ("kv_stride", 24), ("head_dim", 64)],
@@ -367,6 +372,7 @@ inventory::submit! {
             SPLITS,
         ],
         invariants: &[COMMON[0], COMMON[1], COMMON[2], COMMON[3], COMMON[4], "base_kv + n_query ≤ kv_stride"],
+        rejections: &[Rejection { invariant: 5, by: Break::Param("base_kv", "22"), reason: "exceeds the cache depth" }, Rejection { invariant: 0, by: Break::Dtype("k", DType::F16), reason: "`k` must be f32" }],
         variants: DECODE_VARIANTS,
         example: Example {
             dims: &[("n_query", 3), ("n_q_heads", 4), ("n_kv_heads", 1), ("kv_stride", 24), ("head_dim", 128)],
@@ -423,6 +429,7 @@ inventory::submit! {
             "n_kv ≥ n_q; scale is finite",
             COMMON[4],
         ],
+        rejections: &[Rejection { invariant: 3, by: Break::Dim("n_kv", 4), reason: "must be at least n_q" }, Rejection { invariant: 1, by: Break::Dim("head_dim", 512), reason: "head_dim 512 is not supported" }, Rejection { invariant: 0, by: Break::Alias("out", "q"), reason: "aliases `q`" }],
         variants: &[
             VariantDecl { name: "sdpa_prefill_mma_kernel", when: "f16 and bf16: matrix fragments" },
             VariantDecl { name: "sdpa_prefill_kernel", when: "f32: CUDA-core tiles" },

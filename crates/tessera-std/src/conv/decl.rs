@@ -3,10 +3,11 @@
 
 use super::{cases, reference, Conv1dArgs};
 use crate::decl::{
-    DtypeRule, Example, OpArgs, OpDecl, OutputDecl, ParamDecl, ParamDefault, ParamKind, RefArgs,
-    ShapeFrom, TensorDecl, FLOATS,
+    Break, DtypeRule, Example, OpArgs, OpDecl, OutputDecl, ParamDecl, ParamDefault, ParamKind,
+    RefArgs, Rejection, ShapeFrom, TensorDecl, FLOATS,
 };
 use crate::error::OpError;
+use tessera_runtime::DType;
 
 const fn like_x(
     name: &'static str,
@@ -89,6 +90,7 @@ inventory::submit! {
         ],
         params: &[SILU],
         invariants: &[INVARIANTS[0], INVARIANTS[1], INVARIANTS[2], "x and out are [B, T, C] with B, T > 0; T·C fits u32"],
+        rejections: &[Rejection { invariant: 1, by: Break::Dim("W", 9), reason: "a width W of 2..=8" }, Rejection { invariant: 1, by: Break::InputDim("bias", "C", 23), reason: "`bias` must have shape" }, Rejection { invariant: 0, by: Break::Dtype("w", DType::F16), reason: "`w` must be f32" }, Rejection { invariant: 2, by: Break::Alias("out", "x"), reason: "aliases `x`" }],
         variants: &[],
         example: Example { dims: &[("B", 2), ("T", 7), ("C", 24), ("W", 4)], params: &[], ranges: &[], with: &[] },
         call: |ctx, a| super::causal_conv1d(ctx, &args(a)?, a.params.bool("silu")?),
@@ -116,6 +118,7 @@ inventory::submit! {
         ],
         params: &[SILU],
         invariants: &[INVARIANTS[0], INVARIANTS[1], INVARIANTS[2], "x and out are [B, C] with B > 0"],
+        rejections: &[Rejection { invariant: 1, by: Break::Dim("W", 9), reason: "a width W of 2..=8" }, Rejection { invariant: 3, by: Break::InputDim("x", "C", 41), reason: "`x` must have shape" }],
         variants: &[],
         example: Example { dims: &[("B", 3), ("C", 40), ("W", 3)], params: &[("silu", "false")], ranges: &[], with: &[] },
         call: |ctx, a| super::causal_conv1d_update(ctx, &args(a)?, a.params.bool("silu")?),

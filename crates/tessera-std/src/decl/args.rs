@@ -82,7 +82,7 @@ impl OpDecl {
         for t in self.inputs.iter().filter(|t| !t.optional) {
             if !given.contains(&t.name) {
                 return Err(format!(
-                    "`{}` needs --input {}=FILE: {} {}",
+                    "`{}`: missing --input {}=FILE: {} {}",
                     self.name,
                     t.name,
                     super::shape_text(t.shape),

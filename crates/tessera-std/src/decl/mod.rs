@@ -9,10 +9,12 @@ mod args;
 mod dims;
 pub mod markdown;
 mod params;
+mod rejections;
 
 pub use args::{HostTensor, OpArgs, OutputSpec, RefArgs};
 pub use dims::{eval_shape, Dims};
 pub use params::{ParamValue, ParamValues};
+pub use rejections::{rejection_cases, Break, Rejection};
 
 use crate::error::OpError;
 use crate::registry::{BenchCase, Case, KernelUse};
@@ -144,6 +146,8 @@ pub struct OpDecl {
     pub params: &'static [ParamDecl],
     /// What the wrapper checks before anything runs, in words.
     pub invariants: &'static [&'static str],
+    /// Calls that break an invariant, each run as a rejection case.
+    pub rejections: &'static [Rejection],
     pub variants: &'static [VariantDecl],
     pub example: Example,
     pub call: CallFn,
@@ -157,6 +161,13 @@ pub struct OpDecl {
 }
 
 impl OpDecl {
+    /// The op's own cases and the rejection cases generated from its declaration.
+    pub fn all_cases(&'static self) -> Vec<Case> {
+        let mut v = (self.cases)();
+        v.extend(rejection_cases(self));
+        v
+    }
+
     pub fn input(&self, name: &str) -> Option<&'static TensorDecl> {
         self.inputs.iter().find(|t| t.name == name)
     }

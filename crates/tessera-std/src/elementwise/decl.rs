@@ -2,10 +2,11 @@
 
 use super::add;
 use crate::decl::{
-    DtypeRule, Example, OpArgs, OpDecl, OutputDecl, RefArgs, ShapeFrom, TensorDecl, FLOATS,
+    Break, DtypeRule, Example, OpArgs, OpDecl, OutputDecl, RefArgs, Rejection, ShapeFrom,
+    TensorDecl, FLOATS,
 };
 use crate::error::OpError;
-use tessera_runtime::Context;
+use tessera_runtime::{Context, DType};
 
 fn call(ctx: &Context, a: &OpArgs) -> Result<(), OpError> {
     add::add(ctx, a.input("a")?, a.input("b")?, a.output("out")?)
@@ -31,6 +32,7 @@ inventory::submit! {
             "out does not alias a or b",
             "the tensors are not empty and their element count fits u32",
         ],
+        rejections: &[Rejection { invariant: 0, by: Break::InputDim("b", "dims", 36), reason: "`b` must have shape" }, Rejection { invariant: 0, by: Break::Dtype("a", DType::U32), reason: "`a` must be one of" }, Rejection { invariant: 1, by: Break::Alias("out", "a"), reason: "aliases `a`" }],
         variants: &[],
         example: Example { dims: &[("dims", 37)], params: &[], ranges: &[], with: &[] },
         call,

@@ -6,10 +6,11 @@ use super::reference::{prep, recurrent, GdnInputs, GdnShape};
 use super::{decode_cases, prefill_cases};
 use super::{DecodeArgs, PrefillArgs, PrepDecodeArgs, PrepDecodeShape};
 use crate::decl::{
-    DtypeRule, Example, OpArgs, OpDecl, OutputDecl, ParamDecl, ParamDefault, ParamKind, RefArgs,
-    ShapeFrom, TensorDecl, VariantDecl, F32, FLOATS,
+    Break, DtypeRule, Example, OpArgs, OpDecl, OutputDecl, ParamDecl, ParamDefault, ParamKind,
+    RefArgs, Rejection, ShapeFrom, TensorDecl, VariantDecl, F32, FLOATS,
 };
 use crate::error::OpError;
+use tessera_runtime::DType;
 
 const fn t(
     name: &'static str,
@@ -83,6 +84,7 @@ inventory::submit! {
             STATE_INVARIANTS[1],
             STATE_INVARIANTS[2],
         ],
+        rejections: &[Rejection { invariant: 1, by: Break::Dim("Dk", 48), reason: "Dk = 48 is not supported" }, Rejection { invariant: 1, by: Break::Dim("Hk", 3), reason: "must be a multiple of Hk" }, Rejection { invariant: 0, by: Break::Dtype("g", DType::F16), reason: "`g` must be f32" }, Rejection { invariant: 3, by: Break::Param("scale", "nan"), reason: "a finite number" }],
         variants: &[VariantDecl { name: "gdn_decode_kernel", when: "16 lanes a state row for a 2-byte state of Dk 128, else 32" }],
         example: Example {
             dims: &[("B", 2), ("Hk", 1), ("Hv", 2), ("Dk", 64), ("Dv", 16)],
@@ -168,6 +170,7 @@ inventory::submit! {
             STATE_INVARIANTS[2],
             "eps is finite and ≥ 0",
         ],
+        rejections: &[Rejection { invariant: 5, by: Break::Param("eps", "-1"), reason: "`eps` must be finite" }, Rejection { invariant: 2, by: Break::Dim("Dk", 32), reason: "Dk = 32 is not supported" }, Rejection { invariant: 1, by: Break::InputDim("conv_out", "Dv", 9), reason: "`conv_out` must be [B, 2·Hk·Dk + Hv·Dv" }, Rejection { invariant: 0, by: Break::Dtype("a", DType::F16), reason: "`a` must be f32" }],
         variants: &[],
         example: Example {
             dims: &[("B", 2), ("Hk", 1), ("Hv", 2), ("Dk", 64), ("Dv", 8)],
@@ -290,6 +293,7 @@ inventory::submit! {
             "final_state is [N, Hv, Dv, Dk], f32 or q's dtype; h0, when given, is like final_state",
             "outputs alias no input nor each other; scale is finite",
         ],
+        rejections: &[Rejection { invariant: 1, by: Break::Dim("Dv", 20), reason: "must be a multiple of 16" }, Rejection { invariant: 2, by: Break::Param("cu_seqlens", "0,30,60"), reason: "`cu_seqlens` must be N + 1" }, Rejection { invariant: 3, by: Break::InputDim("h0", "Dv", 8), reason: "`h0` must have shape" }, Rejection { invariant: 0, by: Break::Dtype("beta", DType::F16), reason: "`beta` must be f32" }],
         variants: &[VariantDecl { name: "gdn_chunk_state_wide_kernel", when: "Dk above 128: the state walk reads its operands from device memory" }],
         example: Example {
             dims: &[("batch", 1), ("T", 70), ("Hk", 1), ("Hv", 2), ("Dk", 64), ("Dv", 16), ("N", 2)],

@@ -2,7 +2,8 @@
 
 use super::{cases, reference};
 use crate::decl::{
-    DtypeRule, Example, OpDecl, OutputDecl, RefArgs, ShapeFrom, TensorDecl, VariantDecl,
+    Break, DtypeRule, Example, OpDecl, OutputDecl, RefArgs, Rejection, ShapeFrom, TensorDecl,
+    VariantDecl,
 };
 use crate::error::OpError;
 use tessera_runtime::DType;
@@ -51,6 +52,7 @@ inventory::submit! {
         outputs: &[C],
         params: &[],
         invariants: INVARIANTS,
+        rejections: &[Rejection { invariant: 0, by: Break::Dtype("a", DType::F32), reason: "`a` must be one of" }, Rejection { invariant: 1, by: Break::InputDim("b", "K", 25), reason: "`b` must be [K = 24" }],
         variants: VARIANTS,
         example: Example { dims: &[("M", 40), ("K", 24), ("N", 36)], params: &[], ranges: &[], with: &[] },
         call: |ctx, a| super::matmul(ctx, a.input("a")?, a.input("b")?, a.output("c")?),
@@ -70,6 +72,7 @@ inventory::submit! {
         outputs: &[C],
         params: &[],
         invariants: INVARIANTS,
+        rejections: &[Rejection { invariant: 1, by: Break::InputDim("b", "K", 47), reason: "`b` must be [N, K = 48]" }],
         variants: VARIANTS,
         example: Example { dims: &[("M", 33), ("K", 48), ("N", 20)], params: &[], ranges: &[], with: &[] },
         call: |ctx, a| super::matmul_bt(ctx, a.input("a")?, a.input("b")?, a.output("c")?),

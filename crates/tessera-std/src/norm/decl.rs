@@ -3,11 +3,11 @@
 
 use super::{cases, pipe_cases, reference, row_cases, row_reference};
 use crate::decl::{
-    DtypeRule, Example, OpArgs, OpDecl, OutputDecl, ParamDecl, ParamDefault, ParamKind, RefArgs,
-    ShapeFrom, TensorDecl, VariantDecl, F32, FLOATS,
+    Break, DtypeRule, Example, OpArgs, OpDecl, OutputDecl, ParamDecl, ParamDefault, ParamKind,
+    RefArgs, Rejection, ShapeFrom, TensorDecl, VariantDecl, F32, FLOATS,
 };
 use crate::error::OpError;
-use tessera_runtime::{Context, Tensor};
+use tessera_runtime::{Context, DType, Tensor};
 
 const X: TensorDecl = TensorDecl {
     name: "x",
@@ -77,7 +77,7 @@ fn rms_reference(r: &RefArgs) -> Result<Vec<Vec<f64>>, OpError> {
 
 /// The declaration of one RMSNorm layout: its tensors, `eps`, and its own row-length rule.
 macro_rules! rms_layout {
-    ($name:literal, $summary:literal, $rule:literal, $n:literal, $wrapper:path, $kernels:path, $cases:path, $benches:path) => {
+    ($name:literal, $summary:literal, $rule:literal, $n:literal, $wrapper:path, $rejections:expr, $kernels:path, $cases:path, $benches:path) => {
         inventory::submit! {
             OpDecl {
                 name: $name,
@@ -93,6 +93,7 @@ macro_rules! rms_layout {
                     ROW_INVARIANTS[3],
                     $rule,
                 ],
+                rejections: $rejections,
                 variants: &[],
                 example: Example { dims: &[("rows", 3), ("n", $n)], params: &[], ranges: &[], with: &[] },
                 call: |ctx, a| row_norm($wrapper, ctx, a),
@@ -114,6 +115,7 @@ inventory::submit! {
         outputs: &[OUT],
         params: &[EPS],
         invariants: ROW_INVARIANTS,
+        rejections: &[Rejection { invariant: 0, by: Break::InputDim("w", "n", 39), reason: "`w` must have shape" }, Rejection { invariant: 1, by: Break::Alias("out", "x"), reason: "aliases `x`" }, Rejection { invariant: 2, by: Break::Param("eps", "-1"), reason: "`eps` must be finite" }, Rejection { invariant: 0, by: Break::Dtype("x", DType::U32), reason: "`x` must be one of" }],
         variants: &[
             VariantDecl { name: "rms_norm_vec", when: "n is a layout of 16-byte accesses (see rms_norm_vec)" },
             VariantDecl { name: "rms_norm_tpg4", when: "else n a multiple of 128, at most 4096" },
@@ -135,6 +137,7 @@ rms_layout!(
     "n is 16 bytes' worth of elements times a power of two up to 32, or times a multiple of 32 up to 1024 threads",
     128,
     super::rms_norm_vec,
+    &[Rejection { invariant: 4, by: Break::Dim("n", 100), reason: "is not a layout of 16-byte accesses" }],
     cases::rms_norm_vec_kernels,
     cases::vec_cases,
     cases::none_benches
@@ -145,6 +148,11 @@ rms_layout!(
     "n is a multiple of 128, at most 4096",
     128,
     super::rms_norm_tpg4,
+    &[Rejection {
+        invariant: 4,
+        by: Break::Dim("n", 192),
+        reason: "must be a multiple of 128"
+    }],
     cases::rms_norm_tpg4_kernels,
     cases::tpg4_cases,
     cases::none_benches
@@ -155,6 +163,11 @@ rms_layout!(
     "n is a multiple of 64, at most 2048",
     64,
     super::rms_norm_small,
+    &[Rejection {
+        invariant: 4,
+        by: Break::Dim("n", 96),
+        reason: "must be a multiple of 64"
+    }],
     cases::rms_norm_small_kernels,
     cases::small_cases,
     cases::none_benches
@@ -165,6 +178,18 @@ rms_layout!(
     "any n",
     37,
     super::rms_norm_wide,
+    &[
+        Rejection {
+            invariant: 2,
+            by: Break::Param("eps", "nan"),
+            reason: "a finite number"
+        },
+        Rejection {
+            invariant: 0,
+            by: Break::Dtype("w", DType::F16),
+            reason: "`w` must be f32"
+        }
+    ],
     cases::rms_norm_wide_kernels,
     cases::wide_cases,
     cases::none_benches
@@ -185,6 +210,7 @@ inventory::submit! {
             ROW_INVARIANTS[3],
             "n is a whole number of 16-byte accesses per thread for 32..=1024 threads (rms_norm_vec's one-row layout)",
         ],
+        rejections: &[Rejection { invariant: 4, by: Break::Dim("n", 100), reason: "is not a whole number of 16-byte accesses" }, Rejection { invariant: 1, by: Break::Alias("out", "x"), reason: "aliases `x`" }, Rejection { invariant: 2, by: Break::Param("eps", "-1"), reason: "`eps` must be finite" }],
         variants: &[],
         example: Example { dims: &[("rows", 5), ("n", 512)], params: &[("groups", "2")], ranges: &[], with: &[] },
         call: |ctx, a| {
@@ -222,6 +248,7 @@ inventory::submit! {
             "n is a multiple of 128, at most 4096",
             "out does not alias an input; eps is finite and ≥ 0",
         ],
+        rejections: &[Rejection { invariant: 0, by: Break::Dtype("y", DType::F16), reason: "`y` must be f32" }, Rejection { invariant: 2, by: Break::Dim("n", 100), reason: "must be a multiple of 128" }, Rejection { invariant: 3, by: Break::Param("eps", "-1"), reason: "`eps` must be finite" }],
         variants: &[],
         example: Example { dims: &[("rows", 3), ("n", 128)], params: &[], ranges: &[], with: &[] },
         call: |ctx, a| {
@@ -272,6 +299,7 @@ inventory::submit! {
             ROW_INVARIANTS[2],
             ROW_INVARIANTS[3],
         ],
+        rejections: &[Rejection { invariant: 1, by: Break::InputDim("residual", "n", 39), reason: "`residual` must have shape" }, Rejection { invariant: 2, by: Break::Alias("sum", "x"), reason: "`sum` aliases an input" }, Rejection { invariant: 3, by: Break::Param("eps", "-1"), reason: "`eps` must be finite" }],
         variants: &[],
         example: Example { dims: &[("rows", 4), ("n", 40)], params: &[], ranges: &[], with: &[] },
         call: |ctx, a| {
@@ -321,6 +349,7 @@ inventory::submit! {
             ROW_INVARIANTS[2],
             ROW_INVARIANTS[3],
         ],
+        rejections: &[Rejection { invariant: 1, by: Break::InputDim("b", "n", 39), reason: "`b` must have shape" }, Rejection { invariant: 2, by: Break::Alias("out", "x"), reason: "aliases `x`" }, Rejection { invariant: 3, by: Break::Param("eps", "-1"), reason: "`eps` must be finite" }],
         variants: &[],
         example: Example { dims: &[("rows", 3), ("n", 40)], params: &[], ranges: &[], with: &[] },
         call: |ctx, a| {
@@ -365,6 +394,7 @@ inventory::submit! {
             "x and out share one float dtype and shape; out does not alias x",
             "x is not empty; its element count fits u32",
         ],
+        rejections: &[Rejection { invariant: 0, by: Break::Alias("out", "x"), reason: "aliases `x`" }, Rejection { invariant: 0, by: Break::Dtype("x", DType::U32), reason: "`x` must be one of" }],
         variants: &[],
         example: Example { dims: &[("rows", 3), ("n", 40)], params: &[], ranges: &[("x", -4.0, 4.0)], with: &[] },
         call: |ctx, a| super::softmax(ctx, a.input("x")?, a.output("out")?),
@@ -402,6 +432,7 @@ inventory::submit! {
             "x is a float dtype; out is f32 [rows…] ([1] for a 1-D x) and does not alias x",
             "x is not empty; its element count fits u32",
         ],
+        rejections: &[Rejection { invariant: 0, by: Break::Dtype("x", DType::U32), reason: "`x` must be one of" }],
         variants: &[],
         example: Example { dims: &[("rows", 3), ("n", 40)], params: &[], ranges: &[("x", -4.0, 4.0)], with: &[] },
         call: |ctx, a| super::logsumexp(ctx, a.input("x")?, a.output("out")?),

@@ -3,11 +3,11 @@
 
 use super::{cases, reference, RopeConfig, RopeLayout, RopeScaling, RopeTable};
 use crate::decl::{
-    DtypeRule, Example, OpArgs, OpDecl, OutputDecl, ParamDecl, ParamDefault, ParamKind,
-    ParamValues, RefArgs, ShapeFrom, TensorDecl, FLOATS, U32,
+    Break, DtypeRule, Example, OpArgs, OpDecl, OutputDecl, ParamDecl, ParamDefault, ParamKind,
+    ParamValues, RefArgs, Rejection, ShapeFrom, TensorDecl, FLOATS, U32,
 };
 use crate::error::OpError;
-use tessera_runtime::Context;
+use tessera_runtime::{Context, DType};
 
 const fn float(name: &'static str, default: &'static str, doc: &'static str) -> ParamDecl {
     ParamDecl {
@@ -150,6 +150,7 @@ inventory::submit! {
             "x is a non-empty float [tokens, heads, head_dim]; out is like x and does not alias x or positions",
             "heads ≤ 65535; the element count fits u32",
         ],
+        rejections: &[Rejection { invariant: 0, by: Break::Param("rot_dim", "7"), reason: "must be even" }, Rejection { invariant: 0, by: Break::Param("rot_dim", "40"), reason: "the table rotates rot_dim = 40" }, Rejection { invariant: 1, by: Break::Param("factor", "0.5"), reason: "is out of range" }, Rejection { invariant: 2, by: Break::Dtype("positions", DType::F32), reason: "`positions` must be u32" }, Rejection { invariant: 3, by: Break::Alias("out", "x"), reason: "aliases `x`" }],
         variants: &[],
         example: Example {
             dims: &[("tokens", 5), ("heads", 3), ("head_dim", 32)],
@@ -202,6 +203,7 @@ inventory::submit! {
             "q_out and k_out are separate from each other and from q and k",
             "everything is validated before either launch",
         ],
+        rejections: &[Rejection { invariant: 3, by: Break::Dim("head_dim", 48), reason: "must be a multiple of 32" }, Rejection { invariant: 4, by: Break::InputDim("k_w", "head_dim", 32), reason: "the norm weight` must have shape" }, Rejection { invariant: 5, by: Break::Alias("q_out", "k"), reason: "must be separate" }, Rejection { invariant: 3, by: Break::Dtype("k", DType::F16), reason: "`k` must be f32" }],
         variants: &[],
         example: Example {
             dims: &[("tokens", 4), ("hq", 4), ("hk", 2), ("head_dim", 64)],

@@ -2,7 +2,10 @@
 
 use super::reference::{self, ScanStep};
 use super::{cases, ScanArgs};
-use crate::decl::{DtypeRule, Example, OpDecl, OutputDecl, ShapeFrom, TensorDecl, F32, FLOATS};
+use crate::decl::{
+    Break, DtypeRule, Example, OpDecl, OutputDecl, Rejection, ShapeFrom, TensorDecl, F32, FLOATS,
+};
+use tessera_runtime::DType;
 
 const fn like_x(
     name: &'static str,
@@ -44,6 +47,7 @@ inventory::submit! {
             "state_in and state_out share one dtype, f32 or x's, and the shape [B, D, N] with B, D > 0 and 1 ≤ N ≤ 256",
             "outputs alias no input; the state size fits u32",
         ],
+        rejections: &[Rejection { invariant: 0, by: Break::Dtype("a", DType::F16), reason: "`a` must be f32" }, Rejection { invariant: 1, by: Break::Dim("N", 300), reason: "1 <= N <= 256" }, Rejection { invariant: 1, by: Break::InputDim("c", "N", 15), reason: "`c` must have shape" }, Rejection { invariant: 2, by: Break::Alias("y", "x"), reason: "aliases `x`" }],
         variants: &[],
         example: Example {
             dims: &[("B", 2), ("D", 20), ("N", 16)],
