@@ -213,3 +213,61 @@ impl ParamValues {
             .join(" ")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::find_op;
+
+    fn parse(op: &str, given: &[(&str, &str)]) -> Result<ParamValues, String> {
+        let op = find_op(op).expect("registered");
+        let given: Vec<(String, String)> = given
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        ParamValues::parse(op, &given)
+    }
+
+    #[test]
+    fn booleans_take_true_false_1_and_0() {
+        for (text, want) in [("true", true), ("1", true), ("false", false), ("0", false)] {
+            let p = parse("sdpa_prefill", &[("causal", text)]).expect("parses");
+            assert_eq!(p.bool("causal").ok(), Some(want), "{text}");
+        }
+        assert!(parse("sdpa_prefill", &[("causal", "yes")]).is_err());
+    }
+
+    #[test]
+    fn defaults_fill_in_and_auto_parameters_stay_absent() {
+        let p = parse("sdpa_multi_query", &[("base_kv", "7")]).expect("parses");
+        assert_eq!(p.usize("base_kv").ok(), Some(7));
+        assert_eq!(p.bool("causal").ok(), Some(true));
+        assert_eq!(p.u32("window").ok(), Some(0));
+        assert_eq!(p.opt_f32("scale").ok(), Some(None));
+        assert_eq!(p.opt_u32("splits").ok(), Some(None));
+        let e = parse("sdpa_multi_query", &[]).expect_err("base_kv is required");
+        assert!(e.contains("base_kv"), "{e}");
+    }
+
+    #[test]
+    fn values_outside_the_declared_set_are_refused() {
+        let e = parse("sdpa_decode_split", &[("kv_len", "3"), ("splits", "1025")])
+            .expect_err("above the range");
+        assert!(e.contains("1..=1024"), "{e}");
+        let e = parse("rope", &[("scaling", "linear")]).expect_err("not a choice");
+        assert!(e.contains("none, llama3, yarn"), "{e}");
+        let e = parse("rms_norm", &[("eps", "inf")]).expect_err("not finite");
+        assert!(e.contains("finite"), "{e}");
+        let e = parse("rms_norm", &[("epsilon", "1")]).expect_err("unknown");
+        assert!(
+            e.contains("no parameter `epsilon`") && e.contains("eps"),
+            "{e}"
+        );
+        let p = parse("gdn_chunked_prefill", &[("cu_seqlens", "0, 5,9")]).expect("list");
+        assert_eq!(
+            p.opt_usize_list("cu_seqlens").ok(),
+            Some(Some(vec![0, 5, 9]))
+        );
+        assert!(parse("gdn_chunked_prefill", &[("cu_seqlens", "0,-5")]).is_err());
+    }
+}
