@@ -119,7 +119,7 @@ fn run_one(op: &'static OpDecl, rng: &mut CaseRng) -> Result<usize, String> {
         let dtype = match t.dtype {
             DtypeRule::OneOf(list) => list[0],
             DtypeRule::Like(n) => host.get(n).map(|h| h.dtype).ok_or(format!("{n} first"))?,
-            DtypeRule::F32OrLike(_) => DType::F32,
+            DtypeRule::F32OrLike(_) | DtypeRule::Derived(..) => DType::F32,
         };
         let shape = eval_shape(t.shape, &dims).map_err(|e| format!("input `{}`: {e}", t.name))?;
         let int = dtype == DType::U32;
@@ -192,6 +192,7 @@ fn run_one(op: &'static OpDecl, rng: &mut CaseRng) -> Result<usize, String> {
         }
         let dtype = match o.dtype {
             DtypeRule::OneOf(list) => list[0],
+            DtypeRule::Derived(..) => DType::F32,
             DtypeRule::Like(n) | DtypeRule::F32OrLike(n) => {
                 host.get(n).map_or(DType::F32, |h| h.dtype)
             }

@@ -15,6 +15,7 @@ fn dtype(d: DtypeRule) -> Value {
         }
         DtypeRule::Like(n) => json!({ "like": n }),
         DtypeRule::F32OrLike(n) => json!({ "f32_or_like": n }),
+        DtypeRule::Derived(_, how) => json!({ "derived": how }),
     }
 }
 

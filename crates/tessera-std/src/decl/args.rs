@@ -114,6 +114,7 @@ impl OpDecl {
                     DtypeRule::OneOf(list) => list.first().copied().unwrap_or(DType::F32),
                     DtypeRule::Like(n) => args.input(n)?.dtype(),
                     DtypeRule::F32OrLike(n) => args.optional(n).map_or(DType::F32, Tensor::dtype),
+                    DtypeRule::Derived(f, _) => f(&args)?,
                 };
                 let shape = match o.shape_from {
                     ShapeFrom::Like(n) => args.input(n)?.shape().to_vec(),

@@ -28,7 +28,7 @@ pub const U32: &[DType] = &[DType::U32];
 pub const F32: &[DType] = &[DType::F32];
 
 /// Which dtypes a tensor may have.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug)]
 pub enum DtypeRule {
     /// Any of these (for an output: the first).
     OneOf(&'static [DType]),
@@ -37,6 +37,8 @@ pub enum DtypeRule {
     /// f32 or the dtype of the named input (a recurrent state); for an output, the dtype
     /// of the named input when it is given, else f32.
     F32OrLike(&'static str),
+    /// Outputs only: computed from the inputs and parameters; the text says how.
+    Derived(fn(&OpArgs) -> Result<DType, OpError>, &'static str),
 }
 
 /// One input tensor.
@@ -222,6 +224,7 @@ pub fn dtype_text(d: DtypeRule) -> String {
         DtypeRule::OneOf(list) => list.iter().map(|t| t.name()).collect::<Vec<_>>().join("|"),
         DtypeRule::Like(n) => format!("like {n}"),
         DtypeRule::F32OrLike(n) => format!("f32 or like {n}"),
+        DtypeRule::Derived(_, how) => how.to_string(),
     }
 }
 

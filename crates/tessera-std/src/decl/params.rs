@@ -183,6 +183,14 @@ impl ParamValues {
         }
     }
 
+    pub fn opt_choice(&self, name: &str) -> Result<Option<&'static str>, OpError> {
+        match self.get(name) {
+            None => Ok(None),
+            Some(ParamValue::Choice(c)) => Ok(Some(c)),
+            Some(_) => Err(self.wrong(name, "a choice")),
+        }
+    }
+
     pub fn opt_usize_list(&self, name: &str) -> Result<Option<Vec<usize>>, OpError> {
         match self.get(name) {
             None => Ok(None),

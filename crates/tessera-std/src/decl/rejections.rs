@@ -82,7 +82,7 @@ fn run(
         let mut dtype = match t.dtype {
             DtypeRule::OneOf(list) => list.first().copied().unwrap_or(DType::F32),
             DtypeRule::Like(n) => dtypes.get(n).copied().unwrap_or(DType::F32),
-            DtypeRule::F32OrLike(_) => DType::F32,
+            DtypeRule::F32OrLike(_) | DtypeRule::Derived(..) => DType::F32,
         };
         let mut shape_dims = dims.clone();
         match r.by {
@@ -132,6 +132,7 @@ fn run(
                     DtypeRule::Like(n) | DtypeRule::F32OrLike(n) => {
                         dtypes.get(n).copied().unwrap_or(DType::F32)
                     }
+                    DtypeRule::Derived(..) => DType::F32,
                 };
                 let shape = eval_shape(o.shape, &dims)?;
                 ctx.full_nan(dtype, &shape).map_err(|e| e.to_string())?

@@ -250,6 +250,18 @@ fn boundaries(shape: &[usize], cu: Option<Vec<usize>>) -> Vec<usize> {
     }
 }
 
+/// `state_dtype` when given, else h0's dtype, else f32.
+fn final_state_dtype(a: &OpArgs) -> Result<DType, OpError> {
+    Ok(
+        match (a.params.opt_choice("state_dtype")?, a.optional("h0")) {
+            (Some("activations"), _) => a.input("q")?.dtype(),
+            (Some(_), _) => DType::F32,
+            (None, Some(h0)) => h0.dtype(),
+            (None, None) => DType::F32,
+        },
+    )
+}
+
 fn final_state_shape(a: &OpArgs) -> Result<Vec<usize>, OpError> {
     let q = a.input("q")?.shape();
     let v = a.input("v")?.shape();
@@ -280,11 +292,12 @@ inventory::submit! {
         ],
         outputs: &[
             OutputDecl { name: "o", shape: &TOKENS_V, dtype: DtypeRule::Like("q"), shape_from: ShapeFrom::Like("v"), doc: "the outputs, like v" },
-            OutputDecl { name: "final_state", shape: &["N", "Hv", "Dv", "Dk"], dtype: DtypeRule::F32OrLike("h0"), shape_from: ShapeFrom::Derived(final_state_shape), doc: "each sequence's final state, in the decode step's layout; h0's dtype, else f32" },
+            OutputDecl { name: "final_state", shape: &["N", "Hv", "Dv", "Dk"], dtype: DtypeRule::Derived(final_state_dtype, "state_dtype, else h0's dtype, else f32"), shape_from: ShapeFrom::Derived(final_state_shape), doc: "each sequence's final state, in the decode step's layout; h0's dtype, else f32" },
         ],
         params: &[
             ParamDecl { name: "cu_seqlens", kind: ParamKind::UIntList, default: ParamDefault::Auto("one sequence per batch row (one for 3-D inputs)"), doc: "packed sequence boundaries: N + 1 non-decreasing offsets from 0 to T" },
             SCALE,
+            ParamDecl { name: "state_dtype", kind: ParamKind::Choice(&["f32", "activations"]), default: ParamDefault::Auto("h0's dtype, else f32"), doc: "the final state's dtype: f32 or q's (a 2-byte state halves the state traffic); h0 must match" },
         ],
         invariants: &[
             "q, k, v and o share one float dtype; g and beta are f32 [batch…, T, Hv]",
