@@ -60,9 +60,19 @@ pub fn op_section(op: &OpDecl) -> String {
         }
     }
     if !op.invariants.is_empty() {
-        s += "\nInvariants:\n";
-        for i in op.invariants {
-            s += &format!("- {i}\n");
+        s += "\nInvariants (with the generated rejection cases that break them):\n";
+        for (n, i) in op.invariants.iter().enumerate() {
+            let broken: Vec<String> = op
+                .rejections
+                .iter()
+                .filter(|r| r.invariant == n)
+                .map(|r| format!("`{}`", super::rejections::describe(r.by)))
+                .collect();
+            if broken.is_empty() {
+                s += &format!("- {i}\n");
+            } else {
+                s += &format!("- {i} — broken by {}\n", broken.join(", "));
+            }
         }
     }
     if !op.variants.is_empty() {

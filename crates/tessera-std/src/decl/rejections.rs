@@ -33,7 +33,8 @@ pub struct Rejection {
     pub reason: &'static str,
 }
 
-fn describe(b: Break) -> String {
+/// `n=100`, `eps=-1`, `w f16`, `w's n=39`, `out is x`.
+pub(crate) fn describe(b: Break) -> String {
     match b {
         Break::Dim(d, v) => format!("{d}={v}"),
         Break::Param(p, v) => format!("{p}={v}"),

@@ -292,7 +292,7 @@ inventory::submit! {
         ],
         outputs: &[
             OutputDecl { name: "o", shape: &TOKENS_V, dtype: DtypeRule::Like("q"), shape_from: ShapeFrom::Like("v"), doc: "the outputs, like v" },
-            OutputDecl { name: "final_state", shape: &["N", "Hv", "Dv", "Dk"], dtype: DtypeRule::Derived(final_state_dtype, "state_dtype, else h0's dtype, else f32"), shape_from: ShapeFrom::Derived(final_state_shape), doc: "each sequence's final state, in the decode step's layout; h0's dtype, else f32" },
+            OutputDecl { name: "final_state", shape: &["N", "Hv", "Dv", "Dk"], dtype: DtypeRule::Derived(final_state_dtype, "state_dtype, else h0's dtype, else f32"), shape_from: ShapeFrom::Derived(final_state_shape), doc: "each sequence's final state, in the decode step's layout" },
         ],
         params: &[
             ParamDecl { name: "cu_seqlens", kind: ParamKind::UIntList, default: ParamDefault::Auto("one sequence per batch row (one for 3-D inputs)"), doc: "packed sequence boundaries: N + 1 non-decreasing offsets from 0 to T" },

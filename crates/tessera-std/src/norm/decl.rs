@@ -52,6 +52,18 @@ const ROW_INVARIANTS: &[&str] = &[
     "x is not empty; rows, n and the element count fit u32",
 ];
 
+/// Rejections every row-norm layout shares: out aliasing x, a negative eps.
+const OUT_IS_X: Rejection = Rejection {
+    invariant: 1,
+    by: Break::Alias("out", "x"),
+    reason: "aliases `x`",
+};
+const NEGATIVE_EPS: Rejection = Rejection {
+    invariant: 2,
+    by: Break::Param("eps", "-1"),
+    reason: "`eps` must be finite",
+};
+
 type RowNorm = fn(&Context, &Tensor, &Tensor, &Tensor, f32) -> Result<(), OpError>;
 
 fn row_norm(f: RowNorm, ctx: &Context, a: &OpArgs) -> Result<(), OpError> {
@@ -137,7 +149,7 @@ rms_layout!(
     "n is 16 bytes' worth of elements times a power of two up to 32, or times a multiple of 32 up to 1024 threads",
     128,
     super::rms_norm_vec,
-    &[Rejection { invariant: 4, by: Break::Dim("n", 100), reason: "is not a layout of 16-byte accesses" }],
+    &[Rejection { invariant: 4, by: Break::Dim("n", 100), reason: "is not a layout of 16-byte accesses" }, OUT_IS_X, NEGATIVE_EPS],
     cases::rms_norm_vec_kernels,
     cases::vec_cases,
     cases::none_benches
@@ -148,11 +160,15 @@ rms_layout!(
     "n is a multiple of 128, at most 4096",
     128,
     super::rms_norm_tpg4,
-    &[Rejection {
-        invariant: 4,
-        by: Break::Dim("n", 192),
-        reason: "must be a multiple of 128"
-    }],
+    &[
+        Rejection {
+            invariant: 4,
+            by: Break::Dim("n", 192),
+            reason: "must be a multiple of 128"
+        },
+        OUT_IS_X,
+        NEGATIVE_EPS
+    ],
     cases::rms_norm_tpg4_kernels,
     cases::tpg4_cases,
     cases::none_benches
@@ -163,11 +179,15 @@ rms_layout!(
     "n is a multiple of 64, at most 2048",
     64,
     super::rms_norm_small,
-    &[Rejection {
-        invariant: 4,
-        by: Break::Dim("n", 96),
-        reason: "must be a multiple of 64"
-    }],
+    &[
+        Rejection {
+            invariant: 4,
+            by: Break::Dim("n", 96),
+            reason: "must be a multiple of 64"
+        },
+        OUT_IS_X,
+        NEGATIVE_EPS
+    ],
     cases::rms_norm_small_kernels,
     cases::small_cases,
     cases::none_benches
