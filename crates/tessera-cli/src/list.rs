@@ -1,16 +1,25 @@
-//! `tessera list`: every registered op with its kernels, their dtypes and parameters.
+//! `tessera list`: every registered op with its kernels, their dtypes and parameters; with
+//! `--json` the machine-readable op schema, with `--markdown` the docs tables.
+
+pub mod schema;
 
 use crate::kernels::all_uses;
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 use tessera_ir::{ParamSig, TypeSig};
-use tessera_std::ops;
+use tessera_std::{decl::markdown, ops, OpDecl};
 
 #[derive(clap::Args)]
 pub struct Args {
     /// Only ops or kernels whose name contains this.
     #[arg(long)]
     filter: Option<String>,
+    /// Print the op schema as JSON (docs/op-schema.md describes it).
+    #[arg(long, conflicts_with = "markdown")]
+    json: bool,
+    /// Print the ops' tables as Markdown, as docs/kernels.md holds them.
+    #[arg(long)]
+    markdown: bool,
 }
 
 fn type_name(t: TypeSig, generics: &[&str]) -> String {
@@ -22,12 +31,21 @@ fn type_name(t: TypeSig, generics: &[&str]) -> String {
 
 pub fn run(args: Args) -> Result<ExitCode, String> {
     let wanted = |s: &str| args.filter.as_deref().is_none_or(|f| s.contains(f));
+    if args.json || args.markdown {
+        let chosen: Vec<&OpDecl> = ops().into_iter().filter(|o| wanted(o.name)).collect();
+        if args.json {
+            println!("{}", schema::to_string(&chosen)?);
+        } else {
+            println!("{}", markdown::tables(&chosen));
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     println!("ops:");
     for op in ops() {
         if !wanted(op.name) {
             continue;
         }
-        let cases = (op.cases)();
+        let cases = op.all_cases();
         let kernels: Vec<&str> = {
             let mut k: Vec<&str> = (op.kernels)().iter().map(|u| u.def.name()).collect();
             k.dedup();

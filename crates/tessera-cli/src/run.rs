@@ -1,16 +1,19 @@
 //! `tessera run OP --input name=FILE … [--param k=v]… --output name=FILE [--backend B]`:
-//! runs an op wrapper on user data (.npy or .safetensors) on any backend. Every input is
-//! read and checked, and the op validates every invariant, before anything is launched;
+//! runs any registered op on user data (.npy or .safetensors) on any backend, driven by
+//! the op's declaration. Parameters are parsed and checked against the declaration, every
+//! input is read, and the op validates every invariant, before anything is launched;
 //! outputs are written only after the op succeeded.
 
 mod files;
-mod table;
 
 use crate::kernels::{context, parse_pair};
+use crate::list::schema;
 use files::HostArray;
 use std::collections::BTreeMap;
 use std::process::ExitCode;
-use table::{Inputs, Params, RunOp};
+use tessera_runtime::Tensor;
+use tessera_std::decl::{DtypeRule, OpArgs, ParamValues};
+use tessera_std::{find_op, ops, OpDecl};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -20,7 +23,7 @@ pub struct Args {
     /// An input: `name=file.npy`, `name=file.safetensors` or `name=file.safetensors:tensor`.
     #[arg(long = "input", short = 'i')]
     inputs: Vec<String>,
-    /// A parameter: `name=value`.
+    /// A parameter: `name=value` (booleans: true, false, 1 or 0).
     #[arg(long = "param", short = 'p')]
     params: Vec<String>,
     /// An output: `name=file.npy` or `name=file.safetensors`.
@@ -29,140 +32,136 @@ pub struct Args {
     /// cpu, cuda, metal or metal-emu (default: the best present).
     #[arg(long)]
     backend: Option<String>,
-    /// List the runnable ops with their inputs, parameters and outputs.
+    /// List every op with its inputs, parameters and outputs (with OP, that op only).
     #[arg(long)]
     list: bool,
+    /// With --list: the machine-readable op schema (docs/op-schema.md).
+    #[arg(long, requires = "list")]
+    json: bool,
 }
 
-fn describe(op: &RunOp) -> String {
-    let mut s = format!("{}: inputs {}", op.name, op.inputs.join(", "));
-    if !op.optional.is_empty() {
-        s += &format!(" [optional: {}]", op.optional.join(", "));
-    }
-    for (n, d, what) in op.params {
-        let d = if d.is_empty() { "required" } else { d };
-        s += &format!("\n    --param {n}=… ({what}; {d})");
-    }
-    s
-}
-
-fn pairs(list: &[String], what: &str) -> Result<BTreeMap<String, String>, String> {
-    let mut m = BTreeMap::new();
+/// `name=value` pairs, each name once.
+fn pairs(list: &[String], what: &str) -> Result<Vec<(String, String)>, String> {
+    let mut seen = BTreeMap::new();
+    let mut v = Vec::new();
     for s in list {
-        let (k, v) = parse_pair(s).map_err(|e| format!("--{what}: {e}"))?;
-        if m.insert(k.clone(), v).is_some() {
+        let (k, val) = parse_pair(s).map_err(|e| format!("--{what}: {e}"))?;
+        if seen.insert(k.clone(), ()).is_some() {
             return Err(format!("--{what} {k} is given twice"));
         }
+        v.push((k, val));
     }
-    Ok(m)
+    Ok(v)
+}
+
+fn list(args: &Args) -> Result<ExitCode, String> {
+    let chosen: Vec<&OpDecl> = ops()
+        .into_iter()
+        .filter(|o| args.op.is_empty() || o.name == args.op)
+        .collect();
+    if chosen.is_empty() {
+        return Err(unknown(&args.op));
+    }
+    if args.json {
+        println!("{}", schema::to_string(&chosen)?);
+    } else {
+        for op in chosen {
+            println!("{}\n", op.usage());
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn unknown(name: &str) -> String {
+    let names: Vec<&str> = ops().iter().map(|o| o.name).collect();
+    format!("no op `{name}`; expected one of {}", names.join(", "))
 }
 
 pub fn run(args: Args) -> Result<ExitCode, String> {
-    let all = table::ops();
     if args.list || args.op.is_empty() {
-        for op in &all {
-            println!("{}", describe(op));
-        }
-        return Ok(ExitCode::SUCCESS);
+        return list(&args);
     }
-    let names: Vec<&str> = all.iter().map(|o| o.name).collect();
-    let op = all.iter().find(|o| o.name == args.op).ok_or_else(|| {
-        format!(
-            "no runnable op `{}`; expected one of {}",
-            args.op,
-            names.join(", ")
-        )
-    })?;
+    let op = find_op(&args.op).ok_or_else(|| unknown(&args.op))?;
+    let with_usage = |e: String| format!("{e}\n\n{}", op.usage());
 
-    // Parameters: known names only, defaults filled in.
-    let mut params: Params = pairs(&args.params, "param")?;
-    for k in params.keys() {
-        if !op.params.iter().any(|(n, _, _)| n == k) {
-            return Err(format!(
-                "`{}` takes no parameter `{k}`\n{}",
-                op.name,
-                describe(op)
-            ));
-        }
-    }
-    for (n, d, _) in op.params {
-        if !d.is_empty() {
-            params.entry(n.to_string()).or_insert_with(|| d.to_string());
-        }
-    }
-
-    // Inputs: every required one, no unknown ones; read before any device work.
+    // Everything the command line says is checked against the declaration first.
+    let params = ParamValues::parse(op, &pairs(&args.params, "param")?).map_err(with_usage)?;
     let files = pairs(&args.inputs, "input")?;
-    for k in files.keys() {
-        if !op.inputs.contains(&k.as_str()) && !op.optional.contains(&k.as_str()) {
-            return Err(format!(
-                "`{}` takes no input `{k}`\n{}",
-                op.name,
-                describe(op)
-            ));
-        }
-    }
-    let mut host: BTreeMap<String, HostArray> = BTreeMap::new();
-    for n in op.inputs {
-        let f = files
-            .get(*n)
-            .ok_or_else(|| format!("missing --input {n}=FILE\n{}", describe(op)))?;
-        host.insert(n.to_string(), files::load(f, n)?);
-    }
-    for n in op.optional {
-        if let Some(f) = files.get(*n) {
-            host.insert(n.to_string(), files::load(f, n)?);
-        }
-    }
+    op.check_input_names(files.iter().map(|(k, _)| k.as_str()))
+        .map_err(with_usage)?;
     let outs = pairs(&args.outputs, "output")?;
-    files::check_outputs(outs.values().map(String::as_str))?;
+    let out_names: Vec<&str> = op.outputs.iter().map(|o| o.name).collect();
+    if outs.is_empty() {
+        return Err(with_usage(format!(
+            "give at least one --output NAME=FILE; `{}` writes {}",
+            op.name,
+            out_names.join(", ")
+        )));
+    }
+    if let Some((k, _)) = outs.iter().find(|(k, _)| !out_names.contains(&k.as_str())) {
+        return Err(with_usage(format!(
+            "`{}` has no output `{k}`; its outputs: {}",
+            op.name,
+            out_names.join(", ")
+        )));
+    }
+    files::check_outputs(outs.iter().map(|(_, p)| p.as_str()))?;
 
+    // Inputs are read before any device work.
+    let mut host: BTreeMap<String, HostArray> = BTreeMap::new();
+    for (name, file) in &files {
+        let mut a = files::load(file, name)?;
+        // An integer input of another width (positions from `np.arange` are i64) narrows
+        // to the integer dtype the op declares, with a range check.
+        if let Some(DtypeRule::OneOf(allowed)) = op.input(name).map(|t| t.dtype) {
+            if a.dtype.is_int() && !allowed.contains(&a.dtype) {
+                if let Some(want) = allowed.iter().find(|d| d.is_int()) {
+                    a = files::to_dtype(a, *want).map_err(|e| format!("input `{name}`: {e}"))?;
+                }
+            }
+        }
+        host.insert(name.clone(), a);
+    }
     let ctx = context(args.backend.as_deref())?;
-    let mut inputs: Inputs = BTreeMap::new();
+    let mut inputs: BTreeMap<String, Tensor> = BTreeMap::new();
     for (n, a) in &host {
         let t = ctx
             .tensor_from_bytes(a.dtype, &a.bytes, &a.shape)
             .map_err(|e| format!("input `{n}`: {e}"))?;
         inputs.insert(n.clone(), t);
     }
-    let shapes = (op.outputs)(&inputs);
-    for k in outs.keys() {
-        if !shapes.iter().any(|(n, _, _)| n == k) {
-            let known: Vec<&str> = shapes.iter().map(|(n, _, _)| *n).collect();
-            return Err(format!(
-                "`{}` has no output `{k}`; its outputs: {}",
-                op.name,
-                known.join(", ")
-            ));
-        }
+    let specs = op
+        .output_specs(&inputs, &params)
+        .map_err(|e| with_usage(e.to_string()))?;
+    let mut outputs: BTreeMap<String, Tensor> = BTreeMap::new();
+    for s in &specs {
+        let t = ctx
+            .zeros(s.dtype, &s.shape)
+            .map_err(|e| format!("output `{}`: {e}", s.name))?;
+        outputs.insert(s.name.to_string(), t);
     }
-    if outs.is_empty() {
-        return Err(format!(
-            "give at least one --output NAME=FILE; `{}` writes {}",
-            op.name,
-            shapes
-                .iter()
-                .map(|(n, _, _)| *n)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
-    }
-    let mut out_tensors = Vec::new();
-    for (_, dt, shape) in &shapes {
-        out_tensors.push(ctx.zeros(*dt, shape).map_err(|e| e.to_string())?);
-    }
-    (op.call)(&ctx, &inputs, &params, &out_tensors)?;
+    let call = OpArgs {
+        op,
+        inputs: &inputs,
+        outputs: &outputs,
+        params: &params,
+    };
+    (op.call)(&ctx, &call).map_err(|e| e.to_string())?;
     ctx.synchronize().map_err(|e| e.to_string())?;
     let mut written = Vec::new();
-    for ((name, dt, shape), t) in shapes.iter().zip(&out_tensors) {
-        if let Some(path) = outs.get(*name) {
-            let a = HostArray {
-                dtype: *dt,
-                shape: shape.clone(),
-                bytes: t.to_bytes().map_err(|e| e.to_string())?,
-            };
-            written.push((path.as_str(), *name, a));
-        }
+    for (name, path) in &outs {
+        let (Some(spec), Some(t)) = (
+            specs.iter().find(|s| s.name == name.as_str()),
+            outputs.get(name),
+        ) else {
+            continue;
+        };
+        let a = HostArray {
+            dtype: spec.dtype,
+            shape: spec.shape.clone(),
+            bytes: t.to_bytes().map_err(|e| e.to_string())?,
+        };
+        written.push((path.as_str(), name.as_str(), a));
     }
     files::save_all(&written)?;
     for (path, name, a) in &written {

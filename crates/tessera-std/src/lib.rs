@@ -6,6 +6,7 @@
 pub mod attention;
 pub mod bandwidth;
 pub mod conv;
+pub mod decl;
 pub mod elementwise;
 pub mod error;
 pub mod gdn;
@@ -18,5 +19,6 @@ pub mod ssm;
 pub mod testing;
 pub mod validate;
 
+pub use decl::OpDecl;
 pub use error::OpError;
-pub use registry::{ops, BenchCase, Case, CaseKind, KernelUse, OpEntry, Outcome};
+pub use registry::{find_op, ops, BenchCase, Case, CaseKind, KernelUse, Outcome};

@@ -1,34 +1,29 @@
-//! The registry of ops: each op family submits an [`OpEntry`] naming its kernels (with the
-//! specialisations it uses), its correctness and rejection cases, and its benchmark shapes.
-//! `tessera list`, `check`, `compile` and `bench` read it; a case cannot exist without a
+//! The registry of ops: each op family submits one [`OpDecl`] per op (in its `decl.rs`),
+//! naming its tensors, parameters and call, its kernels (with the specialisations it
+//! uses), its correctness and rejection cases, and its benchmark shapes. `tessera list`,
+//! `run`, `check`, `compile` and `bench` read it; a case cannot exist without a
 //! reference, because building one requires it.
 
 use crate::testing::CaseRng;
 use tessera_ir::{KernelDef, Specialization};
 use tessera_runtime::{Context, DType, Tensor};
 
-/// One registered op.
-pub struct OpEntry {
-    /// The op's name, as the wrapper function is called: `rms_norm`.
-    pub name: &'static str,
-    /// Its family (the folder it lives in): `norm`.
-    pub family: &'static str,
-    pub summary: &'static str,
-    /// The kernels it launches with the specialisations its cases and benches use.
-    pub kernels: fn() -> Vec<KernelUse>,
-    /// Correctness and rejection cases.
-    pub cases: fn() -> Vec<Case>,
-    /// Benchmark shapes.
-    pub benches: fn() -> Vec<BenchCase>,
-}
+pub use crate::decl::OpDecl;
 
-inventory::collect!(OpEntry);
+inventory::collect!(OpDecl);
 
 /// Every registered op, sorted by family and name.
-pub fn ops() -> Vec<&'static OpEntry> {
-    let mut v: Vec<&'static OpEntry> = inventory::iter::<OpEntry>.into_iter().collect();
+pub fn ops() -> Vec<&'static OpDecl> {
+    let mut v: Vec<&'static OpDecl> = inventory::iter::<OpDecl>.into_iter().collect();
     v.sort_by_key(|o| (o.family, o.name));
     v
+}
+
+/// The registered op of that name.
+pub fn find_op(name: &str) -> Option<&'static OpDecl> {
+    inventory::iter::<OpDecl>
+        .into_iter()
+        .find(|o| o.name == name)
 }
 
 /// A kernel and one specialisation of it.

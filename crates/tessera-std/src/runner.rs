@@ -51,7 +51,7 @@ impl CaseResult {
 pub fn selected_cases(sel: &Selection) -> Vec<Case> {
     ops()
         .into_iter()
-        .flat_map(|op| (op.cases)())
+        .flat_map(|op| op.all_cases())
         .filter(|c| sel.matches(c))
         .collect()
 }

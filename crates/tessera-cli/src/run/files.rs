@@ -147,7 +147,6 @@ fn decode_ints(a: &HostArray) -> Vec<i128> {
 /// (the first that does not is the error: `np.arange` positions, i64 in the file, become
 /// u32); every other pair must already match, since converting floats would change the
 /// numbers the op sees (bf16 is never widened to f32, nor f32 rounded to f16).
-#[allow(dead_code)] // for `run` once each input declares its dtype; tested in tests/files.rs
 pub fn to_dtype(a: HostArray, want: DType) -> Result<HostArray, String> {
     if a.dtype == want {
         return Ok(a);

@@ -15,7 +15,7 @@ use super::prefill::{prefill_constexprs, sdpa_prefill, sdpa_prefill_kernel, PREF
 use super::prefill_mma::sdpa_prefill_mma_kernel;
 use super::reference;
 use crate::error::OpError;
-use crate::registry::{BenchCase, Case, CaseKind, KernelUse, OpEntry, PreparedBench};
+use crate::registry::{BenchCase, Case, CaseKind, KernelUse, PreparedBench};
 use crate::testing::{compare, expect_rejection, random_tensor, tolerance, upload, CaseRng};
 use crate::validate::FLOAT_DTYPES;
 use tessera_ir::{Literal, Specialization};
@@ -292,7 +292,7 @@ macro_rules! decode_rejections {
     }};
 }
 
-fn decode_cases() -> Vec<Case> {
+pub(super) fn decode_cases() -> Vec<Case> {
     let mut v = Vec::new();
     for dt in FLOAT_DTYPES {
         for (hq, hkv, n, d) in [
@@ -413,7 +413,7 @@ fn strided_case(
     })
 }
 
-fn strided_cases() -> Vec<Case> {
+pub(super) fn strided_cases() -> Vec<Case> {
     let mut v = Vec::new();
     for dt in FLOAT_DTYPES {
         v.push(strided_case(dt, 4, 2, 64, 50, 64, 0, 0, false));
@@ -541,7 +541,7 @@ fn split_case(
     })
 }
 
-fn split_cases() -> Vec<Case> {
+pub(super) fn split_cases() -> Vec<Case> {
     let mut v = Vec::new();
     for dt in FLOAT_DTYPES {
         v.push(split_case(dt, 8, 2, 300, 290, 128, 3, 0, 0));
@@ -689,7 +689,7 @@ fn batched_bad(
     ))
 }
 
-fn batched_cases() -> Vec<Case> {
+pub(super) fn batched_cases() -> Vec<Case> {
     let mut v = Vec::new();
     for dt in FLOAT_DTYPES {
         v.push(batched_case(dt, &[5, 40, 17], 4, 2, 40, 128));
@@ -872,7 +872,7 @@ fn mq_with_options(
     ))
 }
 
-fn mq_cases() -> Vec<Case> {
+pub(super) fn mq_cases() -> Vec<Case> {
     let mut v = Vec::new();
     let plain = Visibility::default();
     for dt in FLOAT_DTYPES {
@@ -1094,7 +1094,7 @@ fn prefill_bad(
     ))
 }
 
-fn prefill_cases() -> Vec<Case> {
+pub(super) fn prefill_cases() -> Vec<Case> {
     let mut v = Vec::new();
     for dt in FLOAT_DTYPES {
         v.push(prefill_case(dt, 19, 19, 4, 2, 64, true));
@@ -1260,7 +1260,7 @@ fn combine_uses() -> Vec<KernelUse> {
     v
 }
 
-fn decode_uses() -> Vec<KernelUse> {
+pub(super) fn decode_uses() -> Vec<KernelUse> {
     let mut v = decode_kernel_uses(false);
     v.extend(decode_kernel_uses(true));
     v.extend(mma_uses());
@@ -1268,14 +1268,14 @@ fn decode_uses() -> Vec<KernelUse> {
     v
 }
 
-fn split_uses() -> Vec<KernelUse> {
+pub(super) fn split_uses() -> Vec<KernelUse> {
     let mut v = decode_kernel_uses(true);
     v.extend(mma_uses());
     v.extend(combine_uses());
     v
 }
 
-fn prefill_uses() -> Vec<KernelUse> {
+pub(super) fn prefill_uses() -> Vec<KernelUse> {
     let mut v = Vec::new();
     for dt in FLOAT_DTYPES {
         for d in PREFILL_HEAD_DIMS {
@@ -1342,7 +1342,7 @@ fn decode_bench(
     }
 }
 
-fn decode_benches() -> Vec<BenchCase> {
+pub(super) fn decode_benches() -> Vec<BenchCase> {
     let mut v = Vec::new();
     for dt in FLOAT_DTYPES {
         let kernel = if dt == DType::F32 {
@@ -1387,7 +1387,7 @@ fn decode_benches() -> Vec<BenchCase> {
     v
 }
 
-fn batched_benches() -> Vec<BenchCase> {
+pub(super) fn batched_benches() -> Vec<BenchCase> {
     let mut v = Vec::new();
     for (dt, b, hq, hkv, stride, quick) in [
         (DType::F16, 2, 4, 2, 128, true),
@@ -1448,7 +1448,7 @@ fn batched_benches() -> Vec<BenchCase> {
     v
 }
 
-fn mq_benches() -> Vec<BenchCase> {
+pub(super) fn mq_benches() -> Vec<BenchCase> {
     let mut v = Vec::new();
     for (dt, nq, base, hq, hkv, d, quick) in [
         (DType::F16, 4, 60, 4, 2, 128, true),
@@ -1507,7 +1507,7 @@ fn mq_benches() -> Vec<BenchCase> {
     v
 }
 
-fn prefill_benches() -> Vec<BenchCase> {
+pub(super) fn prefill_benches() -> Vec<BenchCase> {
     let mut v = Vec::new();
     for (dt, n, hq, hkv, d, quick) in [
         (DType::F16, 64, 4, 2, 64, true),
@@ -1545,72 +1545,6 @@ fn prefill_benches() -> Vec<BenchCase> {
     v
 }
 
-fn no_benches() -> Vec<BenchCase> {
+pub(super) fn no_benches() -> Vec<BenchCase> {
     Vec::new()
-}
-
-inventory::submit! {
-    OpEntry {
-        name: "sdpa_decode",
-        family: "attention",
-        summary: "decode SDPA with GQA, head_dim 64/96/128/192/256/512; single pass or split-KV by shape",
-        kernels: decode_uses,
-        cases: decode_cases,
-        benches: decode_benches,
-    }
-}
-
-inventory::submit! {
-    OpEntry {
-        name: "sdpa_decode_strided",
-        family: "attention",
-        summary: "decode SDPA over a strided KV cache: kv_len of kv_stride, sliding window, attention sinks, learned sink logit",
-        kernels: decode_uses,
-        cases: strided_cases,
-        benches: no_benches,
-    }
-}
-
-inventory::submit! {
-    OpEntry {
-        name: "sdpa_decode_split",
-        family: "attention",
-        summary: "split-KV (flash-decoding) decode SDPA: per-chunk partial max/sum/output, then a combine kernel",
-        kernels: split_uses,
-        cases: split_cases,
-        benches: no_benches,
-    }
-}
-
-inventory::submit! {
-    OpEntry {
-        name: "sdpa_decode_batched",
-        family: "attention",
-        summary: "batched decode SDPA: B sequences with their own caches and device-side lengths, one launch + combine",
-        kernels: split_uses,
-        cases: batched_cases,
-        benches: batched_benches,
-    }
-}
-
-inventory::submit! {
-    OpEntry {
-        name: "sdpa_multi_query",
-        family: "attention",
-        summary: "n_query rows against one shared KV cache, causal within the block or full",
-        kernels: decode_uses,
-        cases: mq_cases,
-        benches: mq_benches,
-    }
-}
-
-inventory::submit! {
-    OpEntry {
-        name: "sdpa_prefill",
-        family: "attention",
-        summary: "flash attention for prefill, causal or full, GQA: matrix fragments for f16/bf16, CUDA-core tiles for f32",
-        kernels: prefill_uses,
-        cases: prefill_cases,
-        benches: prefill_benches,
-    }
 }

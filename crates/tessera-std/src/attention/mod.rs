@@ -8,6 +8,7 @@
 
 mod cases;
 mod checks;
+mod decl;
 pub mod decode;
 pub mod decode_combine;
 pub mod decode_kernels;

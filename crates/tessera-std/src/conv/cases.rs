@@ -7,7 +7,7 @@ use super::causal_conv1d::{
     causal_conv1d, causal_conv1d_update, conv1d_decode_kernel, conv1d_prefill_kernel, Conv1dArgs,
 };
 use super::reference::conv1d;
-use crate::registry::{BenchCase, Case, CaseKind, KernelUse, OpEntry, Outcome, PreparedBench};
+use crate::registry::{BenchCase, Case, CaseKind, KernelUse, Outcome, PreparedBench};
 use crate::testing::{compare, expect_rejection, random_tensor, tolerance, CaseRng};
 use crate::validate::FLOAT_DTYPES;
 use tessera_ir::{KernelDef, Literal, Specialization};
@@ -278,7 +278,7 @@ fn rejections(op: &'static str) -> Vec<Case> {
     v
 }
 
-fn prefill_cases() -> Vec<Case> {
+pub(super) fn prefill_cases() -> Vec<Case> {
     let mut v = Vec::new();
     for dt in FLOAT_DTYPES {
         v.push(correct("causal_conv1d", dt, (2, 37, 48, 4), true));
@@ -289,7 +289,7 @@ fn prefill_cases() -> Vec<Case> {
     v
 }
 
-fn decode_cases() -> Vec<Case> {
+pub(super) fn decode_cases() -> Vec<Case> {
     let mut v = Vec::new();
     for dt in FLOAT_DTYPES {
         v.push(correct("causal_conv1d_update", dt, (3, 1, 300, 4), true));
@@ -364,7 +364,7 @@ fn bench(
     }
 }
 
-fn prefill_benches() -> Vec<BenchCase> {
+pub(super) fn prefill_benches() -> Vec<BenchCase> {
     let mut v = Vec::new();
     for dt in [DType::BF16, DType::F16] {
         v.push(bench(
@@ -395,7 +395,7 @@ fn prefill_benches() -> Vec<BenchCase> {
     v
 }
 
-fn decode_benches() -> Vec<BenchCase> {
+pub(super) fn decode_benches() -> Vec<BenchCase> {
     let mut v = Vec::new();
     for dt in [DType::BF16, DType::F16] {
         for b in [1, 64] {
@@ -412,24 +412,10 @@ fn decode_benches() -> Vec<BenchCase> {
     v
 }
 
-inventory::submit! {
-    OpEntry {
-        name: "causal_conv1d",
-        family: "conv",
-        summary: "causal depthwise conv1d (+SiLU) over [B, T, C] from a carried state [B, C, W-1], writing the final state",
-        kernels: || uses(&conv1d_prefill_kernel::DEF),
-        cases: prefill_cases,
-        benches: prefill_benches,
-    }
+pub(super) fn causal_conv1d_kernels() -> Vec<KernelUse> {
+    uses(&conv1d_prefill_kernel::DEF)
 }
 
-inventory::submit! {
-    OpEntry {
-        name: "causal_conv1d_update",
-        family: "conv",
-        summary: "causal depthwise conv1d (+SiLU) decode step: one token per batch row, rolls the state [B, C, W-1]",
-        kernels: || uses(&conv1d_decode_kernel::DEF),
-        cases: decode_cases,
-        benches: decode_benches,
-    }
+pub(super) fn causal_conv1d_update_kernels() -> Vec<KernelUse> {
+    uses(&conv1d_decode_kernel::DEF)
 }

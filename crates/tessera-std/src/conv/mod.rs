@@ -3,6 +3,7 @@
 
 mod cases;
 pub mod causal_conv1d;
+mod decl;
 pub mod reference;
 
 pub use causal_conv1d::{causal_conv1d, causal_conv1d_update, Conv1dArgs};

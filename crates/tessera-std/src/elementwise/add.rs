@@ -1,7 +1,7 @@
 //! `out = a + b` elementwise: one thread per element, f16/bf16 added in f32.
 
 use crate::error::{runtime, OpError};
-use crate::registry::{BenchCase, Case, CaseKind, KernelUse, OpEntry, PreparedBench};
+use crate::registry::{BenchCase, Case, CaseKind, KernelUse, PreparedBench};
 use crate::testing::{compare, expect_rejection, random_tensor, tolerance};
 use crate::validate::{distinct, dtype_in, dtype_is, fits_u32, shape_is, FLOAT_DTYPES};
 use tessera_ir::Specialization;
@@ -79,7 +79,7 @@ fn rejection(name: &str, reason: &'static str, call: BadCall) -> Case {
     }
 }
 
-fn cases() -> Vec<Case> {
+pub(super) fn cases() -> Vec<Case> {
     let mut v = Vec::new();
     for dtype in FLOAT_DTYPES {
         for shape in [vec![1], vec![1000], vec![7, 333]] {
@@ -118,7 +118,7 @@ fn cases() -> Vec<Case> {
     v
 }
 
-fn kernels() -> Vec<KernelUse> {
+pub(super) fn kernels() -> Vec<KernelUse> {
     FLOAT_DTYPES
         .iter()
         .map(|&t| KernelUse {
@@ -128,7 +128,7 @@ fn kernels() -> Vec<KernelUse> {
         .collect()
 }
 
-fn benches() -> Vec<BenchCase> {
+pub(super) fn benches() -> Vec<BenchCase> {
     let mut v = Vec::new();
     for dtype in FLOAT_DTYPES {
         for (n, quick) in [(1usize << 16, true), (1 << 26, false)] {
@@ -155,15 +155,4 @@ fn benches() -> Vec<BenchCase> {
         }
     }
     v
-}
-
-inventory::submit! {
-    OpEntry {
-        name: OP,
-        family: "elementwise",
-        summary: "out = a + b, elementwise",
-        kernels,
-        cases,
-        benches,
-    }
 }

@@ -1,5 +1,6 @@
 //! Elementwise ops.
 
 pub mod add;
+mod decl;
 
 pub use add::add;

@@ -9,7 +9,7 @@ use super::prep_decode::{
 };
 use super::reference::{prep, recurrent, GdnInputs, GdnShape};
 use super::validate::decode_lanes;
-use crate::registry::{BenchCase, Case, CaseKind, KernelUse, OpEntry, Outcome, PreparedBench};
+use crate::registry::{BenchCase, Case, CaseKind, KernelUse, Outcome, PreparedBench};
 use crate::testing::{compare, expect_rejection, random_tensor, tolerance, CaseRng};
 use crate::validate::FLOAT_DTYPES;
 use tessera_ir::{KernelDef, Literal, Specialization};
@@ -319,7 +319,7 @@ fn shapes() -> Vec<(usize, GdnShape)> {
     ]
 }
 
-fn decode_cases() -> Vec<Case> {
+pub(super) fn decode_cases() -> Vec<Case> {
     let mut v = Vec::new();
     for t in FLOAT_DTYPES {
         for (i, (b, shape)) in shapes().into_iter().enumerate() {
@@ -383,7 +383,7 @@ fn decode_bytes(d: Dec) -> u64 {
     (state + act) as u64
 }
 
-fn decode_benches() -> Vec<BenchCase> {
+pub(super) fn decode_benches() -> Vec<BenchCase> {
     let mut v = Vec::new();
     for t in [DType::BF16, DType::F16, DType::F32] {
         for s in [DType::F32, t] {
@@ -552,7 +552,7 @@ fn prep_reject(what: &str, reason: &'static str, tamper: PrepTamper) -> Case {
     }
 }
 
-fn prep_cases() -> Vec<Case> {
+pub(super) fn prep_cases() -> Vec<Case> {
     let mut v = Vec::new();
     for t in FLOAT_DTYPES {
         for (i, (b, shape)) in shapes().into_iter().enumerate() {
@@ -650,7 +650,7 @@ fn prep_cases() -> Vec<Case> {
     v
 }
 
-fn prep_benches() -> Vec<BenchCase> {
+pub(super) fn prep_benches() -> Vec<BenchCase> {
     let mut v = Vec::new();
     for t in [DType::BF16, DType::F16] {
         for b in [1usize, 8, 32, 64] {
@@ -694,24 +694,10 @@ fn prep_benches() -> Vec<BenchCase> {
     v
 }
 
-inventory::submit! {
-    OpEntry {
-        name: "gdn_decode_step",
-        family: "gdn",
-        summary: "Gated DeltaNet recurrent decode step: state [B, Hv, Dv, Dk] in/out, GQA, Dk 64/128/256",
-        kernels: || uses(&gdn_decode_kernel::DEF, &all_cfgs(), true),
-        cases: decode_cases,
-        benches: decode_benches,
-    }
+pub(super) fn gdn_decode_step_kernels() -> Vec<KernelUse> {
+    uses(&gdn_decode_kernel::DEF, &all_cfgs(), true)
 }
 
-inventory::submit! {
-    OpEntry {
-        name: "gdn_prep_decode_step",
-        family: "gdn",
-        summary: "fused GDN decode: conv split, per-head RMSNorm of q/k, gate and beta, delta-rule step",
-        kernels: || uses(&gdn_prep_decode_kernel::DEF, &all_cfgs(), false),
-        cases: prep_cases,
-        benches: prep_benches,
-    }
+pub(super) fn gdn_prep_decode_step_kernels() -> Vec<KernelUse> {
+    uses(&gdn_prep_decode_kernel::DEF, &all_cfgs(), false)
 }

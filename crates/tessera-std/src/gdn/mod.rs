@@ -2,6 +2,7 @@
 //! chunked prefill, and their f64 references. The state layout `[B, Hv, Dv, Dk]` is
 //! shared by every op, so a prefill's final state is the next decode step's input.
 
+mod decl;
 pub mod decode;
 mod decode_cases;
 pub mod prefill;

@@ -13,7 +13,7 @@ use super::prefill_kernels::{
     gdn_chunk_state_wide_kernel,
 };
 use super::reference::{recurrent, GdnInputs, GdnShape};
-use crate::registry::{BenchCase, Case, CaseKind, KernelUse, OpEntry, Outcome, PreparedBench};
+use crate::registry::{BenchCase, Case, CaseKind, KernelUse, Outcome, PreparedBench};
 use crate::testing::{compare, expect_rejection, tolerance, upload, CaseRng, Tolerance};
 use crate::validate::FLOAT_DTYPES;
 use tessera_ir::{Literal, Specialization};
@@ -311,7 +311,7 @@ fn z(ctx: &Context, dt: DType, shape: &[usize]) -> Result<(Tensor, Vec<f64>), St
     Ok((ctx.zeros(dt, shape).map_err(err)?, vec![]))
 }
 
-fn cases() -> Vec<Case> {
+pub(super) fn cases() -> Vec<Case> {
     let mut v = Vec::new();
     let small = GdnShape {
         hk: 1,
@@ -454,7 +454,7 @@ fn cases() -> Vec<Case> {
     v
 }
 
-fn kernels() -> Vec<KernelUse> {
+pub(super) fn kernels() -> Vec<KernelUse> {
     let mut v = Vec::new();
     let cfgs = [
         (64u32, 16u32, 2u32, 1u32),
@@ -497,7 +497,7 @@ fn kernels() -> Vec<KernelUse> {
     v
 }
 
-fn benches() -> Vec<BenchCase> {
+pub(super) fn benches() -> Vec<BenchCase> {
     let mut v = Vec::new();
     let qwen = GdnShape {
         hk: 16,
@@ -547,18 +547,6 @@ fn benches() -> Vec<BenchCase> {
     }
     v
 }
-
-inventory::submit! {
-    OpEntry {
-        name: "gdn_chunked_prefill",
-        family: "gdn",
-        summary: "Gated DeltaNet chunked prefill (chunks of 64, matrix fragments): varlen, GQA, initial state, final state in the decode layout",
-        kernels,
-        cases,
-        benches,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,7 +5,7 @@
 use super::reference;
 use super::tiled::{matmul, matmul_bt, matmul_tiled_kernel, MATMUL_DTYPES};
 use crate::error::OpError;
-use crate::registry::{BenchCase, Case, CaseKind, KernelUse, OpEntry, PreparedBench};
+use crate::registry::{BenchCase, Case, CaseKind, KernelUse, PreparedBench};
 use crate::testing::{compare, expect_rejection, random_tensor, tolerance};
 use tessera_ir::{Literal, Specialization};
 use tessera_runtime::{Context, DType, Tensor};
@@ -195,24 +195,26 @@ fn benches(bt: bool) -> Vec<BenchCase> {
     v
 }
 
-inventory::submit! {
-    OpEntry {
-        name: "matmul",
-        family: "matmul",
-        summary: "tiled GEMM on simdgroup matrix fragments: c[M, N] = a[M, K]·b[K, N], f16/bf16 in, f32 accumulation",
-        kernels: || kernels(false),
-        cases: || cases(false),
-        benches: || benches(false),
-    }
+pub(super) fn matmul_kernels() -> Vec<KernelUse> {
+    kernels(false)
 }
 
-inventory::submit! {
-    OpEntry {
-        name: "matmul_bt",
-        family: "matmul",
-        summary: "tiled GEMM with b as [N, K] (linear-layer weights), read by transposed fragment loads",
-        kernels: || kernels(true),
-        cases: || cases(true),
-        benches: || benches(true),
-    }
+pub(super) fn matmul_cases() -> Vec<Case> {
+    cases(false)
+}
+
+pub(super) fn matmul_benches() -> Vec<BenchCase> {
+    benches(false)
+}
+
+pub(super) fn matmul_bt_kernels() -> Vec<KernelUse> {
+    kernels(true)
+}
+
+pub(super) fn matmul_bt_cases() -> Vec<Case> {
+    cases(true)
+}
+
+pub(super) fn matmul_bt_benches() -> Vec<BenchCase> {
+    benches(true)
 }

@@ -2,6 +2,7 @@
 //! `simdgroup_matrix` on Metal, plain loops on the CPU).
 
 mod cases;
+mod decl;
 pub mod reference;
 pub mod tiled;
 

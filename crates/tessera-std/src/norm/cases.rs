@@ -12,7 +12,7 @@ use super::rms_norm_vec::{
     rms_norm_rows_kernel, rms_norm_vec, rms_norm_vec_kernel, vec_layout, VecLayout,
 };
 use crate::error::OpError;
-use crate::registry::{BenchCase, Case, CaseKind, KernelUse, OpEntry, PreparedBench};
+use crate::registry::{BenchCase, Case, CaseKind, KernelUse, PreparedBench};
 use crate::testing::{compare, expect_rejection, random_tensor, tolerance, CaseRng};
 use crate::validate::FLOAT_DTYPES;
 use tessera_ir::{KernelDef, Literal, Specialization};
@@ -278,19 +278,19 @@ fn any_shape(_: DType, _: usize) -> bool {
     true
 }
 
-fn rms_norm_cases() -> Vec<Case> {
+pub(super) fn rms_norm_cases() -> Vec<Case> {
     let shapes = [(4, 4096), (16, 64), (2, 3000), (3, 640)];
     variant_cases("rms_norm", rms_norm, &shapes, any_shape, &[])
 }
 
-fn rms_norm_kernels() -> Vec<KernelUse> {
+pub(super) fn rms_norm_kernels() -> Vec<KernelUse> {
     let mut v = vec_specs(&[64, 128, 640, 4096, 8192]);
     v.extend(specs(&rms_norm_small_kernel::DEF, &[640]));
     v.extend(specs(&rms_norm_wide_kernel::DEF, &[]));
     v
 }
 
-fn rms_norm_benches() -> Vec<BenchCase> {
+pub(super) fn rms_norm_benches() -> Vec<BenchCase> {
     let mut v = Vec::new();
     for t in FLOAT_DTYPES {
         v.push(rms_bench(
@@ -397,7 +397,7 @@ fn vec_specs(ns: &[u32]) -> Vec<KernelUse> {
     v
 }
 
-fn vec_cases() -> Vec<Case> {
+pub(super) fn vec_cases() -> Vec<Case> {
     // One row per threadgroup (one and two accesses per thread), several rows per
     // threadgroup with a partial last threadgroup.
     let shapes = [(3, 4096), (2, 8192), (2, 256), (13, 128), (9, 64), (5, 32)];
@@ -406,13 +406,13 @@ fn vec_cases() -> Vec<Case> {
     variant_cases("rms_norm_vec", rms_norm_vec, &shapes, fits, &lengths)
 }
 
-fn tpg4_cases() -> Vec<Case> {
+pub(super) fn tpg4_cases() -> Vec<Case> {
     let lengths = [(192, "must be a multiple of 128"), (8192, "at most 4096")];
     let shapes = [(3, 128), (5, 1024), (2, 4096)];
     variant_cases("rms_norm_tpg4", rms_norm_tpg4, &shapes, any_shape, &lengths)
 }
 
-fn small_cases() -> Vec<Case> {
+pub(super) fn small_cases() -> Vec<Case> {
     let lengths = [(96, "must be a multiple of 64"), (4096, "at most 2048")];
     let shapes = [(7, 64), (3, 256)];
     variant_cases(
@@ -424,7 +424,7 @@ fn small_cases() -> Vec<Case> {
     )
 }
 
-fn wide_cases() -> Vec<Case> {
+pub(super) fn wide_cases() -> Vec<Case> {
     let shapes = [(3, 100), (2, 5376), (1, 33)];
     variant_cases("rms_norm_wide", rms_norm_wide, &shapes, any_shape, &[])
 }
@@ -483,7 +483,7 @@ fn gated_inputs(
     ])
 }
 
-fn gated_cases() -> Vec<Case> {
+pub(super) fn gated_cases() -> Vec<Case> {
     let mut v = Vec::new();
     for t in FLOAT_DTYPES {
         for (rows, n) in [(3, 128), (2, 4096), (4, 512)] {
@@ -526,7 +526,7 @@ fn gated_cases() -> Vec<Case> {
     v
 }
 
-fn gated_benches() -> Vec<BenchCase> {
+pub(super) fn gated_benches() -> Vec<BenchCase> {
     let mut v = Vec::new();
     for t in FLOAT_DTYPES {
         for (rows, n, quick) in [(64, 128, true), (32768, 128, false), (8192, 4096, false)] {
@@ -558,72 +558,26 @@ fn gated_benches() -> Vec<BenchCase> {
     v
 }
 
-fn none_benches() -> Vec<BenchCase> {
+pub(super) fn none_benches() -> Vec<BenchCase> {
     Vec::new()
 }
 
-inventory::submit! {
-    OpEntry {
-        name: "rms_norm",
-        family: "norm",
-        summary: "RMSNorm over the last dimension; picks the 16-byte, shuffle-only, 2-per-thread or strided kernel by n",
-        kernels: rms_norm_kernels,
-        cases: rms_norm_cases,
-        benches: rms_norm_benches,
-    }
+pub(super) fn rms_norm_vec_kernels() -> Vec<KernelUse> {
+    vec_specs(&[32, 64, 128, 256, 4096, 8192])
 }
 
-inventory::submit! {
-    OpEntry {
-        name: "rms_norm_vec",
-        family: "norm",
-        summary: "RMSNorm with 16-byte accesses: one row per threadgroup, or several short rows per threadgroup reduced with shuffles",
-        kernels: || vec_specs(&[32, 64, 128, 256, 4096, 8192]),
-        cases: vec_cases,
-        benches: none_benches,
-    }
+pub(super) fn rms_norm_tpg4_kernels() -> Vec<KernelUse> {
+    specs(&rms_norm_tpg4_kernel::DEF, &[128, 1024, 4096])
 }
 
-inventory::submit! {
-    OpEntry {
-        name: "rms_norm_tpg4",
-        family: "norm",
-        summary: "RMSNorm, 4 elements per thread: n a multiple of 128, at most 4096",
-        kernels: || specs(&rms_norm_tpg4_kernel::DEF, &[128, 1024, 4096]),
-        cases: tpg4_cases,
-        benches: none_benches,
-    }
+pub(super) fn rms_norm_small_kernels() -> Vec<KernelUse> {
+    specs(&rms_norm_small_kernel::DEF, &[64, 256])
 }
 
-inventory::submit! {
-    OpEntry {
-        name: "rms_norm_small",
-        family: "norm",
-        summary: "RMSNorm, 2 elements per thread (head_dim rows): n a multiple of 64, at most 2048",
-        kernels: || specs(&rms_norm_small_kernel::DEF, &[64, 256]),
-        cases: small_cases,
-        benches: none_benches,
-    }
+pub(super) fn rms_norm_wide_kernels() -> Vec<KernelUse> {
+    specs(&rms_norm_wide_kernel::DEF, &[])
 }
 
-inventory::submit! {
-    OpEntry {
-        name: "rms_norm_wide",
-        family: "norm",
-        summary: "RMSNorm for any n, each thread striding over the row",
-        kernels: || specs(&rms_norm_wide_kernel::DEF, &[]),
-        cases: wide_cases,
-        benches: none_benches,
-    }
-}
-
-inventory::submit! {
-    OpEntry {
-        name: "gated_mixer_norm",
-        family: "norm",
-        summary: "out = rms_norm(y, w) · silu(z), y in f32; n a multiple of 128, at most 4096",
-        kernels: || specs(&gated_mixer_norm_kernel::DEF, &[128, 512, 4096]),
-        cases: gated_cases,
-        benches: gated_benches,
-    }
+pub(super) fn gated_mixer_norm_kernels() -> Vec<KernelUse> {
+    specs(&gated_mixer_norm_kernel::DEF, &[128, 512, 4096])
 }

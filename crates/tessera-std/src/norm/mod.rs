@@ -3,6 +3,7 @@
 //! dimension.
 
 mod cases;
+mod decl;
 pub mod gated_mixer_norm;
 pub mod layer_norm;
 mod pipe_cases;

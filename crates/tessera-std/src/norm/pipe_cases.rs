@@ -8,7 +8,7 @@ use super::cases::{
 use super::rms_norm_pipe::{rms_norm_pipe, rms_norm_pipe_kernel, rms_norm_pipe_on};
 use super::rms_norm_vec::rms_norm_vec;
 use crate::error::OpError;
-use crate::registry::{BenchCase, Case, KernelUse, OpEntry};
+use crate::registry::{BenchCase, Case, KernelUse};
 use crate::validate::FLOAT_DTYPES;
 use tessera_runtime::{Context, Tensor};
 
@@ -41,7 +41,7 @@ fn pipe_specs(ns: &[u32]) -> Vec<KernelUse> {
     row_layout_uses(&rms_norm_pipe_kernel::DEF, ns)
 }
 
-fn pipe_cases() -> Vec<Case> {
+pub(super) fn pipe_cases() -> Vec<Case> {
     let mut v = Vec::new();
     for t in FLOAT_DTYPES {
         for (rows, n) in [(7, 4096), (5, 8192), (11, 512), (1, 1024)] {
@@ -60,7 +60,7 @@ fn pipe_cases() -> Vec<Case> {
     v
 }
 
-fn pipe_benches() -> Vec<BenchCase> {
+pub(super) fn pipe_benches() -> Vec<BenchCase> {
     let mut v = Vec::new();
     let variants: [(RmsFn, &str); 5] = [
         (rms_norm_pipe, ""),
@@ -88,13 +88,6 @@ fn pipe_benches() -> Vec<BenchCase> {
     v
 }
 
-inventory::submit! {
-    OpEntry {
-        name: "rms_norm_pipe",
-        family: "norm",
-        summary: "RMSNorm on a resident grid walking rows, the next row's 16-byte loads issued before this row's reduction",
-        kernels: || pipe_specs(&[512, 1024, 4096, 8192]),
-        cases: pipe_cases,
-        benches: pipe_benches,
-    }
+pub(super) fn rms_norm_pipe_kernels() -> Vec<KernelUse> {
+    pipe_specs(&[512, 1024, 4096, 8192])
 }

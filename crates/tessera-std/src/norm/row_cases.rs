@@ -9,7 +9,7 @@ use super::rms_norm_residual_pipe::rms_norm_residual_pipe_kernel;
 use super::row_reference as reference;
 use super::softmax::{logsumexp, logsumexp_kernel, softmax, softmax_kernel};
 use crate::error::OpError;
-use crate::registry::{BenchCase, Case, CaseKind, KernelUse, OpEntry, PreparedBench};
+use crate::registry::{BenchCase, Case, CaseKind, KernelUse, PreparedBench};
 use crate::testing::{compare, expect_rejection, random_tensor, tolerance, CaseRng};
 use crate::validate::FLOAT_DTYPES;
 use tessera_ir::{KernelDef, Specialization};
@@ -141,7 +141,7 @@ fn residual_bad(
     ))
 }
 
-fn residual_kernels() -> Vec<KernelUse> {
+pub(super) fn residual_kernels() -> Vec<KernelUse> {
     let mut v = uses(&rms_norm_residual_kernel::DEF);
     v.extend(row_layout_uses(
         &rms_norm_residual_pipe_kernel::DEF,
@@ -150,7 +150,7 @@ fn residual_kernels() -> Vec<KernelUse> {
     v
 }
 
-fn residual_cases() -> Vec<Case> {
+pub(super) fn residual_cases() -> Vec<Case> {
     let mut v = Vec::new();
     for dt in FLOAT_DTYPES {
         for (rows, n) in SHAPES.into_iter().chain(RESIDUAL_SHAPES) {
@@ -322,7 +322,7 @@ fn residual_one_row_bench(dt: DType) -> BenchCase {
     }
 }
 
-fn residual_benches() -> Vec<BenchCase> {
+pub(super) fn residual_benches() -> Vec<BenchCase> {
     let mut v = Vec::new();
     for dt in FLOAT_DTYPES {
         v.push(residual_one_row_bench(dt));
@@ -389,7 +389,7 @@ fn ln_bad(ctx: &Context, b_dt: DType, b_n: usize) -> Result<(Tensor, Refused), S
     ))
 }
 
-fn ln_cases() -> Vec<Case> {
+pub(super) fn ln_cases() -> Vec<Case> {
     let mut v = Vec::new();
     for dt in FLOAT_DTYPES {
         for (rows, n) in SHAPES {
@@ -510,7 +510,7 @@ fn ln_bench_body(
     })
 }
 
-fn ln_benches() -> Vec<BenchCase> {
+pub(super) fn ln_benches() -> Vec<BenchCase> {
     let mut v = Vec::new();
     for dt in FLOAT_DTYPES {
         let es = dt.size_bytes();
@@ -560,7 +560,7 @@ fn lse_body(ctx: &Context, rng: &mut CaseRng, dt: DType, rows: usize, n: usize) 
     )])
 }
 
-fn softmax_cases() -> Vec<Case> {
+pub(super) fn softmax_cases() -> Vec<Case> {
     let mut v = Vec::new();
     for dt in FLOAT_DTYPES {
         for (rows, n) in SHAPES {
@@ -610,7 +610,7 @@ fn softmax_cases() -> Vec<Case> {
     v
 }
 
-fn lse_cases() -> Vec<Case> {
+pub(super) fn lse_cases() -> Vec<Case> {
     let mut v = Vec::new();
     for dt in FLOAT_DTYPES {
         for (rows, n) in SHAPES {
@@ -698,7 +698,7 @@ fn lse_bench_body(
     })
 }
 
-fn softmax_benches() -> Vec<BenchCase> {
+pub(super) fn softmax_benches() -> Vec<BenchCase> {
     let mut v = Vec::new();
     for dt in FLOAT_DTYPES {
         let es = dt.size_bytes();
@@ -737,7 +737,7 @@ fn softmax_benches() -> Vec<BenchCase> {
     v
 }
 
-fn lse_benches() -> Vec<BenchCase> {
+pub(super) fn lse_benches() -> Vec<BenchCase> {
     let mut v = Vec::new();
     for dt in FLOAT_DTYPES {
         let es = dt.size_bytes();
@@ -765,46 +765,14 @@ fn lse_benches() -> Vec<BenchCase> {
     v
 }
 
-inventory::submit! {
-    OpEntry {
-        name: "rms_norm_residual",
-        family: "norm",
-        summary: "sum = x + residual and out = rms_norm(sum, w) in one pass; any n",
-        kernels: residual_kernels,
-        cases: residual_cases,
-        benches: residual_benches,
-    }
+pub(super) fn layer_norm_kernels() -> Vec<KernelUse> {
+    uses(&layer_norm_kernel::DEF)
 }
 
-inventory::submit! {
-    OpEntry {
-        name: "layer_norm",
-        family: "norm",
-        summary: "LayerNorm with weight and bias over the last dimension; any n",
-        kernels: || uses(&layer_norm_kernel::DEF),
-        cases: ln_cases,
-        benches: ln_benches,
-    }
+pub(super) fn softmax_kernels() -> Vec<KernelUse> {
+    uses(&softmax_kernel::DEF)
 }
 
-inventory::submit! {
-    OpEntry {
-        name: "softmax",
-        family: "norm",
-        summary: "softmax over the last dimension, f32 inside; any n",
-        kernels: || uses(&softmax_kernel::DEF),
-        cases: softmax_cases,
-        benches: softmax_benches,
-    }
-}
-
-inventory::submit! {
-    OpEntry {
-        name: "logsumexp",
-        family: "norm",
-        summary: "logsumexp over the last dimension into f32 [rows…]; any n",
-        kernels: || uses(&logsumexp_kernel::DEF),
-        cases: lse_cases,
-        benches: lse_benches,
-    }
+pub(super) fn logsumexp_kernels() -> Vec<KernelUse> {
+    uses(&logsumexp_kernel::DEF)
 }

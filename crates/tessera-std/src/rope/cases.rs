@@ -7,7 +7,7 @@ use super::ops::{qk_norm_rope, rope};
 use super::reference;
 use super::table::{RopeConfig, RopeLayout, RopeScaling, RopeTable};
 use crate::error::OpError;
-use crate::registry::{BenchCase, Case, CaseKind, KernelUse, OpEntry, PreparedBench};
+use crate::registry::{BenchCase, Case, CaseKind, KernelUse, PreparedBench};
 use crate::testing::{compare, expect_rejection, random_tensor, tolerance, CaseRng, Tolerance};
 use crate::validate::FLOAT_DTYPES;
 use tessera_ir::{Literal, Specialization};
@@ -216,7 +216,7 @@ fn table_reject(what: &str, reason: &'static str, c: fn() -> RopeConfig) -> Case
     }
 }
 
-fn rope_cases() -> Vec<Case> {
+pub(super) fn rope_cases() -> Vec<Case> {
     let mut v = Vec::new();
     for dt in FLOAT_DTYPES {
         for (name, c, d) in configs() {
@@ -395,7 +395,7 @@ fn qk_bad(
     ))
 }
 
-fn qk_cases() -> Vec<Case> {
+pub(super) fn qk_cases() -> Vec<Case> {
     let mut v = Vec::new();
     for dt in FLOAT_DTYPES {
         v.push(qk_case(
@@ -492,7 +492,7 @@ fn qk_cases() -> Vec<Case> {
     v
 }
 
-fn rope_uses() -> Vec<KernelUse> {
+pub(super) fn rope_uses() -> Vec<KernelUse> {
     let mut v = Vec::new();
     for dt in FLOAT_DTYPES {
         for (d, rot, neox) in [
@@ -523,7 +523,7 @@ fn rope_uses() -> Vec<KernelUse> {
     v
 }
 
-fn rope_benches() -> Vec<BenchCase> {
+pub(super) fn rope_benches() -> Vec<BenchCase> {
     let mut v = Vec::new();
     for dt in FLOAT_DTYPES {
         for (tokens, heads, quick) in [(4usize, 8usize, true), (4096, 32, false), (1, 64, false)] {
@@ -555,7 +555,7 @@ fn rope_benches() -> Vec<BenchCase> {
     v
 }
 
-fn qk_benches() -> Vec<BenchCase> {
+pub(super) fn qk_benches() -> Vec<BenchCase> {
     let mut v = Vec::new();
     for dt in FLOAT_DTYPES {
         // Qwen3: 32 q heads, 8 kv heads (here the q half), head_dim 128.
@@ -593,26 +593,4 @@ fn qk_benches() -> Vec<BenchCase> {
         }
     }
     v
-}
-
-inventory::submit! {
-    OpEntry {
-        name: "rope",
-        family: "rope",
-        summary: "rotary embedding, interleaved or NeoX, partial rot_dim, Llama-3 / YaRN scaled frequency tables",
-        kernels: rope_uses,
-        cases: rope_cases,
-        benches: rope_benches,
-    }
-}
-
-inventory::submit! {
-    OpEntry {
-        name: "qk_norm_rope",
-        family: "rope",
-        summary: "fused per-head q/k RMSNorm + RoPE (Qwen3), head_dim a multiple of 32",
-        kernels: rope_uses,
-        cases: qk_cases,
-        benches: qk_benches,
-    }
 }

@@ -3,6 +3,7 @@
 //! per-head q/k RMSNorm + RoPE of Qwen3.
 
 mod cases;
+mod decl;
 pub mod kernels;
 pub mod ops;
 pub mod reference;

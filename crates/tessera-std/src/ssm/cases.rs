@@ -4,7 +4,7 @@
 
 use super::reference::{selective_scan_step as reference, ScanStep};
 use super::selective_scan::{selective_scan_step, selective_scan_step_kernel, ScanArgs};
-use crate::registry::{BenchCase, Case, CaseKind, KernelUse, OpEntry, Outcome, PreparedBench};
+use crate::registry::{BenchCase, Case, CaseKind, KernelUse, Outcome, PreparedBench};
 use crate::testing::{compare, expect_rejection, random_tensor, tolerance, CaseRng};
 use crate::validate::FLOAT_DTYPES;
 use tessera_ir::{Literal, Specialization};
@@ -122,7 +122,7 @@ fn z(ctx: &Context, dt: DType, shape: &[usize]) -> Result<Tensor, String> {
     ctx.zeros(dt, shape).map_err(err)
 }
 
-fn cases() -> Vec<Case> {
+pub(super) fn cases() -> Vec<Case> {
     let mut v = Vec::new();
     for t in FLOAT_DTYPES {
         v.push(correct(t, DType::F32, (3, 70, 16)));
@@ -201,7 +201,7 @@ fn cases() -> Vec<Case> {
     v
 }
 
-fn kernels() -> Vec<KernelUse> {
+pub(super) fn kernels() -> Vec<KernelUse> {
     let mut v = Vec::new();
     for t in FLOAT_DTYPES {
         for s in [DType::F32, t] {
@@ -219,7 +219,7 @@ fn kernels() -> Vec<KernelUse> {
     v
 }
 
-fn benches() -> Vec<BenchCase> {
+pub(super) fn benches() -> Vec<BenchCase> {
     let mut v = Vec::new();
     let (dim, n) = (5120usize, 16usize);
     for t in [DType::BF16, DType::F16] {
@@ -248,15 +248,4 @@ fn benches() -> Vec<BenchCase> {
         }
     }
     v
-}
-
-inventory::submit! {
-    OpEntry {
-        name: "selective_scan_step",
-        family: "ssm",
-        summary: "Mamba selective-scan decode step: softplus(dt), state [B, D, N] decay + input, C·h + D·x, silu(z) gate",
-        kernels,
-        cases,
-        benches,
-    }
 }

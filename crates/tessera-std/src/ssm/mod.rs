@@ -1,6 +1,7 @@
 //! State-space model kernels: the Mamba selective-scan decode step.
 
 mod cases;
+mod decl;
 pub mod reference;
 pub mod selective_scan;
 

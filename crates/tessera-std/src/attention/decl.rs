@@ -1,0 +1,475 @@
+//! The declarations of the attention ops: decode over one cache (plain, strided, forced
+//! split-KV), batched decode, multi-query over a shared cache and prefill, with the
+//! decode options (scale, sliding window, sinks, sink logits, split count) as parameters.
+
+use super::cases;
+use super::decode::DecodeOptions;
+use super::plan::MAX_SPLITS;
+use super::reference;
+use crate::decl::{
+    Break, DtypeRule, Example, OpArgs, OpDecl, OutputDecl, ParamDecl, ParamDefault, ParamKind,
+    RefArgs, Rejection, ShapeFrom, TensorDecl, VariantDecl, FLOATS, U32,
+};
+use crate::error::OpError;
+use tessera_runtime::DType;
+
+const ANY_U32: ParamKind = ParamKind::UInt {
+    min: 0,
+    max: u32::MAX as u64,
+};
+
+const SCALE: ParamDecl = ParamDecl {
+    name: "scale",
+    kind: ParamKind::Float,
+    default: ParamDefault::Auto("1/sqrt(head_dim)"),
+    doc: "softmax scale; finite",
+};
+const WINDOW: ParamDecl = ParamDecl {
+    name: "window",
+    kind: ANY_U32,
+    default: ParamDefault::Value("0"),
+    doc: "sliding window: attend only the last `window` keys (0: the whole cache)",
+};
+const N_SINK: ParamDecl = ParamDecl {
+    name: "n_sink",
+    kind: ANY_U32,
+    default: ParamDefault::Value("0"),
+    doc: "attention sinks: with a window, the first n_sink keys stay visible",
+};
+const SPLITS: ParamDecl = ParamDecl {
+    name: "splits",
+    kind: ParamKind::UInt {
+        min: 1,
+        max: MAX_SPLITS as u64,
+    },
+    default: ParamDefault::Auto("chosen from the shape and the device"),
+    doc: "KV chunks of split-KV (flash-decoding); 1 is a single pass",
+};
+const KV_LEN: ParamDecl = ParamDecl {
+    name: "kv_len",
+    kind: ParamKind::UInt {
+        min: 1,
+        max: u32::MAX as u64,
+    },
+    default: ParamDefault::Required,
+    doc: "filled cache positions, 1..=kv_stride",
+};
+const CAUSAL: ParamDecl = ParamDecl {
+    name: "causal",
+    kind: ParamKind::Bool,
+    default: ParamDefault::Value("true"),
+    doc: "each query sees only keys up to its own position",
+};
+const OPTIONS: [ParamDecl; 4] = [SCALE, WINDOW, N_SINK, SPLITS];
+
+const SINK_LOGITS: TensorDecl = TensorDecl {
+    name: "sink_logits",
+    shape: &["n_q_heads"],
+    dtype: DtypeRule::Like("q"),
+    optional: true,
+    doc: "a learned per-head sink logit, adding exp(sink) to the softmax denominator",
+};
+
+const fn float(
+    name: &'static str,
+    shape: &'static [&'static str],
+    doc: &'static str,
+) -> TensorDecl {
+    TensorDecl {
+        name,
+        shape,
+        dtype: DtypeRule::OneOf(FLOATS),
+        optional: false,
+        doc,
+    }
+}
+
+const fn like_q(
+    name: &'static str,
+    shape: &'static [&'static str],
+    doc: &'static str,
+) -> TensorDecl {
+    TensorDecl {
+        name,
+        shape,
+        dtype: DtypeRule::Like("q"),
+        optional: false,
+        doc,
+    }
+}
+
+const fn out(shape: &'static [&'static str]) -> OutputDecl {
+    OutputDecl {
+        name: "out",
+        shape,
+        dtype: DtypeRule::Like("q"),
+        shape_from: ShapeFrom::Like("q"),
+        doc: "the attention output, like q",
+    }
+}
+
+const CACHE: [&str; 3] = ["n_kv_heads", "kv_stride", "head_dim"];
+const SINGLE_Q: [&str; 2] = ["n_q_heads", "head_dim"];
+
+const COMMON: [&str; 5] = [
+    "q, k, v, out (and sink_logits) share one float dtype; out is like q and aliases no input",
+    "head_dim is one of 64, 96, 128, 192, 256, 512 and equal in q and k; v is like k",
+    "n_q_heads is a multiple of n_kv_heads (GQA: head h reads KV head h / (n_q_heads / n_kv_heads))",
+    "sink_logits, when given, is [n_q_heads]; splits is in 1..=1024; scale is finite",
+    "the element counts of q and k fit u32",
+];
+
+const DECODE_VARIANTS: &[VariantDecl] = &[
+    VariantDecl {
+        name: "decode_mma",
+        when: "f16/bf16 caches of head_dim 64, 128 or 256: matrix fragments",
+    },
+    VariantDecl {
+        name: "decode_kernels",
+        when: "every other dtype and head_dim: CUDA-core kernels",
+    },
+    VariantDecl {
+        name: "split-KV + combine",
+        when:
+            "when splits > 1 (forced or chosen by shape): per-chunk partials, then a combine kernel",
+    },
+];
+
+fn options<'a>(a: &OpArgs<'a>) -> Result<DecodeOptions<'a>, OpError> {
+    Ok(DecodeOptions {
+        scale: a.params.opt_f32("scale")?,
+        window: a.params.u32("window")?,
+        n_sink: a.params.u32("n_sink")?,
+        sink_logits: a.optional("sink_logits"),
+        splits: a.params.opt_u32("splits")?,
+        workspace: None,
+    })
+}
+
+/// The decode reference for rows `rows_at` (cache, visible length) against caches whose
+/// last three dimensions are `[n_kv_heads, kv_stride, head_dim]`.
+fn decode_reference(r: &RefArgs, rows_at: &[(usize, usize)]) -> Result<Vec<Vec<f64>>, OpError> {
+    let qs = r.shape("q")?;
+    let ks = r.shape("k")?;
+    let (hq, d) = (qs[qs.len() - 2], qs[qs.len() - 1]);
+    let (hkv, stride) = (ks[ks.len() - 3], ks[ks.len() - 2]);
+    let p = r.params;
+    let scale = p.opt_f64("scale")?.unwrap_or(1.0 / (d as f64).sqrt());
+    let window = p.opt_uint("window")?.unwrap_or(0) as usize;
+    let n_sink = p.opt_uint("n_sink")?.unwrap_or(0) as usize;
+    Ok(vec![reference::decode(
+        r.data("q")?,
+        r.data("k")?,
+        r.data("v")?,
+        rows_at,
+        hq,
+        hkv,
+        stride,
+        d,
+        scale,
+        window,
+        n_sink,
+        r.optional("sink_logits"),
+    )])
+}
+
+inventory::submit! {
+    OpDecl {
+        name: "sdpa_decode",
+        family: "attention",
+        summary: "decode SDPA with GQA, head_dim 64/96/128/192/256/512; single pass or split-KV by shape",
+        inputs: &[
+            float("q", &SINGLE_Q, "one query token (or [1, n_q_heads, head_dim])"),
+            like_q("k", &CACHE, "the key cache, every position filled (or with a leading 1)"),
+            like_q("v", &CACHE, "the value cache, like k"),
+        ],
+        outputs: &[out(&SINGLE_Q)],
+        params: &[SCALE],
+        invariants: &[COMMON[0], COMMON[1], COMMON[2], "scale is finite", COMMON[4], "q and k are not empty"],
+        rejections: &[Rejection { invariant: 1, by: Break::Dim("head_dim", 80), reason: "head_dim 80 is not supported" }, Rejection { invariant: 2, by: Break::Dim("n_kv_heads", 3), reason: "must be a multiple of n_kv_heads" }, Rejection { invariant: 0, by: Break::Alias("out", "q"), reason: "aliases `q`" }, Rejection { invariant: 3, by: Break::Param("scale", "inf"), reason: "a finite number" }],
+        variants: DECODE_VARIANTS,
+        example: Example { dims: &[("n_q_heads", 4), ("n_kv_heads", 2), ("kv_stride", 19), ("head_dim", 64)], params: &[], ranges: &[], with: &[] },
+        call: |ctx, a| {
+            super::sdpa_decode(
+                ctx,
+                a.input("q")?,
+                a.input("k")?,
+                a.input("v")?,
+                a.output("out")?,
+                a.params.opt_f32("scale")?,
+            )
+        },
+        reference: |r| {
+            let ks = r.shape("k")?;
+            decode_reference(r, &[(0, ks[ks.len() - 2])])
+        },
+        kernels: cases::decode_uses,
+        cases: cases::decode_cases,
+        benches: cases::decode_benches,
+    }
+}
+
+inventory::submit! {
+    OpDecl {
+        name: "sdpa_decode_strided",
+        family: "attention",
+        summary: "decode SDPA over a strided KV cache: kv_len of kv_stride, sliding window, attention sinks, learned sink logit",
+        inputs: &[
+            float("q", &SINGLE_Q, "one query token (or [1, n_q_heads, head_dim])"),
+            like_q("k", &CACHE, "the key cache; the first kv_len positions are filled"),
+            like_q("v", &CACHE, "the value cache, like k"),
+            SINK_LOGITS,
+        ],
+        outputs: &[out(&SINGLE_Q)],
+        params: &[KV_LEN, SCALE, WINDOW, N_SINK, SPLITS],
+        invariants: &[COMMON[0], COMMON[1], COMMON[2], COMMON[3], COMMON[4], "kv_len is in 1..=kv_stride"],
+        rejections: &[Rejection { invariant: 5, by: Break::Param("kv_len", "30"), reason: "kv_len = 30 must be in 1..=24" }, Rejection { invariant: 3, by: Break::Param("splits", "0"), reason: "a value in 1..=1024" }, Rejection { invariant: 3, by: Break::InputDim("sink_logits", "n_q_heads", 3), reason: "`sink_logits` must have shape" }, Rejection { invariant: 1, by: Break::Dim("head_dim", 80), reason: "head_dim 80 is not supported" }],
+        variants: DECODE_VARIANTS,
+        example: Example {
+            dims: &[("n_q_heads", 4), ("n_kv_heads", 2), ("kv_stride", 24), ("head_dim", 64)],
+            params: &[("kv_len", "19"), ("window", "8"), ("n_sink", "2")],
+            ranges: &[],
+            with: &["sink_logits"],
+        },
+        call: |ctx, a| {
+            super::sdpa_decode_strided(
+                ctx,
+                a.input("q")?,
+                a.input("k")?,
+                a.input("v")?,
+                a.output("out")?,
+                a.params.usize("kv_len")?,
+                &options(a)?,
+            )
+        },
+        reference: |r| decode_reference(r, &[(0, r.params.usize("kv_len")?)]),
+        kernels: cases::decode_uses,
+        cases: cases::strided_cases,
+        benches: cases::no_benches,
+    }
+}
+
+inventory::submit! {
+    OpDecl {
+        name: "sdpa_decode_split",
+        family: "attention",
+        summary: "split-KV (flash-decoding) decode SDPA: per-chunk partial max/sum/output, then a combine kernel",
+        inputs: &[
+            float("q", &SINGLE_Q, "one query token (or [1, n_q_heads, head_dim])"),
+            like_q("k", &CACHE, "the key cache; the first kv_len positions are filled"),
+            like_q("v", &CACHE, "the value cache, like k"),
+            SINK_LOGITS,
+        ],
+        outputs: &[out(&SINGLE_Q)],
+        params: &[
+            KV_LEN,
+            ParamDecl { default: ParamDefault::Required, ..SPLITS },
+            SCALE,
+            WINDOW,
+            N_SINK,
+        ],
+        invariants: &[COMMON[0], COMMON[1], COMMON[2], COMMON[3], COMMON[4], "kv_len is in 1..=kv_stride"],
+        rejections: &[Rejection { invariant: 3, by: Break::Param("splits", "2000"), reason: "a value in 1..=1024" }, Rejection { invariant: 5, by: Break::Param("kv_len", "41"), reason: "kv_len = 41 must be in 1..=40" }],
+        variants: DECODE_VARIANTS,
+        example: Example {
+            dims: &[("n_q_heads", 4), ("n_kv_heads", 4), ("kv_stride", 40), ("head_dim", 96)],
+            params: &[("kv_len", "37"), ("splits", "3")],
+            ranges: &[],
+            with: &[],
+        },
+        call: |ctx, a| {
+            super::sdpa_decode_split(
+                ctx,
+                a.input("q")?,
+                a.input("k")?,
+                a.input("v")?,
+                a.output("out")?,
+                a.params.usize("kv_len")?,
+                a.params.u32("splits")?,
+                &options(a)?,
+            )
+        },
+        reference: |r| decode_reference(r, &[(0, r.params.usize("kv_len")?)]),
+        kernels: cases::split_uses,
+        cases: cases::split_cases,
+        benches: cases::no_benches,
+    }
+}
+
+const BATCH_Q: [&str; 3] = ["batch", "n_q_heads", "head_dim"];
+const BATCH_CACHE: [&str; 4] = ["batch", "n_kv_heads", "kv_stride", "head_dim"];
+
+inventory::submit! {
+    OpDecl {
+        name: "sdpa_decode_batched",
+        family: "attention",
+        summary: "batched decode SDPA: B sequences with their own caches and device-side lengths, one launch + combine",
+        inputs: &[
+            float("q", &BATCH_Q, "one query token per sequence"),
+            like_q("k", &BATCH_CACHE, "each sequence's key cache"),
+            like_q("v", &BATCH_CACHE, "each sequence's value cache, like k"),
+            TensorDecl { name: "kv_lens", shape: &["batch"], dtype: DtypeRule::OneOf(U32), optional: false, doc: "each sequence's filled length (clamped to kv_stride; 0 gives zeros)" },
+            SINK_LOGITS,
+        ],
+        outputs: &[out(&BATCH_Q)],
+        params: &OPTIONS,
+        invariants: &[COMMON[0], COMMON[1], COMMON[2], COMMON[3], COMMON[4], "k's batch equals q's; kv_lens is u32 [batch]"],
+        rejections: &[Rejection { invariant: 5, by: Break::Dtype("kv_lens", DType::F32), reason: "`kv_lens` must be u32" }, Rejection { invariant: 1, by: Break::InputDim("v", "kv_stride", 23), reason: "`v` must have shape" }, Rejection { invariant: 2, by: Break::Dim("n_kv_heads", 3), reason: "must be a multiple of n_kv_heads" }],
+        variants: DECODE_VARIANTS,
+        example: Example {
+            dims: &[("batch", 3), ("n_q_heads", 8), ("n_kv_heads", 2), ("kv_stride", 24), ("head_dim", 64)],
+            params: &[("window", "10"), ("n_sink", "1")],
+            ranges: &[("kv_lens", 0.0, 30.0)],
+            with: &["sink_logits"],
+        },
+        call: |ctx, a| {
+            super::sdpa_decode_batched(
+                ctx,
+                a.input("q")?,
+                a.input("k")?,
+                a.input("v")?,
+                a.input("kv_lens")?,
+                a.output("out")?,
+                &options(a)?,
+            )
+        },
+        reference: |r| {
+            let stride = r.dim("kv_stride")?;
+            let rows: Vec<(usize, usize)> = r
+                .data("kv_lens")?
+                .iter()
+                .enumerate()
+                .map(|(b, &l)| (b, (l as usize).min(stride)))
+                .collect();
+            decode_reference(r, &rows)
+        },
+        kernels: cases::split_uses,
+        cases: cases::batched_cases,
+        benches: cases::batched_benches,
+    }
+}
+
+const MQ_Q: [&str; 3] = ["n_query", "n_q_heads", "head_dim"];
+
+inventory::submit! {
+    OpDecl {
+        name: "sdpa_multi_query",
+        family: "attention",
+        summary: "n_query rows against one shared KV cache, causal within the block or full",
+        inputs: &[
+            float("q", &MQ_Q, "a block of new query tokens"),
+            like_q("k", &CACHE, "the shared key cache: base_kv cached positions, then the block's own keys"),
+            like_q("v", &CACHE, "the value cache, like k"),
+            SINK_LOGITS,
+        ],
+        outputs: &[out(&MQ_Q)],
+        params: &[
+            ParamDecl { name: "base_kv", kind: ANY_U32, default: ParamDefault::Required, doc: "cached positions before the block" },
+            ParamDecl { doc: "query r sees keys [0, base_kv + r] (else [0, base_kv + n_query))", ..CAUSAL },
+            SCALE,
+            WINDOW,
+            N_SINK,
+            SPLITS,
+        ],
+        invariants: &[COMMON[0], COMMON[1], COMMON[2], COMMON[3], COMMON[4], "base_kv + n_query ≤ kv_stride"],
+        rejections: &[Rejection { invariant: 5, by: Break::Param("base_kv", "22"), reason: "exceeds the cache depth" }, Rejection { invariant: 0, by: Break::Dtype("k", DType::F16), reason: "`k` must be f32" }],
+        variants: DECODE_VARIANTS,
+        example: Example {
+            dims: &[("n_query", 3), ("n_q_heads", 4), ("n_kv_heads", 1), ("kv_stride", 24), ("head_dim", 128)],
+            params: &[("base_kv", "10"), ("window", "6"), ("splits", "2")],
+            ranges: &[],
+            with: &[],
+        },
+        call: |ctx, a| {
+            super::sdpa_multi_query(
+                ctx,
+                a.input("q")?,
+                a.input("k")?,
+                a.input("v")?,
+                a.output("out")?,
+                a.params.usize("base_kv")?,
+                a.params.bool("causal")?,
+                &options(a)?,
+            )
+        },
+        reference: |r| {
+            let n_query = r.dim("n_query")?;
+            let base = r.params.usize("base_kv")?;
+            let causal = r.params.bool("causal")?;
+            let rows: Vec<(usize, usize)> = (0..n_query)
+                .map(|i| (0, if causal { base + i + 1 } else { base + n_query }))
+                .collect();
+            decode_reference(r, &rows)
+        },
+        kernels: cases::decode_uses,
+        cases: cases::mq_cases,
+        benches: cases::mq_benches,
+    }
+}
+
+const PREFILL_Q: [&str; 3] = ["n_q", "n_q_heads", "head_dim"];
+const PREFILL_KV: [&str; 3] = ["n_kv", "n_kv_heads", "head_dim"];
+
+inventory::submit! {
+    OpDecl {
+        name: "sdpa_prefill",
+        family: "attention",
+        summary: "flash attention for prefill, causal or full, GQA: matrix fragments for f16/bf16, CUDA-core tiles for f32",
+        inputs: &[
+            float("q", &PREFILL_Q, "the prompt's queries; query i sits at position n_kv − n_q + i"),
+            like_q("k", &PREFILL_KV, "keys, token-major; the last n_q are the prompt's own"),
+            like_q("v", &PREFILL_KV, "values, like k"),
+        ],
+        outputs: &[out(&PREFILL_Q)],
+        params: &[CAUSAL, SCALE],
+        invariants: &[
+            COMMON[0],
+            "head_dim is one of 64, 96, 128, 192, 256 and equal in q and k; v is like k",
+            COMMON[2],
+            "n_kv ≥ n_q; scale is finite",
+            COMMON[4],
+        ],
+        rejections: &[Rejection { invariant: 3, by: Break::Dim("n_kv", 4), reason: "must be at least n_q" }, Rejection { invariant: 1, by: Break::Dim("head_dim", 512), reason: "head_dim 512 is not supported" }, Rejection { invariant: 0, by: Break::Alias("out", "q"), reason: "aliases `q`" }],
+        variants: &[
+            VariantDecl { name: "sdpa_prefill_mma_kernel", when: "f16 and bf16: matrix fragments" },
+            VariantDecl { name: "sdpa_prefill_kernel", when: "f32: CUDA-core tiles" },
+        ],
+        example: Example {
+            dims: &[("n_q", 5), ("n_kv", 9), ("n_q_heads", 4), ("n_kv_heads", 2), ("head_dim", 64)],
+            params: &[],
+            ranges: &[],
+            with: &[],
+        },
+        call: |ctx, a| {
+            super::sdpa_prefill(
+                ctx,
+                a.input("q")?,
+                a.input("k")?,
+                a.input("v")?,
+                a.output("out")?,
+                a.params.bool("causal")?,
+                a.params.opt_f32("scale")?,
+            )
+        },
+        reference: |r| {
+            let (qs, ks) = (r.shape("q")?, r.shape("k")?);
+            let d = qs[2];
+            let scale = r.params.opt_f64("scale")?.unwrap_or(1.0 / (d as f64).sqrt());
+            Ok(vec![reference::prefill(
+                r.data("q")?,
+                r.data("k")?,
+                r.data("v")?,
+                qs[0],
+                ks[0],
+                qs[1],
+                ks[1],
+                d,
+                scale,
+                r.params.bool("causal")?,
+            )])
+        },
+        kernels: cases::prefill_uses,
+        cases: cases::prefill_cases,
+        benches: cases::prefill_benches,
+    }
+}

@@ -1,0 +1,130 @@
+//! The declarations of the causal depthwise conv1d ops, prefill and decode step, which
+//! share the rolling state `[B, C, W − 1]`.
+
+use super::{cases, reference, Conv1dArgs};
+use crate::decl::{
+    Break, DtypeRule, Example, OpArgs, OpDecl, OutputDecl, ParamDecl, ParamDefault, ParamKind,
+    RefArgs, Rejection, ShapeFrom, TensorDecl, FLOATS,
+};
+use crate::error::OpError;
+use tessera_runtime::DType;
+
+const fn like_x(
+    name: &'static str,
+    shape: &'static [&'static str],
+    doc: &'static str,
+) -> TensorDecl {
+    TensorDecl {
+        name,
+        shape,
+        dtype: DtypeRule::Like("x"),
+        optional: false,
+        doc,
+    }
+}
+
+const W: TensorDecl = like_x("w", &["C", "W"], "the depthwise filter, width W of 2..=8");
+const BIAS: TensorDecl = like_x("bias", &["C"], "the bias");
+const STATE_IN: TensorDecl = like_x(
+    "state_in",
+    &["B", "C", "W - 1"],
+    "the last W − 1 inputs, oldest first",
+);
+const STATE_OUT: OutputDecl = OutputDecl {
+    name: "state_out",
+    shape: &["B", "C", "W - 1"],
+    dtype: DtypeRule::Like("x"),
+    shape_from: ShapeFrom::Like("state_in"),
+    doc: "the state after the call",
+};
+const SILU: ParamDecl = ParamDecl {
+    name: "silu",
+    kind: ParamKind::Bool,
+    default: ParamDefault::Value("true"),
+    doc: "apply SiLU to the output",
+};
+const INVARIANTS: [&str; 3] = [
+    "every tensor shares x's float dtype",
+    "w is [C, W] with C > 0 and W in 2..=8; bias is [C]; the states are [B, C, W − 1]",
+    "outputs alias no input nor each other",
+];
+
+fn args<'a>(a: &OpArgs<'a>) -> Result<Conv1dArgs<'a>, OpError> {
+    Ok(Conv1dArgs {
+        x: a.input("x")?,
+        w: a.input("w")?,
+        bias: a.input("bias")?,
+        state_in: a.input("state_in")?,
+        out: a.output("out")?,
+        state_out: a.output("state_out")?,
+    })
+}
+
+fn conv_reference(r: &RefArgs, t: usize) -> Result<Vec<Vec<f64>>, OpError> {
+    let (b, c, w) = (r.dim("B")?, r.dim("C")?, r.dim("W")?);
+    let (out, state) = reference::conv1d(
+        r.data("x")?,
+        r.data("w")?,
+        r.data("bias")?,
+        r.data("state_in")?,
+        (b, t, c, w),
+        r.params.bool("silu")?,
+    );
+    Ok(vec![out, state])
+}
+
+inventory::submit! {
+    OpDecl {
+        name: "causal_conv1d",
+        family: "conv",
+        summary: "causal depthwise conv1d (+SiLU) over [B, T, C] from a carried state [B, C, W-1], writing the final state",
+        inputs: &[
+            TensorDecl { name: "x", shape: &["B", "T", "C"], dtype: DtypeRule::OneOf(FLOATS), optional: false, doc: "the inputs, B, T > 0" },
+            W,
+            BIAS,
+            STATE_IN,
+        ],
+        outputs: &[
+            OutputDecl { name: "out", shape: &["B", "T", "C"], dtype: DtypeRule::Like("x"), shape_from: ShapeFrom::Like("x"), doc: "the convolved inputs" },
+            STATE_OUT,
+        ],
+        params: &[SILU],
+        invariants: &[INVARIANTS[0], INVARIANTS[1], INVARIANTS[2], "x and out are [B, T, C] with B, T > 0; T·C fits u32"],
+        rejections: &[Rejection { invariant: 1, by: Break::Dim("W", 9), reason: "a width W of 2..=8" }, Rejection { invariant: 1, by: Break::InputDim("bias", "C", 23), reason: "`bias` must have shape" }, Rejection { invariant: 0, by: Break::Dtype("w", DType::F16), reason: "`w` must be f32" }, Rejection { invariant: 2, by: Break::Alias("out", "x"), reason: "aliases `x`" }],
+        variants: &[],
+        example: Example { dims: &[("B", 2), ("T", 7), ("C", 24), ("W", 4)], params: &[], ranges: &[], with: &[] },
+        call: |ctx, a| super::causal_conv1d(ctx, &args(a)?, a.params.bool("silu")?),
+        reference: |r| conv_reference(r, r.dim("T")?),
+        kernels: cases::causal_conv1d_kernels,
+        cases: cases::prefill_cases,
+        benches: cases::prefill_benches,
+    }
+}
+
+inventory::submit! {
+    OpDecl {
+        name: "causal_conv1d_update",
+        family: "conv",
+        summary: "causal depthwise conv1d (+SiLU) decode step: one token per batch row, rolls the state [B, C, W-1]",
+        inputs: &[
+            TensorDecl { name: "x", shape: &["B", "C"], dtype: DtypeRule::OneOf(FLOATS), optional: false, doc: "one token per batch row, B > 0" },
+            W,
+            BIAS,
+            STATE_IN,
+        ],
+        outputs: &[
+            OutputDecl { name: "out", shape: &["B", "C"], dtype: DtypeRule::Like("x"), shape_from: ShapeFrom::Like("x"), doc: "the convolved token" },
+            STATE_OUT,
+        ],
+        params: &[SILU],
+        invariants: &[INVARIANTS[0], INVARIANTS[1], INVARIANTS[2], "x and out are [B, C] with B > 0"],
+        rejections: &[Rejection { invariant: 1, by: Break::Dim("W", 9), reason: "a width W of 2..=8" }, Rejection { invariant: 3, by: Break::InputDim("x", "C", 41), reason: "`x` must have shape" }],
+        variants: &[],
+        example: Example { dims: &[("B", 3), ("C", 40), ("W", 3)], params: &[("silu", "false")], ranges: &[], with: &[] },
+        call: |ctx, a| super::causal_conv1d_update(ctx, &args(a)?, a.params.bool("silu")?),
+        reference: |r| conv_reference(r, 1),
+        kernels: cases::causal_conv1d_update_kernels,
+        cases: cases::decode_cases,
+        benches: cases::decode_benches,
+    }
+}

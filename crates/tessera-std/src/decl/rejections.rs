@@ -1,0 +1,175 @@
+//! Rejection cases generated from the declarations: each declared [`Rejection`] takes the
+//! op's example, breaks one invariant (a dimension, a parameter, a dtype, one tensor's
+//! shape, or an output aliasing an input) and checks that the op refuses the call for
+//! that reason and writes nothing. `tessera check` runs them beside the op's own cases.
+
+use super::{eval_shape, Dims, DtypeRule, OpArgs, OpDecl, ParamValues};
+use crate::registry::{Case, CaseKind, Outcome};
+use crate::testing::{expect_rejection, random_tensor, CaseRng};
+use std::collections::BTreeMap;
+use tessera_runtime::{Context, DType, Tensor};
+
+/// How a rejection case breaks the op's example.
+#[derive(Clone, Copy, Debug)]
+pub enum Break {
+    /// A named dimension changed in every tensor that has it.
+    Dim(&'static str, usize),
+    /// A parameter set to another value.
+    Param(&'static str, &'static str),
+    /// One input given in another dtype.
+    Dtype(&'static str, DType),
+    /// One input's named dimension changed (the other tensors keep the example's).
+    InputDim(&'static str, &'static str, usize),
+    /// The output (first name) is the input (second name).
+    Alias(&'static str, &'static str),
+}
+
+/// A call that breaks one declared invariant, and a part of the message the op must give.
+#[derive(Clone, Copy, Debug)]
+pub struct Rejection {
+    /// Index into the op's `invariants`.
+    pub invariant: usize,
+    pub by: Break,
+    pub reason: &'static str,
+}
+
+/// `n=100`, `eps=-1`, `w f16`, `w's n=39`, `out is x`.
+pub(crate) fn describe(b: Break) -> String {
+    match b {
+        Break::Dim(d, v) => format!("{d}={v}"),
+        Break::Param(p, v) => format!("{p}={v}"),
+        Break::Dtype(t, d) => format!("{t} {d}"),
+        Break::InputDim(t, d, v) => format!("{t}'s {d}={v}"),
+        Break::Alias(o, i) => format!("{o} is {i}"),
+    }
+}
+
+/// Every declared rejection of `op` as a registered case.
+pub fn rejection_cases(op: &'static OpDecl) -> Vec<Case> {
+    op.rejections
+        .iter()
+        .map(|&r| Case {
+            op: op.name,
+            kind: CaseKind::Rejection,
+            dtype: None,
+            name: format!("declared: {}", describe(r.by)),
+            run: Box::new(move |ctx, rng| run(op, r, ctx, rng)),
+        })
+        .collect()
+}
+
+fn run(
+    op: &'static OpDecl,
+    r: Rejection,
+    ctx: &Context,
+    rng: &mut CaseRng,
+) -> Result<Outcome, String> {
+    let ex = op.example;
+    let mut dims = Dims::from_pairs(ex.dims);
+    if let Break::Dim(d, v) = r.by {
+        dims = Dims::from_pairs(
+            &ex.dims
+                .iter()
+                .map(|&(k, old)| (k, if k == d { v } else { old }))
+                .collect::<Vec<_>>(),
+        );
+    }
+    let mut inputs: BTreeMap<String, Tensor> = BTreeMap::new();
+    let mut dtypes: BTreeMap<&str, DType> = BTreeMap::new();
+    for t in op.inputs {
+        if t.optional && !ex.with.contains(&t.name) {
+            continue;
+        }
+        let mut dtype = match t.dtype {
+            DtypeRule::OneOf(list) => list.first().copied().unwrap_or(DType::F32),
+            DtypeRule::Like(n) => dtypes.get(n).copied().unwrap_or(DType::F32),
+            DtypeRule::F32OrLike(_) | DtypeRule::Derived(..) => DType::F32,
+        };
+        let mut shape_dims = dims.clone();
+        match r.by {
+            Break::Dtype(name, d) if name == t.name => dtype = d,
+            Break::InputDim(name, d, v) if name == t.name => {
+                shape_dims = Dims::from_pairs(
+                    &ex.dims
+                        .iter()
+                        .map(|&(k, old)| (k, if k == d { v } else { old }))
+                        .collect::<Vec<_>>(),
+                );
+            }
+            _ => {}
+        }
+        dtypes.insert(t.name, dtype);
+        let shape = eval_shape(t.shape, &shape_dims)?;
+        let (lo, hi) = ex.ranges.iter().find(|x| x.0 == t.name).map_or(
+            if dtype == DType::U32 {
+                (0.0, 16.0)
+            } else {
+                (-1.0, 1.0)
+            },
+            |x| (x.1, x.2),
+        );
+        let (tensor, _) = random_tensor(ctx, rng, dtype, &shape, lo, hi)?;
+        inputs.insert(t.name.to_string(), tensor);
+    }
+    let mut given: Vec<(String, String)> = ex
+        .params
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    if let Break::Param(p, v) = r.by {
+        given.retain(|(k, _)| k != p);
+        given.push((p.to_string(), v.to_string()));
+    }
+    let mut outputs: BTreeMap<String, Tensor> = BTreeMap::new();
+    for o in op.outputs {
+        let t = match r.by {
+            Break::Alias(out, input) if out == o.name => inputs
+                .get(input)
+                .cloned()
+                .ok_or_else(|| format!("the example gives no input `{input}`"))?,
+            _ => {
+                let dtype = match o.dtype {
+                    DtypeRule::OneOf(list) => list.first().copied().unwrap_or(DType::F32),
+                    DtypeRule::Like(n) | DtypeRule::F32OrLike(n) => {
+                        dtypes.get(n).copied().unwrap_or(DType::F32)
+                    }
+                    DtypeRule::Derived(..) => DType::F32,
+                };
+                let shape = eval_shape(o.shape, &dims)?;
+                ctx.full_nan(dtype, &shape).map_err(|e| e.to_string())?
+            }
+        };
+        outputs.insert(o.name.to_string(), t);
+    }
+    let watched = match r.by {
+        Break::Alias(out, _) => out,
+        _ => op.outputs.first().map_or("", |o| o.name),
+    };
+    let out = outputs
+        .get(watched)
+        .ok_or_else(|| format!("no output `{watched}`"))?;
+    // A parameter outside its declared values is refused by the declaration itself.
+    let params = match ParamValues::parse(op, &given) {
+        Ok(p) => p,
+        Err(msg) if msg.contains(r.reason) => {
+            return Ok(Outcome {
+                checked: 1,
+                note: msg,
+                ..Outcome::default()
+            })
+        }
+        Err(msg) => {
+            return Err(format!(
+                "refused for another reason: `{msg}`; expected `{}`",
+                r.reason
+            ))
+        }
+    };
+    let args = OpArgs {
+        op,
+        inputs: &inputs,
+        outputs: &outputs,
+        params: &params,
+    };
+    expect_rejection(out, r.reason, || (op.call)(ctx, &args))
+}

@@ -1,0 +1,44 @@
+//! The declarations of the elementwise ops.
+
+use super::add;
+use crate::decl::{
+    Break, DtypeRule, Example, OpArgs, OpDecl, OutputDecl, RefArgs, Rejection, ShapeFrom,
+    TensorDecl, FLOATS,
+};
+use crate::error::OpError;
+use tessera_runtime::{Context, DType};
+
+fn call(ctx: &Context, a: &OpArgs) -> Result<(), OpError> {
+    add::add(ctx, a.input("a")?, a.input("b")?, a.output("out")?)
+}
+
+fn reference(r: &RefArgs) -> Result<Vec<Vec<f64>>, OpError> {
+    Ok(vec![add::reference(r.data("a")?, r.data("b")?)])
+}
+
+inventory::submit! {
+    OpDecl {
+        name: "add",
+        family: "elementwise",
+        summary: "out = a + b, elementwise",
+        inputs: &[
+            TensorDecl { name: "a", shape: &["dims…"], dtype: DtypeRule::OneOf(FLOATS), optional: false, doc: "any shape" },
+            TensorDecl { name: "b", shape: &["dims…"], dtype: DtypeRule::Like("a"), optional: false, doc: "like a" },
+        ],
+        outputs: &[OutputDecl { name: "out", shape: &["dims…"], dtype: DtypeRule::Like("a"), shape_from: ShapeFrom::Like("a"), doc: "a + b" }],
+        params: &[],
+        invariants: &[
+            "a, b and out share one float dtype and one shape",
+            "out does not alias a or b",
+            "the tensors are not empty and their element count fits u32",
+        ],
+        rejections: &[Rejection { invariant: 0, by: Break::InputDim("b", "dims", 36), reason: "`b` must have shape" }, Rejection { invariant: 0, by: Break::Dtype("a", DType::U32), reason: "`a` must be one of" }, Rejection { invariant: 1, by: Break::Alias("out", "a"), reason: "aliases `a`" }],
+        variants: &[],
+        example: Example { dims: &[("dims", 37)], params: &[], ranges: &[], with: &[] },
+        call,
+        reference,
+        kernels: add::kernels,
+        cases: add::cases,
+        benches: add::benches,
+    }
+}
