@@ -45,17 +45,6 @@ pub fn parse_dtype(s: &str) -> Result<DType, String> {
     })
 }
 
-/// A boolean parameter: `true`/`false` or `1`/`0`.
-pub fn parse_bool(name: &str, value: &str) -> Result<bool, String> {
-    match value.trim().to_ascii_lowercase().as_str() {
-        "true" | "1" => Ok(true),
-        "false" | "0" => Ok(false),
-        _ => Err(format!(
-            "--param {name}={value}: expected true, false, 1 or 0"
-        )),
-    }
-}
-
 /// `k=v` → (k, v).
 pub fn parse_pair(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {

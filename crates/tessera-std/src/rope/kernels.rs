@@ -18,6 +18,22 @@ pub fn rope_pair(e: u32, rot_dim: u32, neox: u32) -> (u32, u32, f32) {
     (partner, pair, select(first, -1.0f32, 1.0f32))
 }
 
+/// `(cos, sin)` of `pos · f` for a frequency stored as `hi + lo` (two f32 at `2·pair`):
+/// the product's rounding error comes back exactly through an fma, and the rounded
+/// angle's cos/sin are rotated by it, so a position anywhere below 2²⁴ keeps f32 accuracy.
+#[func]
+pub fn rope_angle(pos: f32, inv_freq: Mem<f32>, pair: u32) -> (f32, f32) {
+    let hi = load(inv_freq[2 * pair]);
+    let lo = load(inv_freq[2 * pair + 1]);
+    let angle = pos * hi;
+    let err = fma(pos, hi, -angle) + pos * lo;
+    let c = cos(angle);
+    let s = sin(angle);
+    let ce = cos(err);
+    let se = sin(err);
+    (c * ce - s * se, s * ce + c * se)
+}
+
 /// `out = x·cos(pos·f_i) ∓ x_partner·sin(pos·f_i)` (times `mscale`) on the first
 /// `rot_dim` elements of each head, the rest copied. x and out `[tokens, heads, D]`.
 #[kernel]
@@ -39,9 +55,9 @@ pub fn rope_kernel<T>(
         let v = load(x[base + e]).cast::<f32>();
         if e < rot_dim {
             let (partner, pair, sign) = rope_pair(e, rot_dim, neox);
-            let angle = pos * load(inv_freq[pair]);
+            let (c, s) = rope_angle(pos, inv_freq, pair);
             let p = load(x[base + partner]).cast::<f32>();
-            let r = (v * cos(angle) + sign * p * sin(angle)) * mscale;
+            let r = (v * c + sign * p * s) * mscale;
             store(out[base + e], r.cast::<T>());
         } else {
             store(out[base + e], v.cast::<T>());
@@ -77,8 +93,8 @@ pub fn norm_rope_kernel<T>(
     let pos = load(positions[token]).cast::<f32>();
     if e < rot_dim {
         let (partner, pair, sign) = rope_pair(e, rot_dim, neox);
-        let angle = pos * load(inv_freq[pair]);
-        let r = (y * cos(angle) + sign * load(staged[partner]) * sin(angle)) * mscale;
+        let (c, s) = rope_angle(pos, inv_freq, pair);
+        let r = (y * c + sign * load(staged[partner]) * s) * mscale;
         store(out[base + e], r.cast::<T>());
     } else {
         store(out[base + e], y.cast::<T>());
