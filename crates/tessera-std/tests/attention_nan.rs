@@ -71,7 +71,7 @@ fn expect(
 #[test]
 fn decode_nan_in_q_or_k_reaches_exactly_the_heads_it_touches() {
     let ctx = Context::cpu();
-    let mut rng = CaseRng::new(0x0a0a_17);
+    let mut rng = CaseRng::new(0xa0a17);
     let (hq, hkv, n) = (8, 2, 100);
     let gqa = hq / hkv;
     for dtype in DTYPES {
@@ -131,7 +131,7 @@ fn decode_nan_in_q_or_k_reaches_exactly_the_heads_it_touches() {
 #[test]
 fn batched_decode_keeps_empty_rows_zero_beside_a_nan_row() {
     let ctx = Context::cpu();
-    let mut rng = CaseRng::new(0x0a0a_18);
+    let mut rng = CaseRng::new(0xa0a18);
     let (b, hq, hkv, stride, d) = (3, 4, 2, 48, 64);
     let lens = [0u32, 48, 20];
     for dtype in DTYPES {
@@ -186,7 +186,7 @@ fn batched_decode_keeps_empty_rows_zero_beside_a_nan_row() {
 #[test]
 fn multi_query_nan_in_a_key_reaches_the_rows_that_see_it() {
     let ctx = Context::cpu();
-    let mut rng = CaseRng::new(0x0a0a_19);
+    let mut rng = CaseRng::new(0xa0a19);
     let (nq, base, stride, hq, hkv, d) = (4, 30, 40, 4, 2, 64);
     for dtype in DTYPES {
         // KV head 1, position 32: causal rows r see base + r + 1 keys, so rows 2 and 3.
@@ -238,7 +238,7 @@ fn multi_query_nan_in_a_key_reaches_the_rows_that_see_it() {
 #[test]
 fn prefill_nan_in_q_or_k_reaches_exactly_the_rows_and_heads_it_touches() {
     let ctx = Context::cpu();
-    let mut rng = CaseRng::new(0x0a0a_1a);
+    let mut rng = CaseRng::new(0xa0a1a);
     let (nq, nkv, hq, hkv) = (40, 40, 4, 2);
     for dtype in DTYPES {
         for d in [64, 128] {
