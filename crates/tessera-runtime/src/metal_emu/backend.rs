@@ -9,6 +9,7 @@ use crate::backend::{
     DeviceInfo, KernelArg,
 };
 use crate::error::Result;
+use crate::grid::check_grid;
 use std::any::Any;
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -184,6 +185,7 @@ impl Backend for MetalEmuBackend {
         group_size: u32,
     ) -> Result<()> {
         let k = downcast_kernel::<EmuKernel>(kernel, BackendKind::MetalEmu)?;
+        check_grid(&k.kernel.name, grid, group_size)?;
         if args.len() != k.kernel.params.len() {
             return Err(backend_error(format!(
                 "`{}` takes {} arguments, {} given",
