@@ -90,7 +90,7 @@ impl Backend for CpuBackend {
     }
 
     fn alloc(&self, bytes: usize) -> Result<Arc<dyn DeviceBuffer>> {
-        Ok(Arc::new(CpuBuffer::new(bytes)))
+        Ok(Arc::new(CpuBuffer::new(bytes)?))
     }
 
     fn upload(&self, dst: &dyn DeviceBuffer, offset: usize, src: &[u8]) -> Result<()> {

@@ -153,8 +153,17 @@ impl Backend for MetalEmuBackend {
     }
 
     fn alloc(&self, bytes: usize) -> Result<Arc<dyn DeviceBuffer>> {
+        // A refused reservation is an error, not an abort.
+        let mut data = Vec::new();
+        data.try_reserve_exact(bytes).map_err(|e| {
+            backend_error(format!(
+                "cannot allocate {bytes} bytes ({:.1} GiB): {e}",
+                bytes as f64 / (1u64 << 30) as f64
+            ))
+        })?;
+        data.resize(bytes, 0);
         Ok(Arc::new(EmuBuffer {
-            bytes: Mutex::new(vec![0; bytes]),
+            bytes: Mutex::new(data),
             len: bytes,
         }))
     }
