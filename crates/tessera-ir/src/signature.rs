@@ -219,8 +219,10 @@ pub trait DslFunction {
 /// declares). Kernels name their helpers through it, so a call of a plain Rust function
 /// fails on the missing [`DslFunction`] (with its hint to add `#[func]`) and an unknown
 /// name as an unknown value.
-pub fn dsl_function<F: DslFunction>(
-    _f: F,
-) -> fn(&[Option<crate::Scalar>]) -> Result<std::sync::Arc<crate::Function>, IrError> {
+pub fn dsl_function<F: DslFunction>(_f: F) -> FunctionBuilder {
     F::build
 }
+
+/// What [`DslFunction::build`] is: the function's IR for its argument dtypes.
+pub type FunctionBuilder =
+    fn(&[Option<crate::Scalar>]) -> Result<std::sync::Arc<crate::Function>, IrError>;
