@@ -30,7 +30,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         filter: args.filter.clone(),
         dtype,
     };
-    let seed = base_seed();
+    let seed = base_seed()?;
     println!(
         "checking on {} ({}), seed {seed} (set TESSERA_SEED={seed} to reproduce)",
         ctx.kind().name(),

@@ -216,6 +216,24 @@ impl Builder {
         self.lit(value)
     }
 
+    /// For an error that constants alone produced: the specialisation's values, which are
+    /// what made it (a kernel's divisors come from its constexprs).
+    fn specialization_hint(&self) -> String {
+        if self.specialization.is_empty() {
+            return String::new();
+        }
+        let values: Vec<String> = self
+            .specialization
+            .iter()
+            .map(|(name, value)| format!("{name} = {value}"))
+            .collect();
+        format!(
+            "; the divisor comes from the specialisation ({}), which this kernel does not \
+             support: use the values its op wrapper allows",
+            values.join(", ")
+        )
+    }
+
     /// Declares a DSL function argument.
     pub fn func_arg(&mut self, ty: Scalar) -> Value {
         let v = self.body.new_value(Type::Scalar(ty));
@@ -431,7 +449,10 @@ impl Builder {
             match eval::binary(op, ca, cb) {
                 Ok(l) => return Ok(self.lit(l)),
                 Err(eval::EvalError::DivisionByZero) => {
-                    return Err(self.error(format!("{what} divides the constant {ca} by zero")))
+                    return Err(self.error(format!(
+                        "{what} divides the constant {ca} by zero{}",
+                        self.specialization_hint()
+                    )))
                 }
                 Err(_) => {}
             }

@@ -23,7 +23,8 @@ pub use kernel::{
 pub use literal::Literal;
 pub use ops::{AtomicOp, BinaryOp, Builtin, MemRef, Op, ReduceOp, ShuffleKind, SimdOp, UnaryOp};
 pub use signature::{
-    ConstexprSig, DslFunction, KernelDef, KernelSignature, ParamSig, Specialization, TypeSig,
+    dsl_function, ConstexprSig, DslFunction, KernelDef, KernelSignature, ParamSig, Specialization,
+    TypeSig,
 };
 pub use types::{Scalar, Type};
 pub use verify::{verify_function, verify_kernel, verify_lowered_kernel, Uniformity};

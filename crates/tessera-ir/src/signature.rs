@@ -209,12 +209,24 @@ pub fn parse_literal(ty: Scalar, s: &str) -> Option<Literal> {
 /// Implemented by every `#[func]`: builds the function's IR for its argument dtypes
 /// (`None` for an untyped literal argument).
 #[diagnostic::on_unimplemented(
-    message = "`{Self}` is not a Tessera DSL function",
-    label = "called from a kernel",
-    note = "mark the function #[func], or use a DSL builtin (exp, max, select, simd_sum, load, …)"
+    message = "a kernel calls `{Self}`, which is not a Tessera DSL function",
+    label = "not a #[func]",
+    note = "kernels call DSL builtins (exp, max, select, simd_sum, load, …) and functions marked #[func]; mark this helper #[func] to call it from a kernel"
 )]
 pub trait DslFunction {
     fn build(
         arg_types: &[Option<crate::Scalar>],
     ) -> Result<std::sync::Arc<crate::Function>, IrError>;
 }
+
+/// The IR builder of the `#[func]` named by value `_f` (the unit struct a `#[func]`
+/// declares). Kernels name their helpers through it, so a call of a plain Rust function
+/// fails on the missing [`DslFunction`] (with its hint to add `#[func]`) and an unknown
+/// name as an unknown value.
+pub fn dsl_function<F: DslFunction>(_f: F) -> FunctionBuilder {
+    F::build
+}
+
+/// What [`DslFunction::build`] is: the function's IR for its argument dtypes.
+pub type FunctionBuilder =
+    fn(&[Option<crate::Scalar>]) -> Result<std::sync::Arc<crate::Function>, IrError>;

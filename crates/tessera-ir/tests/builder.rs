@@ -112,3 +112,19 @@ fn literal_range_is_checked() {
     assert!(b.binary(BinaryOp::Add, t, Value::Int(-1)).is_err());
     assert!(b.binary(BinaryOp::Add, t, Value::Float(0.5)).is_err());
 }
+
+#[test]
+fn a_constant_division_by_zero_names_the_specialisation_behind_it() {
+    let mut b = Builder::kernel("split");
+    b.generic("T", Scalar::F32);
+    let head_dim = b.constexpr("head_dim", Literal::U32(7));
+    let epl = b.constexpr("epl", Literal::U32(8));
+    let lanes = b.binary(BinaryOp::Div, head_dim, epl).unwrap();
+    let e = b
+        .binary(BinaryOp::Div, Value::Int(32), lanes)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("by zero"), "{e}");
+    assert!(e.contains("head_dim = 7") && e.contains("epl = 8"), "{e}");
+    assert!(e.contains("op wrapper allows"), "{e}");
+}

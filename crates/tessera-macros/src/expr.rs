@@ -566,8 +566,10 @@ impl Lower<'_> {
             .map(|a| self.expr(a))
             .collect::<syn::Result<_>>()?;
         let method = if all { quote!(call) } else { quote!(call_one) };
-        // Spanned at the callee so an unknown name is reported where it is written.
-        let build = quote::quote_spanned!(func.span()=> <#func as #ir::DslFunction>::build);
+        // The callee by value, spanned where it is written: an unknown name is an unknown
+        // value there (the compiler suggests a #[func] of a similar name), a plain Rust
+        // function a missing `DslFunction` whose message says to add #[func].
+        let build = quote::quote_spanned!(func.span()=> #ir::dsl_function(#func));
         // A value or memory (a tensor or array named by its variable) per argument.
         Ok(quote!({
             let __args: ::std::vec::Vec<#ir::CallArg> =
@@ -601,6 +603,37 @@ fn binary_variant(op: &syn::BinOp) -> Option<syn::Ident> {
     }))
 }
 
+/// Builtin functions that are not IR enum names.
+const OTHER_BUILTINS: &[&str] = &[
+    "simd_broadcast",
+    "load",
+    "store",
+    "barrier",
+    "simd_barrier",
+    "min",
+    "max",
+    "pow",
+    "fma",
+    "select",
+    "sigmoid",
+    "silu",
+    "softplus",
+    "infinity",
+    "neg_infinity",
+    "threadgroup_array",
+    "stack_array",
+    "range",
+    "matrix_a",
+    "matrix_b",
+    "matrix_acc",
+    "matrix_fill",
+    "matrix_scale",
+    "matrix_load",
+    "matrix_load_t",
+    "matrix_store",
+    "matrix_mma",
+];
+
 /// Names the DSL defines itself; any other called name is a #[func].
 fn is_builtin_name(n: &str) -> bool {
     Builtin::parse(n).is_some()
@@ -609,34 +642,5 @@ fn is_builtin_name(n: &str) -> bool {
         || ShuffleKind::parse(n).is_some()
         || ReduceOp::parse(n).is_some()
         || AtomicOp::parse(n).is_some()
-        || matches!(
-            n,
-            "simd_broadcast"
-                | "load"
-                | "store"
-                | "barrier"
-                | "simd_barrier"
-                | "min"
-                | "max"
-                | "pow"
-                | "fma"
-                | "select"
-                | "sigmoid"
-                | "silu"
-                | "softplus"
-                | "infinity"
-                | "neg_infinity"
-                | "threadgroup_array"
-                | "stack_array"
-                | "range"
-                | "matrix_a"
-                | "matrix_b"
-                | "matrix_acc"
-                | "matrix_fill"
-                | "matrix_scale"
-                | "matrix_load"
-                | "matrix_load_t"
-                | "matrix_store"
-                | "matrix_mma"
-        )
+        || OTHER_BUILTINS.contains(&n)
 }

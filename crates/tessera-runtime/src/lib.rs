@@ -13,6 +13,7 @@ pub mod cpu;
 pub mod cuda;
 mod dump;
 pub mod error;
+pub mod grid;
 pub mod launch;
 #[cfg(target_os = "macos")]
 pub mod metal;

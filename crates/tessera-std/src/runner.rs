@@ -57,13 +57,27 @@ pub fn selected_cases(sel: &Selection) -> Vec<Case> {
 }
 
 /// A fresh base seed: `TESSERA_SEED` when set (to reproduce a run), else from the clock.
-pub fn base_seed() -> u64 {
-    if let Some(s) = std::env::var("TESSERA_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-    {
-        return s;
+/// A `TESSERA_SEED` that is not an unsigned 64-bit integer is an error, never ignored.
+pub fn base_seed() -> Result<u64, String> {
+    match std::env::var("TESSERA_SEED") {
+        Ok(s) => parse_seed(&s),
+        Err(std::env::VarError::NotPresent) => Ok(clock_seed()),
+        Err(std::env::VarError::NotUnicode(s)) => Err(format!(
+            "TESSERA_SEED = {s:?} is not a seed; set it to an unsigned integer (the seed a run printed)"
+        )),
     }
+}
+
+/// A `TESSERA_SEED` value: an unsigned 64-bit integer.
+fn parse_seed(s: &str) -> Result<u64, String> {
+    s.trim().parse().map_err(|_| {
+        format!(
+            "TESSERA_SEED = {s:?} is not a seed; set it to an unsigned integer (the seed a run printed), or unset it for a fresh one"
+        )
+    })
+}
+
+fn clock_seed() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)
@@ -114,4 +128,19 @@ pub fn run_cases(
         report(&r);
     }
     (passed, failed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_seed;
+
+    #[test]
+    fn a_seed_is_an_unsigned_integer() {
+        assert_eq!(parse_seed("1795485158397869593"), Ok(1795485158397869593));
+        assert_eq!(parse_seed(" 42 "), Ok(42));
+        for bad in ["abc", "", "-1", "1.5", "18446744073709551616"] {
+            let e = parse_seed(bad).unwrap_err();
+            assert!(e.contains("is not a seed"), "{bad}: {e}");
+        }
+    }
 }

@@ -8,7 +8,7 @@ use tessera_std::{ops, CaseKind};
 #[test]
 fn every_case_passes_on_the_cpu() {
     let ctx = Context::cpu();
-    let seed = base_seed();
+    let seed = base_seed().expect("TESSERA_SEED");
     let mut failures = Vec::new();
     let (passed, failed) = run_cases(&ctx, &Selection::default(), seed, |r| {
         if !r.passed() {
@@ -48,14 +48,19 @@ fn every_op_has_correctness_and_rejection_cases() {
 #[ignore = "prints every case result"]
 fn print_results() {
     let ctx = Context::cpu();
-    run_cases(&ctx, &Selection::default(), base_seed(), |r| {
-        println!(
-            "{:20} {:28} {:?} {:?} {:?}",
-            r.op,
-            r.name,
-            r.dtype,
-            r.elapsed,
-            r.outcome.as_ref().map(|o| (o.checked, o.max_abs_err))
-        );
-    });
+    run_cases(
+        &ctx,
+        &Selection::default(),
+        base_seed().expect("TESSERA_SEED"),
+        |r| {
+            println!(
+                "{:20} {:28} {:?} {:?} {:?}",
+                r.op,
+                r.name,
+                r.dtype,
+                r.elapsed,
+                r.outcome.as_ref().map(|o| (o.checked, o.max_abs_err))
+            );
+        },
+    );
 }

@@ -240,7 +240,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         graphs: !args.no_graphs,
         peers: peers.as_ref(),
     };
-    let seed = tessera_std::runner::base_seed();
+    let seed = tessera_std::runner::base_seed()?;
     let mut report = Report {
         backend: ctx.kind().name().to_string(),
         device: ctx.info().name.clone(),

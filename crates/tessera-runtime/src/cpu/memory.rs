@@ -1,7 +1,9 @@
 //! Device memory of the CPU backend: 32-bit atomic words viewed as 8-, 16- or 32-bit
 //! elements, so threadgroups running in parallel share it without data races.
 
-use crate::backend::DeviceBuffer;
+use crate::backend::{BackendKind, DeviceBuffer};
+use crate::error::{Result, RuntimeError};
+use std::alloc::{alloc_zeroed, Layout};
 use std::any::Any;
 use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU8, Ordering};
 
@@ -13,14 +15,36 @@ pub struct CpuBuffer {
     bytes: usize,
 }
 
+/// `n` zeroed words from the allocator's zeroed pages (untouched until used), or `None`
+/// when the allocator refuses (more than the host can hold) or the size overflows.
+fn zeroed_words(n: usize) -> Option<Box<[AtomicU32]>> {
+    if n == 0 {
+        return Some(Box::new([]));
+    }
+    let layout = Layout::array::<AtomicU32>(n).ok()?;
+    // SAFETY: `layout` has a non-zero size; `alloc_zeroed` returns null or a block for it.
+    let p = unsafe { alloc_zeroed(layout) }.cast::<AtomicU32>();
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: `p` holds `n` zeroed words (zero bits are a valid `AtomicU32`), allocated by
+    // the global allocator with `Layout::array::<AtomicU32>(n)`, the layout a
+    // `Box<[AtomicU32]>` of `n` elements frees with; nothing else owns it.
+    Some(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, n)) })
+}
+
 impl CpuBuffer {
-    /// A zero-filled buffer of `bytes` bytes.
-    pub fn new(bytes: usize) -> CpuBuffer {
-        let n = bytes.div_ceil(4);
-        CpuBuffer {
-            words: (0..n).map(|_| AtomicU32::new(0)).collect(),
-            bytes,
-        }
+    /// A zero-filled buffer of `bytes` bytes; an error, not an abort, when the host cannot
+    /// hold it.
+    pub fn new(bytes: usize) -> Result<CpuBuffer> {
+        let words = zeroed_words(bytes.div_ceil(4)).ok_or_else(|| RuntimeError::Backend {
+            backend: BackendKind::Cpu,
+            message: format!(
+                "cannot allocate {bytes} bytes ({:.1} GiB): the host has not that much memory free",
+                bytes as f64 / (1u64 << 30) as f64
+            ),
+        })?;
+        Ok(CpuBuffer { words, bytes })
     }
 
     /// The buffer as bytes.

@@ -19,6 +19,7 @@ use crate::backend::{
     DeviceInfo, KernelArg,
 };
 use crate::error::{Result, RuntimeError};
+use crate::grid::check_grid;
 use std::any::Any;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -89,7 +90,7 @@ impl Backend for CpuBackend {
     }
 
     fn alloc(&self, bytes: usize) -> Result<Arc<dyn DeviceBuffer>> {
-        Ok(Arc::new(CpuBuffer::new(bytes)))
+        Ok(Arc::new(CpuBuffer::new(bytes)?))
     }
 
     fn upload(&self, dst: &dyn DeviceBuffer, offset: usize, src: &[u8]) -> Result<()> {
@@ -118,6 +119,7 @@ impl Backend for CpuBackend {
         group_size: u32,
     ) -> Result<()> {
         let k = downcast_kernel::<CpuKernel>(kernel, BackendKind::Cpu)?;
+        check_grid(&k.program.kernel.name, grid, group_size)?;
         run::run(&k.program, args, grid, group_size)
     }
 

@@ -11,6 +11,7 @@ use crate::backend::{
     DeviceInfo, KernelArg,
 };
 use crate::error::{Result, RuntimeError};
+use crate::grid::check_grid;
 use cudarc::driver::sys::{
     self, CUdevice_attribute, CUevent_flags, CUfunction_attribute, CUgraphInstantiate_flags,
     CUlaunchAttribute, CUlaunchAttributeID, CUlaunchConfig, CUstreamCaptureMode,
@@ -455,6 +456,7 @@ impl Backend for CudaBackend {
                 k.max_threads
             )));
         }
+        check_grid(name, grid, group_size)?;
         for (axis, (&g, &max)) in grid.iter().zip(&self.max_grid).enumerate() {
             if g == 0 || g > max {
                 return Err(err(format!(

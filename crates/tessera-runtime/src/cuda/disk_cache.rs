@@ -3,7 +3,8 @@
 //! that is renamed into place, so a reader never sees half a file.
 //!
 //! Location: `TESSERA_CACHE_DIR`, else `$XDG_CACHE_HOME/tessera/cuda`, else
-//! `~/.cache/tessera/cuda`. A cache that cannot be written is skipped, never an error.
+//! `~/.cache/tessera/cuda`. A cache that cannot be written is skipped (with one warning),
+//! never an error; an entry is checked against the length and hash of its PTX before use.
 
 use std::path::{Path, PathBuf};
 
@@ -41,29 +42,44 @@ fn path(dir: &Path, entry: &str, key: &str) -> PathBuf {
     dir.join(format!("{entry}-{key}.ptx"))
 }
 
-/// The cached PTX for `key`, if present.
-pub fn load(dir: &Path, entry: &str, key: &str) -> Option<String> {
-    let text = std::fs::read_to_string(path(dir, entry, key)).ok()?;
-    // A file holds its key on the first line; anything else is not ours.
-    let (first, ptx) = text.split_once('\n')?;
-    (first == format!("// tessera-ptx-cache {key}")).then(|| ptx.to_string())
+/// The first line of an entry: its key, and the length and hash of the PTX after it.
+fn header(key: &str, ptx: &str) -> String {
+    let hash = fnv1a(0xcbf2_9ce4_8422_2325, &[ptx.as_bytes()]);
+    format!("// tessera-ptx-cache {key} {} {hash:016x}", ptx.len())
 }
 
-/// Stores PTX under `key` atomically (temporary file, then rename). Errors are ignored:
-/// the cache only saves time.
+/// The cached PTX for `key`, if present and whole: an entry whose header names another
+/// key, or whose PTX is not the length and hash its header records (a truncated or
+/// corrupted file), is ignored and the kernel compiled again.
+pub fn load(dir: &Path, entry: &str, key: &str) -> Option<String> {
+    let text = std::fs::read_to_string(path(dir, entry, key)).ok()?;
+    let (first, ptx) = text.split_once('\n')?;
+    (first == header(key, ptx)).then(|| ptx.to_string())
+}
+
+/// Stores PTX under `key` atomically (temporary file, then rename). A cache that cannot be
+/// written only costs time: it is skipped, with one warning per process.
 pub fn store(dir: &Path, entry: &str, key: &str, ptx: &str) {
-    if std::fs::create_dir_all(dir).is_err() {
-        return;
-    }
     let final_path = path(dir, entry, key);
     let tmp = dir.join(format!(
         ".{entry}-{key}.{}.{:?}.tmp",
         std::process::id(),
         std::thread::current().id()
     ));
-    let text = format!("// tessera-ptx-cache {key}\n{ptx}");
-    if std::fs::write(&tmp, text).is_ok() && std::fs::rename(&tmp, &final_path).is_err() {
+    let text = format!("{}\n{ptx}", header(key, ptx));
+    let written = std::fs::create_dir_all(dir)
+        .and_then(|()| std::fs::write(&tmp, text))
+        .and_then(|()| std::fs::rename(&tmp, &final_path));
+    if let Err(e) = written {
         let _ = std::fs::remove_file(&tmp);
+        static WARNED: std::sync::Once = std::sync::Once::new();
+        WARNED.call_once(|| {
+            eprintln!(
+                "warning: the PTX cache `{}` cannot be written ({e}); kernels compile on every \
+                 run (set TESSERA_CACHE_DIR to a writable directory to keep them)",
+                dir.display()
+            )
+        });
     }
 }
 
@@ -93,5 +109,41 @@ mod tests {
         std::fs::write(path(&dir, "k", &k), "garbage\n").unwrap();
         assert_eq!(load(&dir, "k", &k), None);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn truncated_or_altered_entries_are_ignored() {
+        let dir = std::env::temp_dir().join(format!("tessera-ptx-trunc-{}", std::process::id()));
+        let k = key(&[b"src2"]);
+        let ptx = ".version 9.0\n.target sm_90\n.entry k() { ret; }\n";
+        store(&dir, "k", &k, ptx);
+        let file = path(&dir, "k", &k);
+        let whole = std::fs::read(&file).unwrap();
+        assert_eq!(load(&dir, "k", &k).as_deref(), Some(ptx));
+        // Cut anywhere past the header line: never loaded.
+        let header_len = whole.iter().position(|&b| b == b'\n').unwrap() + 1;
+        for cut in header_len..whole.len() {
+            std::fs::write(&file, &whole[..cut]).unwrap();
+            assert_eq!(load(&dir, "k", &k), None, "cut at {cut}");
+        }
+        // Same length, one byte changed.
+        let mut altered = whole.clone();
+        let last = altered.len() - 3;
+        altered[last] ^= 1;
+        std::fs::write(&file, &altered).unwrap();
+        assert_eq!(load(&dir, "k", &k), None);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn an_unwritable_cache_is_skipped() {
+        let blocker =
+            std::env::temp_dir().join(format!("tessera-ptx-blocker-{}", std::process::id()));
+        std::fs::write(&blocker, b"a file").unwrap();
+        let dir = blocker.join("cache");
+        let k = key(&[b"src3"]);
+        store(&dir, "k", &k, ".version 9.0\n");
+        assert_eq!(load(&dir, "k", &k), None);
+        let _ = std::fs::remove_file(&blocker);
     }
 }

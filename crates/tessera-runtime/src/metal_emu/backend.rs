@@ -9,6 +9,7 @@ use crate::backend::{
     DeviceInfo, KernelArg,
 };
 use crate::error::Result;
+use crate::grid::check_grid;
 use std::any::Any;
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -152,8 +153,17 @@ impl Backend for MetalEmuBackend {
     }
 
     fn alloc(&self, bytes: usize) -> Result<Arc<dyn DeviceBuffer>> {
+        // A refused reservation is an error, not an abort.
+        let mut data = Vec::new();
+        data.try_reserve_exact(bytes).map_err(|e| {
+            backend_error(format!(
+                "cannot allocate {bytes} bytes ({:.1} GiB): {e}",
+                bytes as f64 / (1u64 << 30) as f64
+            ))
+        })?;
+        data.resize(bytes, 0);
         Ok(Arc::new(EmuBuffer {
-            bytes: Mutex::new(vec![0; bytes]),
+            bytes: Mutex::new(data),
             len: bytes,
         }))
     }
@@ -184,6 +194,7 @@ impl Backend for MetalEmuBackend {
         group_size: u32,
     ) -> Result<()> {
         let k = downcast_kernel::<EmuKernel>(kernel, BackendKind::MetalEmu)?;
+        check_grid(&k.kernel.name, grid, group_size)?;
         if args.len() != k.kernel.params.len() {
             return Err(backend_error(format!(
                 "`{}` takes {} arguments, {} given",

@@ -3,8 +3,8 @@
 
 use super::harness;
 use super::toolchain::{
-    backend_error, cache_dir, compiler_id, cxx, digest, include_dir, temp_sibling, FLAGS, RUNTIME,
-    SHIM,
+    backend_error, cache_dir, compiler_id, cxx, digest, include_dir, temp_sibling, writable_dir,
+    FLAGS, RUNTIME, SHIM,
 };
 use crate::error::Result;
 use std::collections::HashMap;
@@ -39,8 +39,15 @@ pub(crate) fn build(source: &MslSource, nparams: usize, local_bytes: usize) -> R
     {
         return Ok(p.clone());
     }
-    let dir = cache_dir().join(&key[..2]).join(&key);
-    let exe = dir.join("kernel");
+    // A program already in the cache is used even where the cache is read-only; a new one
+    // is built where it can be written.
+    let cached = cache_dir().join(&key[..2]).join(&key).join("kernel");
+    let dir = writable_dir().join(&key[..2]).join(&key);
+    let exe = if cached.is_file() {
+        cached
+    } else {
+        dir.join("kernel")
+    };
     if !exe.is_file() {
         let include = include_dir()?;
         std::fs::create_dir_all(&dir)

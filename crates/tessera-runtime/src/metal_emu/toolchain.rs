@@ -80,6 +80,40 @@ pub(crate) fn cache_dir() -> PathBuf {
     root.join("metal-emu")
 }
 
+/// Where new programs are built: [`cache_dir`] when it can be written, else (with one
+/// warning per process) one under the temp dir, so a read-only or full
+/// cache directory slows the emulator down instead of stopping it.
+pub(crate) fn writable_dir() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = cache_dir();
+        match probe_writable(&dir) {
+            Ok(()) => dir,
+            Err(e) => {
+                let fallback = std::env::temp_dir()
+                    .join("tessera-cache-fallback")
+                    .join("metal-emu");
+                eprintln!(
+                    "warning: the metal-emu cache `{}` cannot be written ({e}); building in `{}` \
+                     for this run (set TESSERA_CACHE_DIR to a writable directory to keep programs)",
+                    dir.display(),
+                    fallback.display()
+                );
+                fallback
+            }
+        }
+    })
+    .clone()
+}
+
+/// Creates `dir` and a file in it, and removes the file again.
+fn probe_writable(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let probe = temp_sibling(&dir.join("probe"));
+    std::fs::write(&probe, b"")?;
+    std::fs::remove_file(&probe)
+}
+
 /// A 128-bit FNV-1a digest as hex: stable across builds and platforms, for cache keys.
 pub(crate) fn digest(parts: &[&[u8]]) -> String {
     let mut a: u64 = 0xcbf2_9ce4_8422_2325;
@@ -123,7 +157,7 @@ pub(crate) fn temp_sibling(path: &Path) -> PathBuf {
 
 /// The directory holding `metal_stdlib` and the runtime header, written on first use.
 pub(crate) fn include_dir() -> Result<PathBuf> {
-    let dir = cache_dir().join(format!(
+    let dir = writable_dir().join(format!(
         "include-{}",
         &digest(&[SHIM.as_bytes(), RUNTIME.as_bytes()])[..16]
     ));

@@ -17,7 +17,7 @@
 //! first `n_sink` keys (attention sinks) `[0, min(n_sink, lo))`. Both ranges are walked as
 //! one virtual index `j`: `j < s_end` is position `j`, else `lo + j - s_end`.
 
-use super::softmax::{merge_factors, online_step, part_weight};
+use super::softmax::{merge_factors, normalise, online_step, part_weight, score_weight};
 use tessera_macros::{func, kernel};
 
 /// Merges the (max, sum, output slice) of each of `hpt` heads over the `32 / lanes` row
@@ -197,7 +197,7 @@ pub fn sdpa_decode_kernel<T>(
             den += load(sh_l[s * hpt + h]) * wgt;
             acc += load(sh_o[(s * hpt + h) * head_dim + d]) * wgt;
         }
-        let res = select(den > 0.0f32, acc / den, 0.0f32);
+        let res = normalise(acc, den);
         store(
             out[(row * n_q_heads + h0 + h) * head_dim + d],
             res.cast::<T>(),
@@ -315,7 +315,7 @@ pub fn sdpa_decode_partial_kernel<T>(
                 store(os[h * epl + e], load(os[h * epl + e]) * f);
             }
             for u in 0..unroll {
-                let w = select(dead, 0.0f32, exp(load(ps[u]) - mx));
+                let w = score_weight(load(ps[u]), mx);
                 lsum += w;
                 for e in 0..epl {
                     store(

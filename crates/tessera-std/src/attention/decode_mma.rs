@@ -28,6 +28,7 @@
 //! no combine launch.
 
 use super::kv_staging::regs_to_tiles;
+use super::softmax::{normalise, score_weight};
 use tessera_macros::{func, kernel};
 
 /// The head dims the fragment kernel serves.
@@ -276,7 +277,7 @@ pub fn sdpa_decode_mma_kernel<T>(
                 // A packed row may see none of a block (then `m` can still be −∞).
                 let x = load(sv[i]);
                 let p = if rpg > 1 {
-                    select(x > neg_infinity(), exp(x - m), 0.0f32)
+                    score_weight(x, m)
                 } else {
                     exp(x - m)
                 };
@@ -385,7 +386,7 @@ pub fn sdpa_decode_mma_kernel<T>(
                 if direct != 0 {
                     // One chunk: the output itself (zeros for a row that saw no key).
                     let l = load(rsh[e / 16]);
-                    let x = select(l > 0.0f32, load(fsh[reg + e]) / l, 0.0f32);
+                    let x = normalise(load(fsh[reg + e]), l);
                     store(out[head * head_dim + col], x.cast::<T>());
                 } else {
                     let slot = head * splits + split;

@@ -9,7 +9,7 @@
 
 use super::checks::{dims, gqa, indexable, same_dim, same_float_dtype, scale_ok};
 use super::prefill_mma::{prefill_mma_rows, sdpa_prefill_mma_kernel};
-use super::softmax::part_weight;
+use super::softmax::{normalise, part_weight};
 use crate::error::{runtime, OpError};
 use crate::validate::shape_is;
 use tessera_macros::kernel;
@@ -126,7 +126,7 @@ pub fn sdpa_prefill_kernel<T>(
         if row < n_q {
             let l = load(ls[r]);
             for e in 0..epl {
-                let res = select(l > 0.0f32, load(os[r * epl + e]) / l, 0.0f32);
+                let res = normalise(load(os[r * epl + e]), l);
                 store(
                     out[(row * n_q_heads + h) * head_dim + e * 32 + lane],
                     res.cast::<T>(),

@@ -26,6 +26,21 @@ pub fn merge_factors(m_a: f32, m_b: f32) -> (f32, f32, f32) {
     (m, a, b)
 }
 
+/// `num / den`: the normalised output of a row whose softmax sum is `den`; zero for a row
+/// that saw no key (`den == 0`). A NaN sum (a NaN score) stays NaN: the comparison is
+/// `den == 0`, never `den > 0`, which a NaN fails.
+#[func]
+pub fn normalise(num: f32, den: f32) -> f32 {
+    select(den == 0.0f32, 0.0f32, num / den)
+}
+
+/// `exp(score - m)`, zero for a masked score (−∞) even when the running max `m` is still
+/// −∞; a NaN score gives NaN (`max` drops NaN, so `m` can be −∞ under a NaN score).
+#[func]
+pub fn score_weight(score: f32, m: f32) -> f32 {
+    select(score == neg_infinity(), 0.0f32, exp(score - m))
+}
+
 /// `exp(m_part - m_total)`, zero when the part is empty (both maxima −∞).
 #[func]
 pub fn part_weight(m_part: f32, m_total: f32) -> f32 {

@@ -281,7 +281,7 @@ inventory::submit! {
     OpDecl {
         name: "gdn_chunked_prefill",
         family: "gdn",
-        summary: "Gated DeltaNet chunked prefill (chunks of 64, matrix fragments): varlen, GQA, initial state, final state in the decode layout",
+        summary: "Gated DeltaNet chunked prefill (chunks of 64 on matrix fragments for f16/bf16, f32 token by token in f32): varlen, GQA, initial state, final state in the decode layout",
         inputs: &[
             t("q", &TOKENS_Q, DtypeRule::OneOf(FLOATS), "queries, token-major: [T, …] packed or [B, T, …] of equal lengths"),
             t("k", &TOKENS_Q, DtypeRule::Like("q"), "keys, like q"),

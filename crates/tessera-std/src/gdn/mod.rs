@@ -8,6 +8,7 @@ mod decode_cases;
 pub mod prefill;
 mod prefill_cases;
 pub mod prefill_kernels;
+pub mod prefill_recurrent;
 pub mod prep_decode;
 pub mod reference;
 pub mod validate;

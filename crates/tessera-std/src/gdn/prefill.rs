@@ -1,6 +1,8 @@
 //! The chunked Gated DeltaNet prefill (flash-linear-attention's algorithm, chunks of 64):
 //! validates the call, builds the chunk table from the sequence boundaries, allocates the
-//! per-chunk scratch and launches the two kernels of [`super::prefill_kernels`]. Any
+//! per-chunk scratch and launches the kernels of [`super::prefill_kernels`] for f16/bf16
+//! activations; f32 activations take the token-by-token recurrence of
+//! [`super::prefill_recurrent`], which keeps f32 accuracy and range. Any
 //! sequence lengths (the tail chunk is masked), GQA, an optional initial state, and the
 //! final state written in the decode step's layout `[N, Hv, Dv, Dk]`.
 
@@ -8,6 +10,7 @@ use super::prefill_kernels::{
     gdn_chunk_out_kernel, gdn_chunk_prep_kernel, gdn_chunk_state_kernel,
     gdn_chunk_state_wide_kernel,
 };
+use super::prefill_recurrent::{recurrent_prefill, Heads};
 use super::validate::check_dk;
 use crate::error::{runtime, OpError};
 use crate::validate::{
@@ -68,7 +71,10 @@ fn tokens(
 }
 
 /// Chunked prefill over packed sequences `cu_seqlens` (N + 1 offsets from 0 to T), or —
-/// when `None` — over the batch dimension of 4-D inputs (one sequence if 3-D).
+/// when `None` — over the batch dimension of 4-D inputs (one sequence if 3-D). f16/bf16
+/// activations run the chunked algorithm on matrix fragments (their own precision); f32
+/// activations run the recurrence token by token in f32 (f32-accurate, any f32 value,
+/// slower on long prompts).
 pub fn gdn_chunked_prefill(
     ctx: &Context,
     a: &PrefillArgs,
@@ -171,6 +177,27 @@ pub fn gdn_chunked_prefill(
             format!("`scale` must be finite, got {scale}"),
         ));
     }
+    fits_u32(OP, "the token count", total * hv * dk.max(dv))?;
+    fits_u32(OP, "the state size", n * hv * dv * dk)?;
+    let dummy;
+    let h0 = match a.h0 {
+        Some(h) => h,
+        None => {
+            dummy = ctx.zeros(sd, &[1]).map_err(runtime(OP))?;
+            &dummy
+        }
+    };
+    if t == DType::F32 {
+        // f32 data would lose precision (and overflow past 65504) in the f16 fragments.
+        let cu32: Vec<u32> = cu.iter().map(|&c| c as u32).collect();
+        let heads = Heads {
+            hk: hk as u32,
+            hv: hv as u32,
+            dk: dk as u32,
+            dv: dv as u32,
+        };
+        return recurrent_prefill(OP, ctx, a, h0, a.h0.is_some(), &cu32, heads, scale);
+    }
     // The chunk table.
     let mut table = Vec::new();
     let mut seq_chunks = vec![0u32];
@@ -186,8 +213,6 @@ pub fn gdn_chunked_prefill(
     let nc = table.len() / 2;
     let scratch = nc.max(1) * hv * CHUNK;
     fits_u32(OP, "the scratch size", scratch * (3 * dk + CHUNK).max(dv))?;
-    fits_u32(OP, "the token count", total * hv * dk.max(dv))?;
-    fits_u32(OP, "the state size", n * hv * dv * dk)?;
     fits_u32(OP, "the chunk-start states", nc * hv * dv * dk)?;
     let p = staging_dtype(t);
     let rt = runtime(OP);
@@ -229,14 +254,6 @@ pub fn gdn_chunked_prefill(
             .run()
             .map_err(&rt)?;
     }
-    let dummy;
-    let h0 = match a.h0 {
-        Some(h) => h,
-        None => {
-            dummy = ctx.zeros(sd, &[1]).map_err(&rt)?;
-            &dummy
-        }
-    };
     if dk > STAGED_DK_MAX {
         let args = gdn_chunk_state_wide_kernel::Args {
             ops: &ops,

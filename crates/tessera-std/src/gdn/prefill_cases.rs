@@ -12,6 +12,7 @@ use super::prefill_kernels::{
     gdn_chunk_out_kernel, gdn_chunk_prep_kernel, gdn_chunk_state_kernel,
     gdn_chunk_state_wide_kernel,
 };
+use super::prefill_recurrent::gdn_recurrent_prefill_kernel;
 use super::reference::{recurrent, GdnInputs, GdnShape};
 use crate::registry::{BenchCase, Case, CaseKind, KernelUse, Outcome, PreparedBench};
 use crate::testing::{compare, expect_rejection, tolerance, upload, CaseRng, Tolerance};
@@ -43,9 +44,14 @@ impl Pre {
     }
 }
 
-/// The tolerance of a prefill output: products go through the staging type.
+/// The tolerance of a prefill output: f16/bf16 products go through the staging type, f32
+/// runs the recurrence in f32.
 pub(crate) fn prefill_tolerance(t: DType) -> Tolerance {
-    let p = tolerance(staging_dtype(t));
+    let p = if t == DType::F32 {
+        tolerance(t)
+    } else {
+        tolerance(staging_dtype(t))
+    };
     let own = tolerance(t);
     Tolerance {
         atol: 2.0 * p.atol.max(own.atol),
@@ -462,10 +468,19 @@ pub(super) fn kernels() -> Vec<KernelUse> {
         (256, 48, 1, 1),
         (128, 128, 32, 16),
     ];
-    for t in FLOAT_DTYPES {
+    let lit = |x: u32| Literal::U32(x);
+    for &(dk, dv, hv, hk) in &cfgs {
+        v.push(KernelUse {
+            def: &gdn_recurrent_prefill_kernel::DEF,
+            spec: Specialization::new(
+                vec![DType::F32, DType::F32],
+                vec![lit(dk), lit(dv), lit(hv), lit(hk)],
+            ),
+        });
+    }
+    for t in [DType::F16, DType::BF16] {
         let p = staging_dtype(t);
         for &(dk, dv, hv, hk) in &cfgs {
-            let lit = |x: u32| Literal::U32(x);
             v.push(KernelUse {
                 def: &gdn_chunk_prep_kernel::DEF,
                 spec: Specialization::new(vec![t, p], vec![lit(dk), lit(dv), lit(hv), lit(hk)]),
@@ -479,9 +494,6 @@ pub(super) fn kernels() -> Vec<KernelUse> {
                 });
             }
             for s in [DType::F32, t] {
-                if s == t && t == DType::F32 {
-                    continue;
-                }
                 let (def, dtypes) = if staged {
                     (&gdn_chunk_state_kernel::DEF, vec![s, p])
                 } else {

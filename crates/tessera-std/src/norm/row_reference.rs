@@ -43,11 +43,12 @@ pub fn softmax(x: &[f64], n: usize) -> Vec<f64> {
     out
 }
 
-/// `ln Σ_j exp(x_j)` per row.
+/// `ln Σ_j exp(x_j)` per row: −∞ for an all −∞ row, +∞ for a row holding +∞.
 pub fn logsumexp(x: &[f64], n: usize) -> Vec<f64> {
     x.chunks(n)
         .map(|row| {
-            let m = row.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let max = row.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let m = if max.is_finite() { max } else { 0.0 };
             m + row.iter().map(|v| (v - m).exp()).sum::<f64>().ln()
         })
         .collect()

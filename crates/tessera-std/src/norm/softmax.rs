@@ -27,7 +27,8 @@ pub fn softmax_kernel<T>(x: Tensor<T>, mut out: Tensor<T>, n: u32) {
     }
 }
 
-/// `out[r] = max_r + ln Σ_j exp(x[r, j] - max_r)` in f32, one threadgroup per row.
+/// `out[r] = max_r + ln Σ_j exp(x[r, j] - max_r)` in f32, one threadgroup per row; −∞ for
+/// an all −∞ row, +∞ for a row holding +∞, NaN for a row holding NaN.
 #[kernel]
 pub fn logsumexp_kernel<T>(x: Tensor<T>, mut out: Tensor<f32>, n: u32) {
     let base = group_id_x() * n;
@@ -35,14 +36,17 @@ pub fn logsumexp_kernel<T>(x: Tensor<T>, mut out: Tensor<f32>, n: u32) {
     for i in range(thread_id(), n, group_size()) {
         m = max(m, load(x[base + i]).cast::<f32>());
     }
+    // An infinite max shifts by 0 instead: an all −∞ row gives ln 0 = −∞ and a row holding
+    // +∞ gives +∞, where `x − max` would be ∞ − ∞ = NaN.
     let gm = group_max(m);
+    let shift = select(abs(gm) == infinity(), 0.0f32, gm);
     let mut s = 0.0f32;
     for i in range(thread_id(), n, group_size()) {
-        s += exp(load(x[base + i]).cast::<f32>() - gm);
+        s += exp(load(x[base + i]).cast::<f32>() - shift);
     }
     let total = group_sum(s);
     if thread_id() == 0 {
-        store(out[group_id_x()], gm + ln(total));
+        store(out[group_id_x()], shift + ln(total));
     }
 }
 

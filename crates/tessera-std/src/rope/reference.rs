@@ -33,11 +33,12 @@ fn inv_freq(cfg: &RopeConfig, i: usize) -> (f64, f64) {
             beta_fast,
             beta_slow,
         } => {
-            let half = cfg.rot_dim / 2;
+            // The correction range is clamped to dims `[0, rot_dim − 1]`, the ramp evaluated
+            // at pair index `i` (the YaRN paper's `find_correction_range` / `linear_ramp`).
             let corr = |b: f64| d * (orig / (b * 2.0 * PI)).ln() / (2.0 * cfg.theta.ln());
             let lo = corr(beta_fast).floor().max(0.0);
-            let hi = corr(beta_slow).ceil().min(half as f64 - 1.0);
-            let t = ((i as f64 - lo) / (if hi > lo { hi - lo } else { 0.001 })).clamp(0.0, 1.0);
+            let hi = corr(beta_slow).ceil().min(d - 1.0);
+            let t = ((i as f64 - lo) / (if hi == lo { 0.001 } else { hi - lo })).clamp(0.0, 1.0);
             // t = 0: extrapolate (keep f), t = 1: interpolate (f / factor).
             (f * (1.0 - t) + f / factor * t, 0.1 * factor.ln() + 1.0)
         }

@@ -94,9 +94,11 @@ pub fn frequencies(cfg: &RopeConfig) -> (Vec<f64>, f64) {
             let dim_of = |turns: f64| {
                 d * (original_max_position / (turns * 2.0 * PI)).ln() / (2.0 * cfg.theta.ln())
             };
+            // The correction range is clamped to `[0, rot_dim − 1]` (dims, not pairs), as in
+            // the YaRN paper's code; the ramp then runs over the `rot_dim / 2` pair indices.
             let low = dim_of(beta_fast).floor().max(0.0);
-            let high = dim_of(beta_slow).ceil().min(half as f64 - 1.0);
-            let span = if high > low { high - low } else { 0.001 };
+            let high = dim_of(beta_slow).ceil().min(d - 1.0);
+            let span = if high == low { 0.001 } else { high - low };
             let f = base
                 .iter()
                 .enumerate()
