@@ -12,7 +12,7 @@ use files::HostArray;
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 use tessera_runtime::Tensor;
-use tessera_std::decl::{DtypeRule, OpArgs, ParamValues};
+use tessera_std::decl::{DtypeRule, ParamValues};
 use tessera_std::{find_op, ops, OpDecl};
 
 #[derive(clap::Args)]
@@ -140,13 +140,8 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
             .map_err(|e| format!("output `{}`: {e}", s.name))?;
         outputs.insert(s.name.to_string(), t);
     }
-    let call = OpArgs {
-        op,
-        inputs: &inputs,
-        outputs: &outputs,
-        params: &params,
-    };
-    (op.call)(&ctx, &call).map_err(|e| e.to_string())?;
+    op.invoke(&ctx, &inputs, &outputs, &params)
+        .map_err(|e| e.to_string())?;
     ctx.synchronize().map_err(|e| e.to_string())?;
     let mut written = Vec::new();
     for (name, path) in &outs {

@@ -9,12 +9,15 @@ use crate::launch::Launch;
 use crate::registry;
 use crate::tensor::{self, element_count, Element, Tensor};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use tessera_ir::Scalar as DType;
 use tessera_ir::{Kernel, KernelDef, Op, Specialization};
 
 struct Inner {
     backend: Arc<dyn Backend>,
+    /// Tensors made through this context (see [`Context::allocations`]).
+    allocations: AtomicU64,
     cache: CompileCache,
     dump_dir: Option<PathBuf>,
 }
@@ -83,6 +86,7 @@ impl Context {
         Context {
             inner: Arc::new(Inner {
                 backend,
+                allocations: AtomicU64::new(0),
                 cache: CompileCache::default(),
                 dump_dir: dump::dump_dir_from_env(),
             }),
@@ -108,6 +112,17 @@ impl Context {
 
     // ── tensors ──────────────────────────────────────────────────────────────
 
+    /// How many tensors were made through this context so far: a caller (or a test)
+    /// compares it before and after a call to prove the call allocates nothing, as a
+    /// call captured in a CUDA graph must not.
+    pub fn allocations(&self) -> u64 {
+        self.inner.allocations.load(Ordering::Relaxed)
+    }
+
+    fn counted(&self) {
+        self.inner.allocations.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// A tensor holding `data` (row-major) with `shape`.
     pub fn tensor<T: Element>(&self, data: &[T], shape: &[usize]) -> Result<Tensor> {
         let n = element_count(shape)?;
@@ -118,6 +133,7 @@ impl Context {
                 got: data.len(),
             });
         }
+        self.counted();
         let t = Tensor::alloc(&self.inner.backend, T::DTYPE, shape)?;
         t.write(data)?;
         Ok(t)
@@ -125,18 +141,21 @@ impl Context {
 
     /// A zero-filled tensor.
     pub fn zeros(&self, dtype: DType, shape: &[usize]) -> Result<Tensor> {
+        self.counted();
         Tensor::alloc(&self.inner.backend, dtype, shape)
     }
 
     /// A tensor whose contents are unspecified (zero on the CPU backends), for scratch
     /// that the kernels write in full before they read it: no zero-fill on the GPU.
     pub fn scratch(&self, dtype: DType, shape: &[usize]) -> Result<Tensor> {
+        self.counted();
         Tensor::alloc_uninit(&self.inner.backend, dtype, shape)
     }
 
     /// A tensor filled with NaN (floats) or all-ones bits (integers): poisons an output so
     /// an element the kernel does not write fails the comparison.
     pub fn full_nan(&self, dtype: DType, shape: &[usize]) -> Result<Tensor> {
+        self.counted();
         let t = Tensor::alloc(&self.inner.backend, dtype, shape)?;
         let bytes = tensor::nan_pattern(dtype).repeat(t.len());
         t.write_bytes(&bytes)?;
@@ -145,6 +164,7 @@ impl Context {
 
     /// A tensor from raw little-endian bytes of `dtype`.
     pub fn tensor_from_bytes(&self, dtype: DType, bytes: &[u8], shape: &[usize]) -> Result<Tensor> {
+        self.counted();
         let t = Tensor::alloc(&self.inner.backend, dtype, shape)?;
         t.write_bytes(bytes)?;
         Ok(t)

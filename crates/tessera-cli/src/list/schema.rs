@@ -1,6 +1,6 @@
 //! The machine-readable op schema of `tessera list --json` and `tessera run --list --json`
 //! (documented in docs/op-schema.md): every registered op's tensors, parameters,
-//! invariants, variants and kernels, read from its declaration.
+//! invariants, workspace, variants and kernels, read from its declaration.
 
 use serde_json::{json, Value};
 use tessera_std::decl::{DtypeRule, OpDecl, ParamDefault, ParamKind, ShapeFrom};
@@ -96,6 +96,7 @@ pub fn op(o: &OpDecl) -> Value {
         "outputs": outputs,
         "params": params,
         "invariants": o.invariants,
+        "workspace": o.workspace.map(|w| json!({ "bytes": w.bytes })),
         "variants": o.variants.iter().map(|v| json!({ "name": v.name, "when": v.when })).collect::<Vec<_>>(),
         "kernels": kernels,
     })

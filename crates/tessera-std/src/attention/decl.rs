@@ -4,14 +4,14 @@
 
 use super::cases;
 use super::decode::DecodeOptions;
-use super::plan::MAX_SPLITS;
+use super::plan::{DecodeWorkspace, MAX_SPLITS};
 use super::reference;
 use crate::decl::{
     Break, DtypeRule, Example, OpArgs, OpDecl, OutputDecl, ParamDecl, ParamDefault, ParamKind,
-    RefArgs, Rejection, ShapeFrom, TensorDecl, VariantDecl, FLOATS, U32,
+    RefArgs, Rejection, ShapeFrom, TensorDecl, VariantDecl, Workspace, WorkspaceDecl, FLOATS, U32,
 };
 use crate::error::OpError;
-use tessera_runtime::DType;
+use tessera_runtime::{Context, DType};
 
 const ANY_U32: ParamKind = ParamKind::UInt {
     min: 0,
@@ -142,9 +142,31 @@ fn options<'a>(a: &OpArgs<'a>) -> Result<DecodeOptions<'a>, OpError> {
         n_sink: a.params.u32("n_sink")?,
         sink_logits: a.optional("sink_logits"),
         splits: a.params.opt_u32("splits")?,
-        workspace: None,
+        workspace: a.workspace::<DecodeWorkspace>().ok(),
     })
 }
+
+/// The split-KV workspace of a decode call: q's leading dimensions are its rows; the split
+/// count is `splits` when forced, else at most one chunk per 32 cache positions (the auto
+/// split count never exceeds it).
+fn decode_workspace(ctx: &Context, a: &OpArgs) -> Result<Workspace, OpError> {
+    let (qs, ks) = (a.input("q")?.shape(), a.input("k")?.shape());
+    let back = |s: &[usize], i: usize| s.len().checked_sub(i).map_or(1, |j| s[j]);
+    let rows: usize = qs[..qs.len().saturating_sub(2)].iter().product();
+    let bound = back(ks, 2).div_ceil(32) as u32;
+    let splits = a
+        .params
+        .opt_u32("splits")?
+        .unwrap_or(bound)
+        .clamp(1, MAX_SPLITS);
+    let ws = DecodeWorkspace::new(ctx, rows.max(1), back(qs, 2), back(qs, 1), splits as usize)?;
+    Ok(Box::new(ws))
+}
+
+const DECODE_WORKSPACE: Option<WorkspaceDecl> = Some(WorkspaceDecl {
+    bytes: "4·rows·n_q_heads·splits·(head_dim + 2) + 4 (splits: as given, else ⌈kv_stride/32⌉; only a split-KV call uses it)",
+    make: decode_workspace,
+});
 
 /// The decode reference for rows `rows_at` (cache, visible length) against caches whose
 /// last three dimensions are `[n_kv_heads, kv_stride, head_dim]`.
@@ -189,6 +211,7 @@ inventory::submit! {
         rejections: &[Rejection { invariant: 1, by: Break::Dim("head_dim", 80), reason: "head_dim 80 is not supported" }, Rejection { invariant: 2, by: Break::Dim("n_kv_heads", 3), reason: "must be a multiple of n_kv_heads" }, Rejection { invariant: 0, by: Break::Alias("out", "q"), reason: "aliases `q`" }, Rejection { invariant: 3, by: Break::Param("scale", "inf"), reason: "a finite number" }],
         variants: DECODE_VARIANTS,
         example: Example { dims: &[("n_q_heads", 4), ("n_kv_heads", 2), ("kv_stride", 19), ("head_dim", 64)], params: &[], ranges: &[], with: &[] },
+        workspace: None,
         call: |ctx, a| {
             super::sdpa_decode(
                 ctx,
@@ -231,6 +254,7 @@ inventory::submit! {
             ranges: &[],
             with: &["sink_logits"],
         },
+        workspace: DECODE_WORKSPACE,
         call: |ctx, a| {
             super::sdpa_decode_strided(
                 ctx,
@@ -277,6 +301,7 @@ inventory::submit! {
             ranges: &[],
             with: &[],
         },
+        workspace: DECODE_WORKSPACE,
         call: |ctx, a| {
             super::sdpa_decode_split(
                 ctx,
@@ -322,6 +347,7 @@ inventory::submit! {
             ranges: &[("kv_lens", 0.0, 30.0)],
             with: &["sink_logits"],
         },
+        workspace: DECODE_WORKSPACE,
         call: |ctx, a| {
             super::sdpa_decode_batched(
                 ctx,
@@ -380,6 +406,7 @@ inventory::submit! {
             ranges: &[],
             with: &[],
         },
+        workspace: DECODE_WORKSPACE,
         call: |ctx, a| {
             super::sdpa_multi_query(
                 ctx,
@@ -440,6 +467,7 @@ inventory::submit! {
             ranges: &[],
             with: &[],
         },
+        workspace: None,
         call: |ctx, a| {
             super::sdpa_prefill(
                 ctx,

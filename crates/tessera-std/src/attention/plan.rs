@@ -73,8 +73,13 @@ pub fn geometry(dtype: DType, head_dim: u32, gqa: u32) -> Geometry {
 }
 
 /// Preallocated split-KV scratch: partial outputs, their (max, sum) pairs, and a lengths
-/// placeholder. An engine keeps one per shape to launch without allocating.
+/// placeholder. The caller makes one, once, for the largest call it serves (the same
+/// pattern as every op that needs scratch: a `…Workspace::new` outside the op call, which
+/// the op checks is large enough and on its context), so the call allocates nothing and can
+/// be captured in a CUDA graph. A decode call given none allocates its own when it splits:
+/// a convenience for one-off calls, not for graph capture.
 pub struct DecodeWorkspace {
+    ctx: Context,
     part_o: Tensor,
     part_ml: Tensor,
     lens: Tensor,
@@ -92,12 +97,24 @@ impl DecodeWorkspace {
         const OP: &str = "DecodeWorkspace";
         let slots = rows * n_q_heads * splits.max(1);
         Ok(DecodeWorkspace {
+            ctx: ctx.clone(),
             part_o: ctx
                 .zeros(DType::F32, &[slots * head_dim])
                 .map_err(runtime(OP))?,
             part_ml: ctx.zeros(DType::F32, &[slots * 2]).map_err(runtime(OP))?,
             lens: ctx.zeros(DType::U32, &[1]).map_err(runtime(OP))?,
         })
+    }
+
+    /// The bytes a workspace for `rows × n_q_heads × splits` partials of `head_dim` holds:
+    /// `4·rows·n_q_heads·splits·(head_dim + 2) + 4`.
+    pub fn bytes_for(rows: usize, n_q_heads: usize, head_dim: usize, splits: usize) -> usize {
+        4 * rows * n_q_heads * splits.max(1) * (head_dim + 2) + 4
+    }
+
+    /// The bytes this workspace holds on the device.
+    pub fn bytes(&self) -> usize {
+        self.part_o.size_bytes() + self.part_ml.size_bytes() + self.lens.size_bytes()
     }
 }
 
@@ -295,6 +312,15 @@ impl DecodeCall<'_> {
     fn split(&self, ctx: &Context, splits: u32, ws: &DecodeWorkspace) -> Result<(), OpError> {
         let g = self.geometry();
         let slots = self.rows as usize * self.n_q_heads as usize * splits as usize;
+        if !std::ptr::addr_eq(
+            std::sync::Arc::as_ptr(ctx.backend()),
+            std::sync::Arc::as_ptr(ws.ctx.backend()),
+        ) {
+            return Err(OpError::invalid(
+                self.op,
+                "the workspace was made on another context; make it with DecodeWorkspace::new on this one",
+            ));
+        }
         if ws.part_o.len() < slots * self.head_dim as usize || ws.part_ml.len() < slots * 2 {
             return Err(OpError::invalid(
                 self.op,

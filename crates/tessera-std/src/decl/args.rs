@@ -1,7 +1,7 @@
 //! What a declared op's call and reference receive: the tensors by name and the parsed
 //! parameters; and the output shapes and dtypes a declaration derives from its inputs.
 
-use super::{eval_shape, Dims, DtypeRule, OpDecl, ParamValues, ShapeFrom};
+use super::{eval_shape, Dims, DtypeRule, OpDecl, ParamValues, ShapeFrom, Workspace};
 use crate::error::OpError;
 use std::collections::BTreeMap;
 use tessera_runtime::{DType, Tensor};
@@ -12,6 +12,8 @@ pub struct OpArgs<'a> {
     pub inputs: &'a BTreeMap<String, Tensor>,
     pub outputs: &'a BTreeMap<String, Tensor>,
     pub params: &'a ParamValues,
+    /// The workspace [`OpDecl::invoke`] made for this call, when the op takes one.
+    pub workspace: Option<&'a Workspace>,
 }
 
 fn missing(op: &'static str, what: &str, name: &str) -> OpError {
@@ -33,6 +35,18 @@ impl<'a> OpArgs<'a> {
         self.outputs
             .get(name)
             .ok_or_else(|| missing(self.op.name, "output", name))
+    }
+
+    /// The call's workspace as the op's own type.
+    pub fn workspace<T: 'static>(&self) -> Result<&'a T, OpError> {
+        self.workspace
+            .and_then(|w| w.downcast_ref::<T>())
+            .ok_or_else(|| {
+                OpError::invalid(
+                    self.op.name,
+                    "the call has no workspace of its type; run it through OpDecl::invoke",
+                )
+            })
     }
 
     /// The named dimensions bound from the given inputs' shapes.
@@ -105,6 +119,7 @@ impl OpDecl {
             inputs,
             outputs: &none,
             params,
+            workspace: None,
         };
         let dims = args.dims();
         self.outputs

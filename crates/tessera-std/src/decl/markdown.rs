@@ -75,6 +75,12 @@ pub fn op_section(op: &OpDecl) -> String {
             }
         }
     }
+    if let Some(w) = op.workspace {
+        s += &format!(
+            "\nWorkspace (the caller makes it once, outside the op call): {} bytes\n",
+            cell(w.bytes)
+        );
+    }
     if !op.variants.is_empty() {
         s += "\nVariants:\n";
         for v in op.variants {

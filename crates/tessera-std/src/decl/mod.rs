@@ -6,6 +6,8 @@
 //! and the docs tables are all read from it, so nothing about an op is written twice.
 
 mod args;
+#[cfg(test)]
+mod call_allocations;
 mod dims;
 pub mod markdown;
 mod params;
@@ -18,7 +20,8 @@ pub use rejections::{rejection_cases, Break, Rejection};
 
 use crate::error::OpError;
 use crate::registry::{BenchCase, Case, KernelUse};
-use tessera_runtime::{Context, DType};
+use std::collections::BTreeMap;
+use tessera_runtime::{Context, DType, Tensor};
 
 /// f32, f16 and bf16: the dtypes every float op takes.
 pub const FLOATS: &[DType] = &[DType::F32, DType::F16, DType::BF16];
@@ -131,6 +134,21 @@ pub struct Example {
     pub with: &'static [&'static str],
 }
 
+/// A workspace made for one call of a declared op (the op's own workspace type, which
+/// the call takes back with [`OpArgs::workspace`]).
+pub type Workspace = Box<dyn std::any::Any>;
+
+/// The scratch an op takes from its caller instead of allocating inside the call, so that
+/// every launch of the call can be captured in a CUDA graph.
+#[derive(Clone, Copy)]
+pub struct WorkspaceDecl {
+    /// How many bytes, as a function of the shape: shown by `tessera list` and the docs.
+    pub bytes: &'static str,
+    /// Makes the workspace for a call's tensors and parameters; [`OpDecl::invoke`] runs it
+    /// before, and outside, the call.
+    pub make: fn(&Context, &OpArgs) -> Result<Workspace, OpError>,
+}
+
 /// The call into the op wrapper, with the tensors and parsed parameters by name.
 pub type CallFn = fn(&Context, &OpArgs) -> Result<(), OpError>;
 /// The f64 reference: every output, in declaration order, from the inputs in f64.
@@ -152,6 +170,9 @@ pub struct OpDecl {
     pub rejections: &'static [Rejection],
     pub variants: &'static [VariantDecl],
     pub example: Example,
+    /// The caller's scratch the op takes, if it needs any.
+    pub workspace: Option<WorkspaceDecl>,
+    /// The op call. It allocates nothing: a workspace comes in [`OpArgs::workspace`].
     pub call: CallFn,
     pub reference: ReferenceFn,
     /// The kernels it launches with the specialisations its cases and benches use.
@@ -168,6 +189,39 @@ impl OpDecl {
         let mut v = (self.cases)();
         v.extend(rejection_cases(self));
         v
+    }
+
+    /// Makes the call's workspace (when the op takes one), then calls the op with it: the
+    /// way every surface runs a declared op, so the op call itself never allocates.
+    pub fn invoke(
+        &'static self,
+        ctx: &Context,
+        inputs: &BTreeMap<String, Tensor>,
+        outputs: &BTreeMap<String, Tensor>,
+        params: &ParamValues,
+    ) -> Result<(), OpError> {
+        let bare = OpArgs {
+            op: self,
+            inputs,
+            outputs,
+            params,
+            workspace: None,
+        };
+        let ws = self.make_workspace(ctx, &bare)?;
+        let args = OpArgs {
+            workspace: ws.as_ref(),
+            ..bare
+        };
+        (self.call)(ctx, &args)
+    }
+
+    /// The workspace a call with these arguments takes, if the op takes one.
+    pub fn make_workspace(
+        &self,
+        ctx: &Context,
+        args: &OpArgs,
+    ) -> Result<Option<Workspace>, OpError> {
+        self.workspace.map(|w| (w.make)(ctx, args)).transpose()
     }
 
     pub fn input(&self, name: &str) -> Option<&'static TensorDecl> {
@@ -208,6 +262,9 @@ impl OpDecl {
                 dtype_text(o.dtype),
                 o.doc
             );
+        }
+        if let Some(w) = self.workspace {
+            s += &format!("\n    workspace: {} (made before the call)", w.bytes);
         }
         s
     }

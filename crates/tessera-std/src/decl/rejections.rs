@@ -3,7 +3,7 @@
 //! shape, or an output aliasing an input) and checks that the op refuses the call for
 //! that reason and writes nothing. `tessera check` runs them beside the op's own cases.
 
-use super::{eval_shape, Dims, DtypeRule, OpArgs, OpDecl, ParamValues};
+use super::{eval_shape, Dims, DtypeRule, OpDecl, ParamValues};
 use crate::registry::{Case, CaseKind, Outcome};
 use crate::testing::{expect_rejection, random_tensor, CaseRng};
 use std::collections::BTreeMap;
@@ -58,15 +58,24 @@ pub fn rejection_cases(op: &'static OpDecl) -> Vec<Case> {
         .collect()
 }
 
-fn run(
+/// The tensors and parameters of one call.
+pub(crate) type ExampleCall = (
+    BTreeMap<String, Tensor>,
+    Vec<(String, String)>,
+    BTreeMap<String, Tensor>,
+);
+
+/// The op's example as a call (inputs random in their declared ranges, outputs NaN), broken
+/// by `by` when given.
+pub(crate) fn example_call(
     op: &'static OpDecl,
-    r: Rejection,
+    by: Option<Break>,
     ctx: &Context,
     rng: &mut CaseRng,
-) -> Result<Outcome, String> {
+) -> Result<ExampleCall, String> {
     let ex = op.example;
     let mut dims = Dims::from_pairs(ex.dims);
-    if let Break::Dim(d, v) = r.by {
+    if let Some(Break::Dim(d, v)) = by {
         dims = Dims::from_pairs(
             &ex.dims
                 .iter()
@@ -86,9 +95,9 @@ fn run(
             DtypeRule::F32OrLike(_) | DtypeRule::Derived(..) => DType::F32,
         };
         let mut shape_dims = dims.clone();
-        match r.by {
-            Break::Dtype(name, d) if name == t.name => dtype = d,
-            Break::InputDim(name, d, v) if name == t.name => {
+        match by {
+            Some(Break::Dtype(name, d)) if name == t.name => dtype = d,
+            Some(Break::InputDim(name, d, v)) if name == t.name => {
                 shape_dims = Dims::from_pairs(
                     &ex.dims
                         .iter()
@@ -116,14 +125,14 @@ fn run(
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-    if let Break::Param(p, v) = r.by {
+    if let Some(Break::Param(p, v)) = by {
         given.retain(|(k, _)| k != p);
         given.push((p.to_string(), v.to_string()));
     }
     let mut outputs: BTreeMap<String, Tensor> = BTreeMap::new();
     for o in op.outputs {
-        let t = match r.by {
-            Break::Alias(out, input) if out == o.name => inputs
+        let t = match by {
+            Some(Break::Alias(out, input)) if out == o.name => inputs
                 .get(input)
                 .cloned()
                 .ok_or_else(|| format!("the example gives no input `{input}`"))?,
@@ -141,6 +150,16 @@ fn run(
         };
         outputs.insert(o.name.to_string(), t);
     }
+    Ok((inputs, given, outputs))
+}
+
+fn run(
+    op: &'static OpDecl,
+    r: Rejection,
+    ctx: &Context,
+    rng: &mut CaseRng,
+) -> Result<Outcome, String> {
+    let (inputs, given, outputs) = example_call(op, Some(r.by), ctx, rng)?;
     let watched = match r.by {
         Break::Alias(out, _) => out,
         _ => op.outputs.first().map_or("", |o| o.name),
@@ -165,11 +184,5 @@ fn run(
             ))
         }
     };
-    let args = OpArgs {
-        op,
-        inputs: &inputs,
-        outputs: &outputs,
-        params: &params,
-    };
-    expect_rejection(out, r.reason, || (op.call)(ctx, &args))
+    expect_rejection(out, r.reason, || op.invoke(ctx, &inputs, &outputs, &params))
 }

@@ -35,6 +35,7 @@ inventory::submit! {
         rejections: &[Rejection { invariant: 0, by: Break::InputDim("b", "dims", 36), reason: "`b` must have shape" }, Rejection { invariant: 0, by: Break::Dtype("a", DType::U32), reason: "`a` must be one of" }, Rejection { invariant: 1, by: Break::Alias("out", "a"), reason: "aliases `a`" }],
         variants: &[],
         example: Example { dims: &[("dims", 37)], params: &[], ranges: &[], with: &[] },
+        workspace: None,
         call,
         reference,
         kernels: add::kernels,

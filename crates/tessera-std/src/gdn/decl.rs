@@ -4,13 +4,15 @@
 
 use super::reference::{prep, recurrent, GdnInputs, GdnShape};
 use super::{decode_cases, prefill_cases};
-use super::{DecodeArgs, PrefillArgs, PrepDecodeArgs, PrepDecodeShape};
+use super::{
+    DecodeArgs, GdnPrefillWorkspace, PrefillArgs, PrefillShape, PrepDecodeArgs, PrepDecodeShape,
+};
 use crate::decl::{
     Break, DtypeRule, Example, OpArgs, OpDecl, OutputDecl, ParamDecl, ParamDefault, ParamKind,
-    RefArgs, Rejection, ShapeFrom, TensorDecl, VariantDecl, F32, FLOATS,
+    RefArgs, Rejection, ShapeFrom, TensorDecl, VariantDecl, Workspace, WorkspaceDecl, F32, FLOATS,
 };
 use crate::error::OpError;
-use tessera_runtime::DType;
+use tessera_runtime::{Context, DType};
 
 const fn t(
     name: &'static str,
@@ -92,6 +94,7 @@ inventory::submit! {
             ranges: &[("q", -0.2, 0.2), ("k", -0.2, 0.2), ("g", -1.0, 0.0), ("beta", 0.0, 1.0)],
             with: &[],
         },
+        workspace: None,
         call: |ctx, a| {
             let q = a.input("q")?;
             let dk = a.last_dim("q")?;
@@ -178,6 +181,7 @@ inventory::submit! {
             ranges: &[("a_log", -1.0, 0.5), ("state_in", -0.2, 0.2)],
             with: &[],
         },
+        workspace: None,
         call: |ctx, a| {
             let st = a.input("state_in")?.shape();
             let (hv, dv, dk) = match st {
@@ -250,6 +254,32 @@ fn boundaries(shape: &[usize], cu: Option<Vec<usize>>) -> Vec<usize> {
     }
 }
 
+/// The prefill's workspace for a call: sized for its shape and planned for its sequence
+/// boundaries (`cu_seqlens`, else one sequence per batch row).
+fn prefill_workspace(ctx: &Context, a: &OpArgs) -> Result<Workspace, OpError> {
+    let q = a.input("q")?;
+    let (qs, vs) = (q.shape(), a.input("v")?.shape());
+    let cu = boundaries(qs, a.params.opt_usize_list("cu_seqlens")?);
+    let total: usize = qs[..qs.len().saturating_sub(2)].iter().product();
+    if cu.len() < 2 || cu.last() != Some(&total) {
+        return Err(OpError::invalid(
+            "gdn_chunked_prefill",
+            format!(
+                "`cu_seqlens` must be N + 1 >= 2 non-decreasing offsets from 0 to T = {total}, got {cu:?}"
+            ),
+        ));
+    }
+    let back = |s: &[usize], i: usize| s.len().checked_sub(i).map_or(0, |j| s[j]);
+    let shape = PrefillShape {
+        dtype: q.dtype(),
+        hv: back(vs, 2),
+        dk: back(qs, 1),
+        dv: back(vs, 1),
+        cu_seqlens: &cu,
+    };
+    Ok(Box::new(GdnPrefillWorkspace::new(ctx, &shape)?))
+}
+
 /// `state_dtype` when given, else h0's dtype, else f32.
 fn final_state_dtype(a: &OpArgs) -> Result<DType, OpError> {
     Ok(
@@ -314,8 +344,11 @@ inventory::submit! {
             ranges: &[("q", -0.2, 0.2), ("k", -0.2, 0.2), ("g", -0.5, 0.0), ("beta", 0.0, 1.0), ("h0", -0.2, 0.2)],
             with: &["h0"],
         },
+        workspace: Some(WorkspaceDecl {
+            bytes: "2·C·Hv·(64·(3·Dk + 64) + 128·Dv + Dv·Dk) + 4·C·Hv + 4·(2·C + N + 1), C = Σ⌈len/64⌉ chunks (Dk > 128: 2·C·Hv·(64·(3·Dk + 64) + 64·Dv) + …); the chunk table is planned from cu_seqlens on the host when it is made",
+            make: prefill_workspace,
+        }),
         call: |ctx, a| {
-            let cu = a.params.opt_usize_list("cu_seqlens")?;
             let dk = a.last_dim("q")?;
             super::gdn_chunked_prefill(
                 ctx,
@@ -329,7 +362,7 @@ inventory::submit! {
                     o: a.output("o")?,
                     final_state: a.output("final_state")?,
                 },
-                cu.as_deref(),
+                a.workspace::<GdnPrefillWorkspace>()?,
                 scale(a.params, dk)?,
             )
         },

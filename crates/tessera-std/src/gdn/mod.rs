@@ -9,10 +9,12 @@ pub mod prefill;
 mod prefill_cases;
 pub mod prefill_kernels;
 pub mod prefill_recurrent;
+pub mod prefill_workspace;
 pub mod prep_decode;
 pub mod reference;
 pub mod validate;
 
 pub use decode::{gdn_decode_step, DecodeArgs};
 pub use prefill::{gdn_chunked_prefill, PrefillArgs};
+pub use prefill_workspace::{equal_sequences, GdnPrefillWorkspace, PrefillShape};
 pub use prep_decode::{gdn_prep_decode_step, PrepDecodeArgs, PrepDecodeShape};

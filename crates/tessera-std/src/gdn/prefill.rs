@@ -1,8 +1,9 @@
 //! The chunked Gated DeltaNet prefill (flash-linear-attention's algorithm, chunks of 64):
-//! validates the call, builds the chunk table from the sequence boundaries, allocates the
-//! per-chunk scratch and launches the kernels of [`super::prefill_kernels`] for f16/bf16
-//! activations; f32 activations take the token-by-token recurrence of
-//! [`super::prefill_recurrent`], which keeps f32 accuracy and range. Any
+//! validates the call against the caller's [`GdnPrefillWorkspace`] (the chunk table planned
+//! from the sequence boundaries and the per-chunk scratch) and launches the kernels of
+//! [`super::prefill_kernels`] for f16/bf16 activations, allocating nothing; f32 activations
+//! take the token-by-token recurrence of [`super::prefill_recurrent`], which keeps f32
+//! accuracy and range. Any
 //! sequence lengths (the tail chunk is masked), GQA, an optional initial state, and the
 //! final state written in the decode step's layout `[N, Hv, Dv, Dk]`.
 
@@ -11,6 +12,7 @@ use super::prefill_kernels::{
     gdn_chunk_state_wide_kernel,
 };
 use super::prefill_recurrent::{recurrent_prefill, Heads};
+use super::prefill_workspace::{equal_sequences, GdnPrefillWorkspace};
 use super::validate::check_dk;
 use crate::error::{runtime, OpError};
 use crate::validate::{
@@ -70,15 +72,17 @@ fn tokens(
     }
 }
 
-/// Chunked prefill over packed sequences `cu_seqlens` (N + 1 offsets from 0 to T), or —
-/// when `None` — over the batch dimension of 4-D inputs (one sequence if 3-D). f16/bf16
-/// activations run the chunked algorithm on matrix fragments (their own precision); f32
-/// activations run the recurrence token by token in f32 (f32-accurate, any f32 value,
-/// slower on long prompts).
+/// Chunked prefill over the sequences `ws` is planned for (packed `cu_seqlens`, or for 4-D
+/// inputs `[B, T, …]` B equal sequences, [`equal_sequences`]). Everything the kernels need
+/// besides the tensors comes from the caller's workspace, so the call allocates and
+/// uploads nothing; a workspace that is too small, for another dtype or context, or planned
+/// for another token count is refused before anything runs. f16/bf16 activations run the
+/// chunked algorithm on matrix fragments (their own precision); f32 activations run the
+/// recurrence token by token in f32 (f32-accurate, any f32 value, slower on long prompts).
 pub fn gdn_chunked_prefill(
     ctx: &Context,
     a: &PrefillArgs,
-    cu_seqlens: Option<&[usize]>,
+    ws: &GdnPrefillWorkspace,
     scale: f32,
 ) -> Result<(), OpError> {
     const OP: &str = "gdn_chunked_prefill";
@@ -123,32 +127,27 @@ pub fn gdn_chunked_prefill(
     shape_is(OP, "g", a.g, &gshape)?;
     shape_is(OP, "beta", a.beta, &gshape)?;
     shape_is(OP, "o", a.o, vs)?;
-    // Sequence boundaries.
-    let cu: Vec<usize> = match (cu_seqlens, batch) {
-        (Some(cu), b) => {
-            if b.is_some_and(|b| b != 1) {
-                return Err(OpError::invalid(
-                    OP,
-                    "with `cu_seqlens` the inputs are packed: [T, …] or [1, T, …]",
-                ));
-            }
-            if cu.len() < 2
-                || cu[0] != 0
-                || cu.windows(2).any(|w| w[1] < w[0])
-                || cu[cu.len() - 1] != total
-            {
-                return Err(OpError::invalid(
-                    OP,
-                    format!(
-                        "`cu_seqlens` must be N + 1 >= 2 non-decreasing offsets from 0 to T = {total}, got {cu:?}"
-                    ),
-                ));
-            }
-            cu.to_vec()
+    // Sequence boundaries: the workspace's plan.
+    let cu = ws.cu_seqlens();
+    if cu[cu.len() - 1] != total {
+        return Err(OpError::invalid(
+            OP,
+            format!(
+                "the workspace is planned for `cu_seqlens` {cu:?}, which do not end at T = {total}; plan this batch into it first"
+            ),
+        ));
+    }
+    if let Some(b) = batch.filter(|&b| b != 1) {
+        if cu != equal_sequences(b, total / b) {
+            return Err(OpError::invalid(
+                OP,
+                format!(
+                    "[B, T, …] inputs are {b} sequences of {} tokens; the workspace is planned for `cu_seqlens` {cu:?}",
+                    total / b
+                ),
+            ));
         }
-        (None, Some(b)) => (0..=b).map(|i| i * (total / b.max(1))).collect(),
-        (None, None) => vec![0, total],
-    };
+    }
     let n = cu.len() - 1;
     state_dtype(OP, "final_state", a.final_state, t)?;
     let sd = a.final_state.dtype();
@@ -177,56 +176,25 @@ pub fn gdn_chunked_prefill(
             format!("`scale` must be finite, got {scale}"),
         ));
     }
+    ws.check(OP, ctx, t, hv, dk, dv)?;
+    let nc = ws.n_chunks();
     fits_u32(OP, "the token count", total * hv * dk.max(dv))?;
     fits_u32(OP, "the state size", n * hv * dv * dk)?;
-    let dummy;
-    let h0 = match a.h0 {
-        Some(h) => h,
-        None => {
-            dummy = ctx.zeros(sd, &[1]).map_err(runtime(OP))?;
-            &dummy
-        }
-    };
+    let h0 = a.h0.unwrap_or_else(|| ws.zero_state(sd));
     if t == DType::F32 {
         // f32 data would lose precision (and overflow past 65504) in the f16 fragments.
-        let cu32: Vec<u32> = cu.iter().map(|&c| c as u32).collect();
         let heads = Heads {
             hk: hk as u32,
             hv: hv as u32,
             dk: dk as u32,
             dv: dv as u32,
         };
-        return recurrent_prefill(OP, ctx, a, h0, a.h0.is_some(), &cu32, heads, scale);
+        let n = n as u32;
+        return recurrent_prefill(OP, ctx, a, h0, a.h0.is_some(), &ws.cu, n, heads, scale);
     }
-    // The chunk table.
-    let mut table = Vec::new();
-    let mut seq_chunks = vec![0u32];
-    for s in 0..n {
-        let mut t0 = cu[s];
-        while t0 < cu[s + 1] {
-            let len = CHUNK.min(cu[s + 1] - t0);
-            table.extend([t0 as u32, len as u32]);
-            t0 += len;
-        }
-        seq_chunks.push((table.len() / 2) as u32);
-    }
-    let nc = table.len() / 2;
-    let scratch = nc.max(1) * hv * CHUNK;
-    fits_u32(OP, "the scratch size", scratch * (3 * dk + CHUNK).max(dv))?;
     fits_u32(OP, "the chunk-start states", nc * hv * dv * dk)?;
-    let p = staging_dtype(t);
     let rt = runtime(OP);
-    if table.is_empty() {
-        table.extend([0, 0]);
-    }
-    let chunks = ctx.tensor(&table, &[table.len() / 2, 2]).map_err(&rt)?;
-    let seqs = ctx.tensor(&seq_chunks, &[n + 1]).map_err(&rt)?;
-    // Scratch the kernels write in full before reading: no zero-fill.
-    let ops = ctx
-        .scratch(p, &[scratch * (3 * dk / CHUNK + 1), CHUNK])
-        .map_err(&rt)?;
-    let u = ctx.scratch(p, &[scratch, dv]).map_err(&rt)?;
-    let decay = ctx.scratch(DType::F32, &[nc.max(1), hv]).map_err(&rt)?;
+    let (chunks, seqs, ops, u, decay) = (&ws.chunks, &ws.seq_chunks, &ws.ops, &ws.u, &ws.decay);
     let (dk32, dv32, hv32, hk32) = (dk as u32, dv as u32, hv as u32, hk as u32);
     let use_h0 = u32::from(a.h0.is_some());
     if nc > 0 {
@@ -236,10 +204,10 @@ pub fn gdn_chunked_prefill(
             v: a.v,
             g: a.g,
             beta: a.beta,
-            chunks: &chunks,
-            ops: &ops,
-            u: &u,
-            decay: &decay,
+            chunks,
+            ops,
+            u,
+            decay,
             scale,
         };
         let consts = gdn_chunk_prep_kernel::Consts {
@@ -256,11 +224,11 @@ pub fn gdn_chunked_prefill(
     }
     if dk > STAGED_DK_MAX {
         let args = gdn_chunk_state_wide_kernel::Args {
-            ops: &ops,
-            u: &u,
-            decay: &decay,
-            chunks: &chunks,
-            seq_chunks: &seqs,
+            ops,
+            u,
+            decay,
+            chunks,
+            seq_chunks: seqs,
             h0,
             o: a.o,
             state_out: a.final_state,
@@ -277,16 +245,15 @@ pub fn gdn_chunked_prefill(
             .run()
             .map_err(rt);
     }
-    let hs = ctx.scratch(p, &[nc.max(1) * hv * dv, dk]).map_err(&rt)?;
-    let vn = ctx.scratch(p, &[scratch, dv]).map_err(&rt)?;
+    let (hs, vn) = (&ws.hs, &ws.vn);
     let args = gdn_chunk_state_kernel::Args {
-        ops: &ops,
-        u: &u,
-        decay: &decay,
-        seq_chunks: &seqs,
+        ops,
+        u,
+        decay,
+        seq_chunks: seqs,
         h0,
-        hs: &hs,
-        vn: &vn,
+        hs,
+        vn,
         state_out: a.final_state,
         use_h0,
     };
@@ -304,10 +271,10 @@ pub fn gdn_chunked_prefill(
         return Ok(());
     }
     let args = gdn_chunk_out_kernel::Args {
-        ops: &ops,
-        hs: &hs,
-        vn: &vn,
-        chunks: &chunks,
+        ops,
+        hs,
+        vn,
+        chunks,
         o: a.o,
     };
     let consts = gdn_chunk_out_kernel::Consts {

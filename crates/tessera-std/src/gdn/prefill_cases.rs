@@ -13,12 +13,16 @@ use super::prefill_kernels::{
     gdn_chunk_state_wide_kernel,
 };
 use super::prefill_recurrent::gdn_recurrent_prefill_kernel;
+use super::prefill_workspace::{equal_sequences, GdnPrefillWorkspace, PrefillShape};
 use super::reference::{recurrent, GdnInputs, GdnShape};
+use crate::error::OpError;
 use crate::registry::{BenchCase, Case, CaseKind, KernelUse, Outcome, PreparedBench};
 use crate::testing::{compare, expect_rejection, tolerance, upload, CaseRng, Tolerance};
 use crate::validate::FLOAT_DTYPES;
 use tessera_ir::{Literal, Specialization};
 use tessera_runtime::{Context, DType, Tensor};
+
+const OP: &str = "gdn_chunked_prefill";
 
 fn err(e: impl std::fmt::Display) -> String {
     e.to_string()
@@ -170,11 +174,45 @@ pub(crate) fn pre_reference(x: &PreSet, shape: GdnShape) -> (Vec<f64>, Vec<f64>)
     })
 }
 
+/// The workspace for a prefill of `x`'s shape and boundaries, made as a caller would:
+/// once, outside the op call.
+pub(crate) fn workspace_for(ctx: &Context, x: &PreSet) -> Result<GdnPrefillWorkspace, OpError> {
+    let (qs, vs) = (x.q.0.shape(), x.v.0.shape());
+    GdnPrefillWorkspace::new(
+        ctx,
+        &PrefillShape {
+            dtype: x.q.0.dtype(),
+            hv: vs[vs.len() - 2],
+            dk: qs[qs.len() - 1],
+            dv: vs[vs.len() - 1],
+            cu_seqlens: &x.cu,
+        },
+    )
+}
+
 /// Runs a prefill and compares its output and final state with the recurrence.
 pub(crate) fn run_prefill(ctx: &Context, rng: &mut CaseRng, p: &Pre) -> Result<Outcome, String> {
     let x = pre_set(ctx, rng, p)?;
-    gdn_chunked_prefill(ctx, &pre_args(&x), Some(&x.cu), x.scale).map_err(err)?;
-    let (want_o, want_s) = pre_reference(&x, p.shape);
+    let ws = workspace_for(ctx, &x).map_err(err)?;
+    check_prefill(ctx, &x, p.shape, &ws)
+}
+
+/// Runs the prefill of `x` in `ws` and compares it with the recurrence.
+pub(crate) fn check_prefill(
+    ctx: &Context,
+    x: &PreSet,
+    shape: GdnShape,
+    ws: &GdnPrefillWorkspace,
+) -> Result<Outcome, String> {
+    let p = Pre {
+        t: x.q.0.dtype(),
+        s: x.fin.dtype(),
+        lens: vec![x.cu[x.cu.len() - 1]],
+        shape,
+        h0: x.h0.is_some(),
+    };
+    gdn_chunked_prefill(ctx, &pre_args(x), ws, x.scale).map_err(err)?;
+    let (want_o, want_s) = pre_reference(x, p.shape);
     let o = compare(
         &x.o.to_f64_vec().map_err(err)?,
         &want_o,
@@ -237,6 +275,17 @@ fn then_decode(t: DType) -> Case {
             let b1 = upload(ctx, DType::F32, &head(&x.beta.1, hv), &[len, hv])?;
             let o1 = ctx.full_nan(t, &[len, hv, dv]).map_err(err)?;
             let mid = ctx.full_nan(DType::F32, &[1, hv, dv, dk]).map_err(err)?;
+            let ws = GdnPrefillWorkspace::new(
+                ctx,
+                &PrefillShape {
+                    dtype: t,
+                    hv,
+                    dk,
+                    dv,
+                    cu_seqlens: &equal_sequences(1, len),
+                },
+            )
+            .map_err(err)?;
             gdn_chunked_prefill(
                 ctx,
                 &PrefillArgs {
@@ -249,7 +298,7 @@ fn then_decode(t: DType) -> Case {
                     o: &o1,
                     final_state: &mid,
                 },
-                None,
+                &ws,
                 x.scale,
             )
             .map_err(err)?;
@@ -283,8 +332,15 @@ fn then_decode(t: DType) -> Case {
 }
 
 type Tamper = fn(&Context, &mut PreSet) -> Result<(), String>;
+type MakeWorkspace = fn(&Context, &PreSet) -> Result<GdnPrefillWorkspace, OpError>;
 
 fn reject(what: &str, reason: &'static str, tamper: Tamper) -> Case {
+    reject_in(what, reason, tamper, workspace_for)
+}
+
+/// A call of `x` tampered with, in the workspace `make` builds (the planning counts as
+/// part of the call: a refusal there is a refusal too).
+fn reject_in(what: &str, reason: &'static str, tamper: Tamper, make: MakeWorkspace) -> Case {
     Case {
         op: "gdn_chunked_prefill",
         kind: CaseKind::Rejection,
@@ -307,7 +363,8 @@ fn reject(what: &str, reason: &'static str, tamper: Tamper) -> Case {
             tamper(ctx, &mut x)?;
             let out = x.o.clone();
             expect_rejection(&out, reason, || {
-                gdn_chunked_prefill(ctx, &pre_args(&x), Some(&x.cu), x.scale)
+                let ws = make(ctx, &x)?;
+                gdn_chunked_prefill(ctx, &pre_args(&x), &ws, x.scale)
             })
         }),
     }
@@ -412,7 +469,7 @@ pub(super) fn cases() -> Vec<Case> {
         }),
         reject(
             "cu_seqlens not ending at T",
-            "`cu_seqlens` must be",
+            "which do not end at T = 8",
             |_, x| {
                 x.cu = vec![0, 5, 9];
                 Ok(())
@@ -456,6 +513,62 @@ pub(super) fn cases() -> Vec<Case> {
             x.scale = f32::INFINITY;
             Ok(())
         }),
+        reject_in(
+            "workspace too small",
+            "the workspace holds",
+            |_, _| Ok(()),
+            |c, x| {
+                let shape = PrefillShape {
+                    dtype: DType::F32,
+                    hv: 1,
+                    dk: 64,
+                    dv: 16,
+                    cu_seqlens: &x.cu,
+                };
+                GdnPrefillWorkspace::new(c, &shape)
+            },
+        ),
+        reject_in(
+            "workspace for another dtype",
+            "the workspace is for f16 activations",
+            |_, _| Ok(()),
+            |c, x| {
+                let shape = PrefillShape {
+                    dtype: DType::F16,
+                    hv: 2,
+                    dk: 64,
+                    dv: 16,
+                    cu_seqlens: &x.cu,
+                };
+                GdnPrefillWorkspace::new(c, &shape)
+            },
+        ),
+        reject_in(
+            "workspace on another context",
+            "made on another context",
+            |_, _| Ok(()),
+            |c, x| {
+                let other = Context::by_kind(c.kind(), 0).map_err(crate::error::runtime(OP))?;
+                workspace_for(&other, x)
+            },
+        ),
+        reject_in(
+            "workspace planned for too many sequences",
+            "the workspace holds 1 and 1",
+            |_, _| Ok(()),
+            |c, x| {
+                let shape = PrefillShape {
+                    dtype: DType::F32,
+                    hv: 2,
+                    dk: 64,
+                    dv: 16,
+                    cu_seqlens: &[0, 8],
+                };
+                let mut ws = GdnPrefillWorkspace::new(c, &shape)?;
+                ws.plan(&x.cu)?;
+                Ok(ws)
+            },
+        ),
     ]);
     v
 }
@@ -542,13 +655,13 @@ pub(super) fn benches() -> Vec<BenchCase> {
                 quick,
                 prepare: Box::new(move |ctx, rng| {
                     let x = pre_set(ctx, rng, &p)?;
+                    let ws = workspace_for(ctx, &x).map_err(err)?;
                     let (reference, _) = pre_reference(&x, p.shape);
                     let output = x.o.clone();
                     let c = ctx.clone();
                     Ok(PreparedBench {
                         launch: Box::new(move || {
-                            gdn_chunked_prefill(&c, &pre_args(&x), Some(&x.cu), x.scale)
-                                .map_err(err)
+                            gdn_chunked_prefill(&c, &pre_args(&x), &ws, x.scale).map_err(err)
                         }),
                         output,
                         reference,
@@ -579,6 +692,83 @@ mod tests {
             h0: true,
         };
         run_prefill(&ctx, &mut rng, &p).unwrap();
+    }
+
+    /// One workspace, made for the larger of two batches, serves both (and the larger one
+    /// again after the smaller): each call equals the recurrence.
+    #[test]
+    fn a_workspace_is_reused_across_shapes() {
+        let ctx = Context::cpu();
+        let mut rng = CaseRng::new(5);
+        let wide = GdnShape {
+            hk: 1,
+            hv: 2,
+            dk: 64,
+            dv: 32,
+        };
+        let narrow = GdnShape { dv: 16, ..wide };
+        let p = |lens: Vec<usize>, shape| Pre {
+            t: DType::F16,
+            s: DType::F32,
+            lens,
+            shape,
+            h0: true,
+        };
+        let big = pre_set(&ctx, &mut rng, &p(vec![70, 0, 60], wide)).unwrap();
+        let small = pre_set(&ctx, &mut rng, &p(vec![20, 65], narrow)).unwrap();
+        let mut ws = workspace_for(&ctx, &big).unwrap();
+        let bytes = ws.bytes();
+        check_prefill(&ctx, &big, wide, &ws).unwrap();
+        ws.plan(&small.cu).unwrap();
+        check_prefill(&ctx, &small, narrow, &ws).unwrap();
+        ws.plan(&big.cu).unwrap();
+        check_prefill(&ctx, &big, wide, &ws).unwrap();
+        assert_eq!(ws.bytes(), bytes);
+    }
+
+    /// A workspace too small for the call is refused and the outputs keep their NaN.
+    #[test]
+    fn a_small_workspace_is_refused_and_nothing_is_written() {
+        let ctx = Context::cpu();
+        let mut rng = CaseRng::new(6);
+        let shape = GdnShape {
+            hk: 1,
+            hv: 2,
+            dk: 64,
+            dv: 32,
+        };
+        let x = pre_set(
+            &ctx,
+            &mut rng,
+            &Pre {
+                t: DType::BF16,
+                s: DType::F32,
+                lens: vec![130],
+                shape,
+                h0: false,
+            },
+        )
+        .unwrap();
+        let ws = GdnPrefillWorkspace::new(
+            &ctx,
+            &PrefillShape {
+                dtype: DType::BF16,
+                hv: 2,
+                dk: 64,
+                dv: 16,
+                cu_seqlens: &x.cu,
+            },
+        )
+        .unwrap();
+        let e = gdn_chunked_prefill(&ctx, &pre_args(&x), &ws, x.scale).unwrap_err();
+        assert!(e.to_string().contains("the workspace holds"), "{e}");
+        for t in [&x.o, &x.fin] {
+            assert!(t.to_f64_vec().unwrap().iter().all(|v| v.is_nan()));
+        }
+        let mut ws = ws;
+        let e = ws.plan(&[0, 64, 130, 130, 130]).unwrap_err();
+        assert!(e.to_string().contains("the workspace holds"), "{e}");
+        assert_eq!(ws.cu_seqlens(), &x.cu[..]);
     }
 
     #[test]

@@ -103,8 +103,9 @@ pub(crate) struct Heads {
     pub dv: u32,
 }
 
-/// Runs the recurrence over sequences `cu` (validated, `N + 1` offsets) of a validated
-/// prefill; `h0` is a one-element dummy when `use_h0` is false.
+/// Runs the recurrence over the `n` sequences whose boundaries `cu_seqlens` (u32
+/// `[n + 1]`, from the caller's workspace) holds, for a validated prefill; `h0` is a zero
+/// dummy when `use_h0` is false.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn recurrent_prefill(
     op: &'static str,
@@ -112,31 +113,33 @@ pub(crate) fn recurrent_prefill(
     a: &super::PrefillArgs,
     h0: &Tensor,
     use_h0: bool,
-    cu: &[u32],
+    cu_seqlens: &Tensor,
+    n: u32,
     heads: Heads,
     scale: f32,
 ) -> Result<(), OpError> {
-    let rt = runtime(op);
-    let seqs = ctx.tensor(cu, &[cu.len()]).map_err(&rt)?;
-    let n = (cu.len() - 1) as u32;
-    ctx.launch(&gdn_recurrent_prefill_kernel::DEF)
-        .constexpr("dk", heads.dk)
-        .constexpr("dv", heads.dv)
-        .constexpr("hv", heads.hv)
-        .constexpr("hk", heads.hk)
-        .arg("q", a.q)
-        .arg("k", a.k)
-        .arg("v", a.v)
-        .arg("g", a.g)
-        .arg("beta", a.beta)
-        .arg("cu_seqlens", &seqs)
-        .arg("h0", h0)
-        .arg("o", a.o)
-        .arg("state_out", a.final_state)
-        .scalar("use_h0", use_h0 as u32)
-        .scalar("scale", scale)
+    let args = gdn_recurrent_prefill_kernel::Args {
+        q: a.q,
+        k: a.k,
+        v: a.v,
+        g: a.g,
+        beta: a.beta,
+        cu_seqlens,
+        h0,
+        o: a.o,
+        state_out: a.final_state,
+        use_h0: use_h0 as u32,
+        scale,
+    };
+    let consts = gdn_recurrent_prefill_kernel::Consts {
+        dk: heads.dk,
+        dv: heads.dv,
+        hv: heads.hv,
+        hk: heads.hk,
+    };
+    gdn_recurrent_prefill_kernel::launch(ctx, args, consts)
         .grid([n * heads.hv, heads.dv.div_ceil(DECODE_ROWS), 1])
         .group_size(32 * DECODE_ROWS)
         .run()
-        .map_err(rt)
+        .map_err(runtime(op))
 }

@@ -108,6 +108,7 @@ macro_rules! rms_layout {
                 rejections: $rejections,
                 variants: &[],
                 example: Example { dims: &[("rows", 3), ("n", $n)], params: &[], ranges: &[], with: &[] },
+                workspace: None,
                 call: |ctx, a| row_norm($wrapper, ctx, a),
                 reference: rms_reference,
                 kernels: $kernels,
@@ -135,6 +136,7 @@ inventory::submit! {
             VariantDecl { name: "rms_norm_wide", when: "any other n" },
         ],
         example: Example { dims: &[("rows", 3), ("n", 40)], params: &[], ranges: &[], with: &[] },
+        workspace: None,
         call: |ctx, a| row_norm(super::rms_norm, ctx, a),
         reference: rms_reference,
         kernels: cases::rms_norm_kernels,
@@ -233,6 +235,7 @@ inventory::submit! {
         rejections: &[Rejection { invariant: 4, by: Break::Dim("n", 100), reason: "is not a whole number of 16-byte accesses" }, Rejection { invariant: 1, by: Break::Alias("out", "x"), reason: "aliases `x`" }, Rejection { invariant: 2, by: Break::Param("eps", "-1"), reason: "`eps` must be finite" }],
         variants: &[],
         example: Example { dims: &[("rows", 5), ("n", 512)], params: &[("groups", "2")], ranges: &[], with: &[] },
+        workspace: None,
         call: |ctx, a| {
             super::rms_norm_pipe::rms_norm_pipe_on(
                 ctx,
@@ -271,6 +274,7 @@ inventory::submit! {
         rejections: &[Rejection { invariant: 0, by: Break::Dtype("y", DType::F16), reason: "`y` must be f32" }, Rejection { invariant: 2, by: Break::Dim("n", 100), reason: "must be a multiple of 128" }, Rejection { invariant: 3, by: Break::Param("eps", "-1"), reason: "`eps` must be finite" }],
         variants: &[],
         example: Example { dims: &[("rows", 3), ("n", 128)], params: &[], ranges: &[], with: &[] },
+        workspace: None,
         call: |ctx, a| {
             super::gated_mixer_norm(
                 ctx,
@@ -322,6 +326,7 @@ inventory::submit! {
         rejections: &[Rejection { invariant: 1, by: Break::InputDim("residual", "n", 39), reason: "`residual` must have shape" }, Rejection { invariant: 2, by: Break::Alias("sum", "x"), reason: "`sum` aliases an input" }, Rejection { invariant: 3, by: Break::Param("eps", "-1"), reason: "`eps` must be finite" }],
         variants: &[],
         example: Example { dims: &[("rows", 4), ("n", 40)], params: &[], ranges: &[], with: &[] },
+        workspace: None,
         call: |ctx, a| {
             super::rms_norm_residual::rms_norm_residual_on(
                 ctx,
@@ -372,6 +377,7 @@ inventory::submit! {
         rejections: &[Rejection { invariant: 1, by: Break::InputDim("b", "n", 39), reason: "`b` must have shape" }, Rejection { invariant: 2, by: Break::Alias("out", "x"), reason: "aliases `x`" }, Rejection { invariant: 3, by: Break::Param("eps", "-1"), reason: "`eps` must be finite" }],
         variants: &[],
         example: Example { dims: &[("rows", 3), ("n", 40)], params: &[], ranges: &[], with: &[] },
+        workspace: None,
         call: |ctx, a| {
             super::layer_norm(
                 ctx,
@@ -417,6 +423,7 @@ inventory::submit! {
         rejections: &[Rejection { invariant: 0, by: Break::Alias("out", "x"), reason: "aliases `x`" }, Rejection { invariant: 0, by: Break::Dtype("x", DType::U32), reason: "`x` must be one of" }],
         variants: &[],
         example: Example { dims: &[("rows", 3), ("n", 40)], params: &[], ranges: &[("x", -4.0, 4.0)], with: &[] },
+        workspace: None,
         call: |ctx, a| super::softmax(ctx, a.input("x")?, a.output("out")?),
         reference: |r| Ok(vec![row_reference::softmax(r.data("x")?, r.dim("n")?)]),
         kernels: row_cases::softmax_kernels,
@@ -455,6 +462,7 @@ inventory::submit! {
         rejections: &[Rejection { invariant: 0, by: Break::Dtype("x", DType::U32), reason: "`x` must be one of" }],
         variants: &[],
         example: Example { dims: &[("rows", 3), ("n", 40)], params: &[], ranges: &[("x", -4.0, 4.0)], with: &[] },
+        workspace: None,
         call: |ctx, a| super::logsumexp(ctx, a.input("x")?, a.output("out")?),
         reference: |r| Ok(vec![row_reference::logsumexp(r.data("x")?, r.dim("n")?)]),
         kernels: row_cases::logsumexp_kernels,

@@ -4,7 +4,7 @@
 use super::{cases, reference, RopeConfig, RopeLayout, RopeScaling, RopeTable};
 use crate::decl::{
     Break, DtypeRule, Example, OpArgs, OpDecl, OutputDecl, ParamDecl, ParamDefault, ParamKind,
-    ParamValues, RefArgs, Rejection, ShapeFrom, TensorDecl, FLOATS, U32,
+    ParamValues, RefArgs, Rejection, ShapeFrom, TensorDecl, Workspace, WorkspaceDecl, FLOATS, U32,
 };
 use crate::error::OpError;
 use tessera_runtime::{Context, DType};
@@ -116,9 +116,17 @@ fn config(p: &ParamValues, head_dim: usize) -> Result<RopeConfig, OpError> {
     })
 }
 
-fn table(ctx: &Context, a: &OpArgs, x: &str) -> Result<RopeTable, OpError> {
-    RopeTable::new(ctx, config(a.params, a.last_dim(x)?)?)
+/// The frequency table of a call on `x`, made (and uploaded) before the call: a RoPE call
+/// takes its table like any op takes its workspace.
+fn table(ctx: &Context, a: &OpArgs, x: &str) -> Result<Workspace, OpError> {
+    Ok(Box::new(RopeTable::new(
+        ctx,
+        config(a.params, a.last_dim(x)?)?,
+    )?))
 }
+
+const TABLE_BYTES: &str =
+    "4 per rotated pair: the inverse frequencies RopeTable::new uploads, once per configuration";
 
 fn positions(r: &RefArgs) -> Result<Vec<u32>, OpError> {
     Ok(r.data("positions")?.iter().map(|&p| p as u32).collect())
@@ -158,9 +166,10 @@ inventory::submit! {
             ranges: &[("positions", 0.0, 200.0)],
             with: &[],
         },
+        workspace: Some(WorkspaceDecl { bytes: TABLE_BYTES, make: |ctx, a| table(ctx, a, "x") }),
         call: |ctx, a| {
-            let t = table(ctx, a, "x")?;
-            super::rope(ctx, a.input("x")?, a.input("positions")?, &t, a.output("out")?)
+            let t = a.workspace::<RopeTable>()?;
+            super::rope(ctx, a.input("x")?, a.input("positions")?, t, a.output("out")?)
         },
         reference: |r| {
             let s = r.shape("x")?;
@@ -211,8 +220,9 @@ inventory::submit! {
             ranges: &[("positions", 0.0, 500.0)],
             with: &[],
         },
+        workspace: Some(WorkspaceDecl { bytes: TABLE_BYTES, make: |ctx, a| table(ctx, a, "q") }),
         call: |ctx, a| {
-            let t = table(ctx, a, "q")?;
+            let t = a.workspace::<RopeTable>()?;
             super::qk_norm_rope(
                 ctx,
                 a.input("q")?,
@@ -220,7 +230,7 @@ inventory::submit! {
                 a.input("q_w")?,
                 a.input("k_w")?,
                 a.input("positions")?,
-                &t,
+                t,
                 a.output("q_out")?,
                 a.output("k_out")?,
                 a.params.f32("eps")?,

@@ -55,6 +55,7 @@ inventory::submit! {
             ranges: &[("a", -2.0, -0.1)],
             with: &[],
         },
+        workspace: None,
         call: |ctx, a| {
             super::selective_scan_step(
                 ctx,
