@@ -248,3 +248,35 @@ fn backends_agree_on_random_kernels() {
         started.elapsed().as_secs_f64()
     );
 }
+
+/// The comparison itself: one flipped bit in an exact output, or an approximate result
+/// past its bound, is reported; NaNs with different payloads and a result within its
+/// bound are not.
+#[test]
+fn the_comparison_catches_a_wrong_bit_and_respects_ulp_bounds() {
+    assert_eq!(ulps(1.0, f32::from_bits(1.0f32.to_bits() + 3)), 3);
+    assert_eq!(ulps(-0.0, 0.0), 0);
+    assert_eq!(ulps(f32::MIN_POSITIVE, -f32::MIN_POSITIVE), 2 * 0x0080_0000);
+    assert_eq!(ulps(f32::NAN, 1.0), u32::MAX);
+    let case = rk::gen_kernel(1);
+    let inp = rk::host_inputs(&mut rk::Rng(1));
+    let want = run(&Context::cpu(), &case.kernel, false, &inp).expect("cpu run");
+    assert!(difference(&case, &want, &want).is_none());
+    for k in 0..want.len() {
+        if want[k].is_empty() {
+            continue;
+        }
+        let mut got = want.clone();
+        let last = got[k].len() - 1;
+        got[k][last] ^= 0x01;
+        let d = difference(&case, &want, &got);
+        if k == rk::TYPES.len() && case.approx.is_empty() || k != rk::TYPES.len() {
+            assert!(d.is_some(), "a flipped bit in output {k} went unnoticed");
+        }
+    }
+    let mut nan = want.clone();
+    nan[2][..4].copy_from_slice(&f32::from_bits(0x7fc0_0001).to_le_bytes());
+    let mut other_nan = want.clone();
+    other_nan[2][..4].copy_from_slice(&f32::from_bits(0xffc0_0000).to_le_bytes());
+    assert!(difference(&case, &nan, &other_nan).is_none());
+}
