@@ -224,6 +224,11 @@ pub struct Occupancy {
 /// The largest threadgroup any backend launches.
 pub const MAX_GROUP_SIZE: u32 = 1024;
 
+/// The most bytes of stack arrays one thread may hold: far above what a kernel keeps in
+/// registers, low enough that every backend (and the CPU, with one copy per thread of a
+/// threadgroup) can provide it.
+pub const MAX_STACK_BYTES: usize = 64 * 1024;
+
 impl Kernel {
     /// Index of the parameter with this name.
     pub fn param_index(&self, name: &str) -> Option<usize> {

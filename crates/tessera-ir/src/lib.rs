@@ -18,7 +18,7 @@ pub use builder::{Builder, CallArg, Frag, FunctionDepthGuard, Mem, Value};
 pub use error::IrError;
 pub use kernel::{
     ArgKind, ArrayDecl, Block, Body, FragDecl, FragRole, Function, Inst, Kernel, Loc, MemArg,
-    Occupancy, Param, ParamKind, ValueId, FRAG_DIM, MAX_GROUP_SIZE,
+    Occupancy, Param, ParamKind, ValueId, FRAG_DIM, MAX_GROUP_SIZE, MAX_STACK_BYTES,
 };
 pub use literal::Literal;
 pub use ops::{AtomicOp, BinaryOp, Builtin, MemRef, Op, ReduceOp, ShuffleKind, SimdOp, UnaryOp};

@@ -13,7 +13,8 @@
 
 use crate::error::IrError;
 use crate::kernel::{
-    Block, Body, FragDecl, FragRole, Function, Inst, Kernel, Loc, MemArg, Param, ParamKind, ValueId,
+    Block, Body, FragDecl, FragRole, Function, Inst, Kernel, Loc, MemArg, Param, ParamKind,
+    ValueId, MAX_STACK_BYTES,
 };
 use crate::ops::{AtomicOp, BinaryOp, Builtin, MemRef, Op, ShuffleKind, SimdOp, UnaryOp};
 use crate::types::{Scalar, Type};
@@ -159,6 +160,16 @@ impl<'a> Verifier<'a> {
             if a.len == 0 {
                 return Err(self.err(None, format!("stack array `{}` has length 0", a.name)));
             }
+        }
+        let stack_bytes: usize = body.locals.iter().map(|a| a.size_bytes()).sum();
+        if stack_bytes > MAX_STACK_BYTES {
+            return Err(self.err(
+                None,
+                format!(
+                    "stack arrays take {stack_bytes} bytes per thread, more than the \
+                     {MAX_STACK_BYTES} allowed: keep large data in threadgroup or device memory"
+                ),
+            ));
         }
         self.block(&mut s, &body.block, ctrl, None)?;
         Ok(body
@@ -418,6 +429,12 @@ impl<'a> Verifier<'a> {
                             body.args.len(),
                             inits.len()
                         ),
+                    ));
+                }
+                if let Some(a) = body.args.iter().find(|a| a.index() >= s.body.values.len()) {
+                    return Err(self.err(
+                        loc,
+                        format!("argument {a} of the `for` body is not in the value table"),
                     ));
                 }
                 let iv_ty = s.body.ty(*start);

@@ -6,6 +6,8 @@ mod assigned;
 mod body;
 mod expr;
 mod func;
+#[cfg(test)]
+mod fuzz_frontend;
 mod kernel;
 mod launcher;
 mod paths;
