@@ -45,17 +45,6 @@ pub fn parse_dtype(s: &str) -> Result<DType, String> {
     })
 }
 
-/// A boolean parameter: `true`/`false` or `1`/`0`.
-pub fn parse_bool(name: &str, value: &str) -> Result<bool, String> {
-    match value.trim().to_ascii_lowercase().as_str() {
-        "true" | "1" => Ok(true),
-        "false" | "0" => Ok(false),
-        _ => Err(format!(
-            "--param {name}={value}: expected true, false, 1 or 0"
-        )),
-    }
-}
-
 /// `k=v` → (k, v).
 pub fn parse_pair(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
@@ -69,20 +58,5 @@ pub fn context(backend: Option<&str>) -> Result<Context, String> {
     match backend {
         Some(b) => Context::by_name(b).map_err(|e| e.to_string()),
         None => Context::new().map_err(|e| e.to_string()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn booleans_are_words_or_digits() {
-        for (v, want) in [("true", true), ("1", true), ("False", false), ("0", false)] {
-            assert_eq!(super::parse_bool("causal", v), Ok(want), "{v}");
-        }
-        let e = super::parse_bool("causal", "yes").unwrap_err();
-        assert!(
-            e.contains("causal=yes") && e.contains("true, false, 1 or 0"),
-            "{e}"
-        );
     }
 }

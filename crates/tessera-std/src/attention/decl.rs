@@ -2,13 +2,17 @@
 //! split-KV), batched decode, multi-query over a shared cache and prefill, with the
 //! decode options (scale, sliding window, sinks, sink logits, split count) as parameters.
 
+#[cfg(feature = "cases")]
 use super::cases;
 use super::decode::DecodeOptions;
 use super::plan::MAX_SPLITS;
+#[cfg(feature = "cases")]
 use super::reference;
+#[cfg(feature = "cases")]
+use crate::decl::RefArgs;
 use crate::decl::{
     Break, DtypeRule, Example, OpArgs, OpDecl, OutputDecl, ParamDecl, ParamDefault, ParamKind,
-    RefArgs, Rejection, ShapeFrom, TensorDecl, VariantDecl, FLOATS, U32,
+    Rejection, ShapeFrom, TensorDecl, VariantDecl, FLOATS, U32,
 };
 use crate::error::OpError;
 use tessera_runtime::DType;
@@ -146,6 +150,7 @@ fn options<'a>(a: &OpArgs<'a>) -> Result<DecodeOptions<'a>, OpError> {
     })
 }
 
+#[cfg(feature = "cases")]
 /// The decode reference for rows `rows_at` (cache, visible length) against caches whose
 /// last three dimensions are `[n_kv_heads, kv_stride, head_dim]`.
 fn decode_reference(r: &RefArgs, rows_at: &[(usize, usize)]) -> Result<Vec<Vec<f64>>, OpError> {
@@ -199,12 +204,16 @@ inventory::submit! {
                 a.params.opt_f32("scale")?,
             )
         },
+        #[cfg(feature = "cases")]
         reference: |r| {
             let ks = r.shape("k")?;
             decode_reference(r, &[(0, ks[ks.len() - 2])])
         },
+        #[cfg(feature = "cases")]
         kernels: cases::decode_uses,
+        #[cfg(feature = "cases")]
         cases: cases::decode_cases,
+        #[cfg(feature = "cases")]
         benches: cases::decode_benches,
     }
 }
@@ -242,9 +251,13 @@ inventory::submit! {
                 &options(a)?,
             )
         },
+        #[cfg(feature = "cases")]
         reference: |r| decode_reference(r, &[(0, r.params.usize("kv_len")?)]),
+        #[cfg(feature = "cases")]
         kernels: cases::decode_uses,
+        #[cfg(feature = "cases")]
         cases: cases::strided_cases,
+        #[cfg(feature = "cases")]
         benches: cases::no_benches,
     }
 }
@@ -289,9 +302,13 @@ inventory::submit! {
                 &options(a)?,
             )
         },
+        #[cfg(feature = "cases")]
         reference: |r| decode_reference(r, &[(0, r.params.usize("kv_len")?)]),
+        #[cfg(feature = "cases")]
         kernels: cases::split_uses,
+        #[cfg(feature = "cases")]
         cases: cases::split_cases,
+        #[cfg(feature = "cases")]
         benches: cases::no_benches,
     }
 }
@@ -333,6 +350,7 @@ inventory::submit! {
                 &options(a)?,
             )
         },
+        #[cfg(feature = "cases")]
         reference: |r| {
             let stride = r.dim("kv_stride")?;
             let rows: Vec<(usize, usize)> = r
@@ -343,8 +361,11 @@ inventory::submit! {
                 .collect();
             decode_reference(r, &rows)
         },
+        #[cfg(feature = "cases")]
         kernels: cases::split_uses,
+        #[cfg(feature = "cases")]
         cases: cases::batched_cases,
+        #[cfg(feature = "cases")]
         benches: cases::batched_benches,
     }
 }
@@ -392,6 +413,7 @@ inventory::submit! {
                 &options(a)?,
             )
         },
+        #[cfg(feature = "cases")]
         reference: |r| {
             let n_query = r.dim("n_query")?;
             let base = r.params.usize("base_kv")?;
@@ -401,8 +423,11 @@ inventory::submit! {
                 .collect();
             decode_reference(r, &rows)
         },
+        #[cfg(feature = "cases")]
         kernels: cases::decode_uses,
+        #[cfg(feature = "cases")]
         cases: cases::mq_cases,
+        #[cfg(feature = "cases")]
         benches: cases::mq_benches,
     }
 }
@@ -451,6 +476,7 @@ inventory::submit! {
                 a.params.opt_f32("scale")?,
             )
         },
+        #[cfg(feature = "cases")]
         reference: |r| {
             let (qs, ks) = (r.shape("q")?, r.shape("k")?);
             let d = qs[2];
@@ -468,8 +494,11 @@ inventory::submit! {
                 r.params.bool("causal")?,
             )])
         },
+        #[cfg(feature = "cases")]
         kernels: cases::prefill_uses,
+        #[cfg(feature = "cases")]
         cases: cases::prefill_cases,
+        #[cfg(feature = "cases")]
         benches: cases::prefill_benches,
     }
 }

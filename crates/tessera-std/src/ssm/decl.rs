@@ -1,7 +1,10 @@
 //! The declaration of the Mamba selective-scan decode step.
 
+#[cfg(feature = "cases")]
+use super::cases;
+#[cfg(feature = "cases")]
 use super::reference::{self, ScanStep};
-use super::{cases, ScanArgs};
+use super::ScanArgs;
 use crate::decl::{
     Break, DtypeRule, Example, OpDecl, OutputDecl, Rejection, ShapeFrom, TensorDecl, F32, FLOATS,
 };
@@ -73,6 +76,7 @@ inventory::submit! {
                 },
             )
         },
+        #[cfg(feature = "cases")]
         reference: |r| {
             let (y, state) = reference::selective_scan_step(&ScanStep {
                 state: r.data("state_in")?,
@@ -88,8 +92,11 @@ inventory::submit! {
             });
             Ok(vec![state, y])
         },
+        #[cfg(feature = "cases")]
         kernels: cases::kernels,
+        #[cfg(feature = "cases")]
         cases: cases::cases,
+        #[cfg(feature = "cases")]
         benches: cases::benches,
     }
 }
