@@ -389,7 +389,6 @@ fn vec_specs(ns: &[u32]) -> Vec<KernelUse> {
 
 mod gated_mixer_norm;
 mod layer_norm;
-mod logsumexp;
 mod rms_norm;
 mod rms_norm_layouts;
 mod rms_norm_pipe;
@@ -398,7 +397,6 @@ mod softmax;
 
 pub(super) use gated_mixer_norm::{gated_benches, gated_cases, gated_mixer_norm_kernels};
 pub(super) use layer_norm::{layer_norm_kernels, ln_benches, ln_cases};
-pub(super) use logsumexp::{logsumexp_kernels, lse_benches, lse_cases};
 pub(super) use rms_norm::{rms_norm_benches, rms_norm_cases, rms_norm_kernels};
 pub(super) use rms_norm_layouts::{
     rms_norm_small_kernels, rms_norm_tpg4_kernels, rms_norm_vec_kernels, rms_norm_wide_kernels,
@@ -406,4 +404,6 @@ pub(super) use rms_norm_layouts::{
 };
 pub(super) use rms_norm_pipe::{pipe_benches, pipe_cases, rms_norm_pipe_kernels};
 pub(super) use rms_norm_residual::{residual_benches, residual_cases, residual_kernels};
-pub(super) use softmax::{softmax_benches, softmax_cases, softmax_kernels};
+pub(super) use softmax::{
+    logsumexp_kernels, lse_benches, lse_cases, softmax_benches, softmax_cases, softmax_kernels,
+};
