@@ -60,18 +60,3 @@ pub fn context(backend: Option<&str>) -> Result<Context, String> {
         None => Context::new().map_err(|e| e.to_string()),
     }
 }
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn booleans_are_words_or_digits() {
-        for (v, want) in [("true", true), ("1", true), ("False", false), ("0", false)] {
-            assert_eq!(super::parse_bool("causal", v), Ok(want), "{v}");
-        }
-        let e = super::parse_bool("causal", "yes").unwrap_err();
-        assert!(
-            e.contains("causal=yes") && e.contains("true, false, 1 or 0"),
-            "{e}"
-        );
-    }
-}

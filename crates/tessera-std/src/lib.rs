@@ -2,8 +2,17 @@
 //! engine calls (which check every dispatch invariant and pick the kernel variant and
 //! geometry), f64 references written from the math, and the registered correctness and
 //! benchmark cases that `tessera check` and `tessera bench` run.
+//!
+//! The references, cases, benches, kernel specialisation lists, the case runner and the
+//! test harness compile only with the `cases` feature (off by default; `tessera-cli`
+//! turns it on). A feature rather than a second crate, because each op's declaration
+//! names its reference and cases: with the feature off those fields drop out of
+//! `OpDecl`, and the declaration stays the one place an op is described, while an engine
+//! that only calls ops compiles none of the test code. docs/adding-an-op.md gives the
+//! layout of a family.
 
 pub mod attention;
+#[cfg(feature = "cases")]
 pub mod bandwidth;
 pub mod conv;
 pub mod decl;
@@ -14,11 +23,15 @@ pub mod matmul;
 pub mod norm;
 pub mod registry;
 pub mod rope;
+#[cfg(feature = "cases")]
 pub mod runner;
 pub mod ssm;
+#[cfg(feature = "cases")]
 pub mod testing;
 pub mod validate;
 
 pub use decl::OpDecl;
 pub use error::OpError;
-pub use registry::{find_op, ops, BenchCase, Case, CaseKind, KernelUse, Outcome};
+pub use registry::{find_op, ops, KernelUse};
+#[cfg(feature = "cases")]
+pub use registry::{BenchCase, Case, CaseKind, Outcome};

@@ -2,10 +2,13 @@
 //! naming its tensors, parameters and call, its kernels (with the specialisations it
 //! uses), its correctness and rejection cases, and its benchmark shapes. `tessera list`,
 //! `run`, `check`, `compile` and `bench` read it; a case cannot exist without a
-//! reference, because building one requires it.
+//! reference, because building one requires it. The cases and benchmarks (and what they
+//! are made of) exist only with the `cases` feature.
 
+#[cfg(feature = "cases")]
 use crate::testing::CaseRng;
 use tessera_ir::{KernelDef, Specialization};
+#[cfg(feature = "cases")]
 use tessera_runtime::{Context, DType, Tensor};
 
 pub use crate::decl::OpDecl;
@@ -33,6 +36,7 @@ pub struct KernelUse {
     pub spec: Specialization,
 }
 
+#[cfg(feature = "cases")]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CaseKind {
     /// Random inputs, output poisoned with NaN, compared with the f64 reference.
@@ -41,6 +45,7 @@ pub enum CaseKind {
     Rejection,
 }
 
+#[cfg(feature = "cases")]
 /// What a passing case checked.
 #[derive(Clone, Debug, Default)]
 pub struct Outcome {
@@ -52,8 +57,10 @@ pub struct Outcome {
     pub note: String,
 }
 
+#[cfg(feature = "cases")]
 pub type CaseFn = Box<dyn Fn(&Context, &mut CaseRng) -> Result<Outcome, String> + Send + Sync>;
 
+#[cfg(feature = "cases")]
 /// One registered case.
 pub struct Case {
     pub op: &'static str,
@@ -64,6 +71,7 @@ pub struct Case {
     pub run: CaseFn,
 }
 
+#[cfg(feature = "cases")]
 /// A prepared benchmark: inputs allocated, a closure that launches once.
 pub struct PreparedBench {
     pub launch: Box<dyn FnMut() -> Result<(), String>>,
@@ -72,9 +80,11 @@ pub struct PreparedBench {
     pub reference: Vec<f64>,
 }
 
+#[cfg(feature = "cases")]
 pub type BenchFn =
     Box<dyn Fn(&Context, &mut CaseRng) -> Result<PreparedBench, String> + Send + Sync>;
 
+#[cfg(feature = "cases")]
 /// One benchmark shape.
 pub struct BenchCase {
     pub op: &'static str,

@@ -4,7 +4,7 @@
 
 use tessera_runtime::{Context, DType, Tensor};
 use tessera_std::gdn::reference::{recurrent, GdnInputs, GdnShape};
-use tessera_std::gdn::{gdn_chunked_prefill, PrefillArgs};
+use tessera_std::gdn::{gdn_chunked_prefill, GdnPrefillWorkspace, PrefillArgs, PrefillShape};
 use tessera_std::testing::{upload, CaseRng};
 
 fn uniform(rng: &mut CaseRng, n: usize, lo: f64, hi: f64) -> Vec<f64> {
@@ -75,7 +75,18 @@ fn prefill_matches_the_recurrence(lens: &[usize], dk: usize, magnitude: f64, rel
         o: &o,
         final_state: &fin,
     };
-    gdn_chunked_prefill(&ctx, &args, Some(&cu), scale).unwrap();
+    let ws = GdnPrefillWorkspace::new(
+        &ctx,
+        &PrefillShape {
+            dtype: DType::F32,
+            hv: shape.hv,
+            dk,
+            dv: shape.dv,
+            cu_seqlens: &cu,
+        },
+    )
+    .unwrap();
+    gdn_chunked_prefill(&ctx, &args, &ws, scale).unwrap();
     let (want_o, want_fin) = recurrent(&GdnInputs {
         q: &qh,
         k: &kh,

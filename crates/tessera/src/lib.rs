@@ -9,7 +9,7 @@ pub use tessera_compiler as compiler;
 pub use tessera_ir as ir;
 pub use tessera_macros::{func, kernel};
 pub use tessera_runtime as runtime;
-/// The standard library: op wrappers (`ops::norm::rms_norm`, …), references and cases.
+/// The standard library: op wrappers (`ops::norm::rms_norm`, …) and their declarations.
 pub use tessera_std as ops;
 
 /// The names a kernel author and a caller use.

@@ -2,13 +2,17 @@
 //! split-KV), batched decode, multi-query over a shared cache and prefill, with the
 //! decode options (scale, sliding window, sinks, sink logits, split count) as parameters.
 
+#[cfg(feature = "cases")]
 use super::cases;
 use super::decode::DecodeOptions;
 use super::plan::{DecodeWorkspace, MAX_SPLITS};
+#[cfg(feature = "cases")]
 use super::reference;
+#[cfg(feature = "cases")]
+use crate::decl::RefArgs;
 use crate::decl::{
     Break, DtypeRule, Example, OpArgs, OpDecl, OutputDecl, ParamDecl, ParamDefault, ParamKind,
-    RefArgs, Rejection, ShapeFrom, TensorDecl, VariantDecl, Workspace, WorkspaceDecl, FLOATS, U32,
+    Rejection, ShapeFrom, TensorDecl, VariantDecl, Workspace, WorkspaceDecl, FLOATS, U32,
 };
 use crate::error::OpError;
 use tessera_runtime::{Context, DType};
@@ -168,6 +172,7 @@ const DECODE_WORKSPACE: Option<WorkspaceDecl> = Some(WorkspaceDecl {
     make: decode_workspace,
 });
 
+#[cfg(feature = "cases")]
 /// The decode reference for rows `rows_at` (cache, visible length) against caches whose
 /// last three dimensions are `[n_kv_heads, kv_stride, head_dim]`.
 fn decode_reference(r: &RefArgs, rows_at: &[(usize, usize)]) -> Result<Vec<Vec<f64>>, OpError> {
@@ -222,12 +227,16 @@ inventory::submit! {
                 a.params.opt_f32("scale")?,
             )
         },
+        #[cfg(feature = "cases")]
         reference: |r| {
             let ks = r.shape("k")?;
             decode_reference(r, &[(0, ks[ks.len() - 2])])
         },
+        #[cfg(feature = "cases")]
         kernels: cases::decode_uses,
+        #[cfg(feature = "cases")]
         cases: cases::decode_cases,
+        #[cfg(feature = "cases")]
         benches: cases::decode_benches,
     }
 }
@@ -266,9 +275,13 @@ inventory::submit! {
                 &options(a)?,
             )
         },
+        #[cfg(feature = "cases")]
         reference: |r| decode_reference(r, &[(0, r.params.usize("kv_len")?)]),
+        #[cfg(feature = "cases")]
         kernels: cases::decode_uses,
+        #[cfg(feature = "cases")]
         cases: cases::strided_cases,
+        #[cfg(feature = "cases")]
         benches: cases::no_benches,
     }
 }
@@ -314,9 +327,13 @@ inventory::submit! {
                 &options(a)?,
             )
         },
+        #[cfg(feature = "cases")]
         reference: |r| decode_reference(r, &[(0, r.params.usize("kv_len")?)]),
+        #[cfg(feature = "cases")]
         kernels: cases::split_uses,
+        #[cfg(feature = "cases")]
         cases: cases::split_cases,
+        #[cfg(feature = "cases")]
         benches: cases::no_benches,
     }
 }
@@ -359,6 +376,7 @@ inventory::submit! {
                 &options(a)?,
             )
         },
+        #[cfg(feature = "cases")]
         reference: |r| {
             let stride = r.dim("kv_stride")?;
             let rows: Vec<(usize, usize)> = r
@@ -369,8 +387,11 @@ inventory::submit! {
                 .collect();
             decode_reference(r, &rows)
         },
+        #[cfg(feature = "cases")]
         kernels: cases::split_uses,
+        #[cfg(feature = "cases")]
         cases: cases::batched_cases,
+        #[cfg(feature = "cases")]
         benches: cases::batched_benches,
     }
 }
@@ -419,6 +440,7 @@ inventory::submit! {
                 &options(a)?,
             )
         },
+        #[cfg(feature = "cases")]
         reference: |r| {
             let n_query = r.dim("n_query")?;
             let base = r.params.usize("base_kv")?;
@@ -428,8 +450,11 @@ inventory::submit! {
                 .collect();
             decode_reference(r, &rows)
         },
+        #[cfg(feature = "cases")]
         kernels: cases::decode_uses,
+        #[cfg(feature = "cases")]
         cases: cases::mq_cases,
+        #[cfg(feature = "cases")]
         benches: cases::mq_benches,
     }
 }
@@ -479,6 +504,7 @@ inventory::submit! {
                 a.params.opt_f32("scale")?,
             )
         },
+        #[cfg(feature = "cases")]
         reference: |r| {
             let (qs, ks) = (r.shape("q")?, r.shape("k")?);
             let d = qs[2];
@@ -496,8 +522,11 @@ inventory::submit! {
                 r.params.bool("causal")?,
             )])
         },
+        #[cfg(feature = "cases")]
         kernels: cases::prefill_uses,
+        #[cfg(feature = "cases")]
         cases: cases::prefill_cases,
+        #[cfg(feature = "cases")]
         benches: cases::prefill_benches,
     }
 }

@@ -6,6 +6,7 @@
 //! pass or split-KV by shape. Prefill runs f16/bf16 on fragments (`prefill_mma`), f32 on
 //! the CUDA-core tiles (`prefill`).
 
+#[cfg(feature = "cases")]
 mod cases;
 mod checks;
 mod decl;
@@ -18,6 +19,7 @@ pub mod multi_query;
 pub mod plan;
 pub mod prefill;
 pub mod prefill_mma;
+#[cfg(feature = "cases")]
 pub mod reference;
 pub mod softmax;
 

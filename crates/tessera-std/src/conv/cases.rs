@@ -7,24 +7,13 @@ use super::causal_conv1d::{
     causal_conv1d, causal_conv1d_update, conv1d_decode_kernel, conv1d_prefill_kernel, Conv1dArgs,
 };
 use super::reference::conv1d;
-use crate::registry::{BenchCase, Case, CaseKind, KernelUse, Outcome, PreparedBench};
-use crate::testing::{compare, expect_rejection, random_tensor, tolerance, CaseRng};
+use crate::registry::{BenchCase, Case, CaseKind, KernelUse, PreparedBench};
+use crate::testing::{
+    compare, err, expect_rejection, merge, random_tensor, tolerance, zeros, CaseRng,
+};
 use crate::validate::FLOAT_DTYPES;
 use tessera_ir::{KernelDef, Literal, Specialization};
 use tessera_runtime::{Context, DType, Tensor};
-
-fn err(e: impl std::fmt::Display) -> String {
-    e.to_string()
-}
-
-fn merge(a: Outcome, b: Outcome) -> Outcome {
-    Outcome {
-        checked: a.checked + b.checked,
-        max_abs_err: a.max_abs_err.max(b.max_abs_err),
-        max_rel_err: a.max_rel_err.max(b.max_rel_err),
-        note: String::new(),
-    }
-}
 
 /// `[x, w, bias, state_in, out, state_out]` and the reference's view of the inputs.
 struct Set {
@@ -167,28 +156,24 @@ fn reject(op: &'static str, what: &str, reason: &'static str, tamper: Tamper) ->
     }
 }
 
-fn z(ctx: &Context, dt: DType, shape: &[usize]) -> Result<Tensor, String> {
-    ctx.zeros(dt, shape).map_err(err)
-}
-
 fn rejections(op: &'static str) -> Vec<Case> {
     let decode = op == "causal_conv1d_update";
     let mut v = vec![
         reject(op, "integer x", "`x` must be one of", |c, t| {
             let s = t[0].shape().to_vec();
-            t[0] = z(c, DType::U32, &s)?;
+            t[0] = zeros(c, DType::U32, &s)?;
             Ok(())
         }),
         reject(op, "w dtype", "`w` must be f32", |c, t| {
-            t[1] = z(c, DType::F16, &[16, 4])?;
+            t[1] = zeros(c, DType::F16, &[16, 4])?;
             Ok(())
         }),
         reject(op, "width 9", "a width W of 2..=8", |c, t| {
-            t[1] = z(c, DType::F32, &[16, 9])?;
+            t[1] = zeros(c, DType::F32, &[16, 9])?;
             Ok(())
         }),
         reject(op, "bias shape", "`bias` must have shape [16]", |c, t| {
-            t[2] = z(c, DType::F32, &[15])?;
+            t[2] = zeros(c, DType::F32, &[15])?;
             Ok(())
         }),
         reject(
@@ -196,7 +181,7 @@ fn rejections(op: &'static str) -> Vec<Case> {
             "state shape",
             "`state_in` must have shape [2, 16, 3]",
             |c, t| {
-                t[3] = z(c, DType::F32, &[2, 16, 4])?;
+                t[3] = zeros(c, DType::F32, &[2, 16, 4])?;
                 Ok(())
             },
         ),
@@ -205,7 +190,7 @@ fn rejections(op: &'static str) -> Vec<Case> {
             "state_out shape",
             "`state_out` must have shape [2, 16, 3]",
             |c, t| {
-                t[5] = z(c, DType::F32, &[2, 3, 16])?;
+                t[5] = zeros(c, DType::F32, &[2, 3, 16])?;
                 Ok(())
             },
         ),
@@ -225,7 +210,7 @@ fn rejections(op: &'static str) -> Vec<Case> {
     ];
     if decode {
         v.push(reject(op, "x not [B, C]", "`x` must be [B, C]", |c, t| {
-            t[0] = z(c, DType::F32, &[2, 1, 16])?;
+            t[0] = zeros(c, DType::F32, &[2, 1, 16])?;
             Ok(())
         }));
         v.push(reject(
@@ -233,7 +218,7 @@ fn rejections(op: &'static str) -> Vec<Case> {
             "channels differ",
             "`x` must have shape [2, 16]",
             |c, t| {
-                t[0] = z(c, DType::F32, &[2, 17])?;
+                t[0] = zeros(c, DType::F32, &[2, 17])?;
                 Ok(())
             },
         ));
@@ -242,7 +227,7 @@ fn rejections(op: &'static str) -> Vec<Case> {
             "out shape",
             "`out` must have shape [2, 16]",
             |c, t| {
-                t[4] = z(c, DType::F32, &[2, 15])?;
+                t[4] = zeros(c, DType::F32, &[2, 15])?;
                 Ok(())
             },
         ));
@@ -252,7 +237,7 @@ fn rejections(op: &'static str) -> Vec<Case> {
             "empty T",
             "`x` must be [B, T, C] with B, T > 0",
             |c, t| {
-                t[0] = z(c, DType::F32, &[2, 0, 16])?;
+                t[0] = zeros(c, DType::F32, &[2, 0, 16])?;
                 Ok(())
             },
         ));
@@ -261,7 +246,7 @@ fn rejections(op: &'static str) -> Vec<Case> {
             "channels differ",
             "`x` must have shape [2, 5, 16]",
             |c, t| {
-                t[0] = z(c, DType::F32, &[2, 5, 8])?;
+                t[0] = zeros(c, DType::F32, &[2, 5, 8])?;
                 Ok(())
             },
         ));
@@ -270,7 +255,7 @@ fn rejections(op: &'static str) -> Vec<Case> {
             "out shape",
             "`out` must have shape [2, 5, 16]",
             |c, t| {
-                t[4] = z(c, DType::F32, &[2, 4, 16])?;
+                t[4] = zeros(c, DType::F32, &[2, 4, 16])?;
                 Ok(())
             },
         ));

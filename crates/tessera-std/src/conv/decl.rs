@@ -1,10 +1,14 @@
 //! The declarations of the causal depthwise conv1d ops, prefill and decode step, which
 //! share the rolling state `[B, C, W − 1]`.
 
-use super::{cases, reference, Conv1dArgs};
+use super::Conv1dArgs;
+#[cfg(feature = "cases")]
+use super::{cases, reference};
+#[cfg(feature = "cases")]
+use crate::decl::RefArgs;
 use crate::decl::{
     Break, DtypeRule, Example, OpArgs, OpDecl, OutputDecl, ParamDecl, ParamDefault, ParamKind,
-    RefArgs, Rejection, ShapeFrom, TensorDecl, FLOATS,
+    Rejection, ShapeFrom, TensorDecl, FLOATS,
 };
 use crate::error::OpError;
 use tessera_runtime::DType;
@@ -60,6 +64,7 @@ fn args<'a>(a: &OpArgs<'a>) -> Result<Conv1dArgs<'a>, OpError> {
     })
 }
 
+#[cfg(feature = "cases")]
 fn conv_reference(r: &RefArgs, t: usize) -> Result<Vec<Vec<f64>>, OpError> {
     let (b, c, w) = (r.dim("B")?, r.dim("C")?, r.dim("W")?);
     let (out, state) = reference::conv1d(
@@ -95,9 +100,13 @@ inventory::submit! {
         example: Example { dims: &[("B", 2), ("T", 7), ("C", 24), ("W", 4)], params: &[], ranges: &[], with: &[] },
         workspace: None,
         call: |ctx, a| super::causal_conv1d(ctx, &args(a)?, a.params.bool("silu")?),
+        #[cfg(feature = "cases")]
         reference: |r| conv_reference(r, r.dim("T")?),
+        #[cfg(feature = "cases")]
         kernels: cases::causal_conv1d_kernels,
+        #[cfg(feature = "cases")]
         cases: cases::prefill_cases,
+        #[cfg(feature = "cases")]
         benches: cases::prefill_benches,
     }
 }
@@ -124,9 +133,13 @@ inventory::submit! {
         example: Example { dims: &[("B", 3), ("C", 40), ("W", 3)], params: &[("silu", "false")], ranges: &[], with: &[] },
         workspace: None,
         call: |ctx, a| super::causal_conv1d_update(ctx, &args(a)?, a.params.bool("silu")?),
+        #[cfg(feature = "cases")]
         reference: |r| conv_reference(r, 1),
+        #[cfg(feature = "cases")]
         kernels: cases::causal_conv1d_update_kernels,
+        #[cfg(feature = "cases")]
         cases: cases::decode_cases,
+        #[cfg(feature = "cases")]
         benches: cases::decode_benches,
     }
 }

@@ -2,7 +2,7 @@
 //! its workspace (when it takes one) is made before, so every launch of the call could be
 //! captured in a CUDA graph. The context's allocation counter is read around the call.
 
-use super::rejections::example_call;
+use super::rejection_cases::example_call;
 use super::ParamValues;
 use crate::registry::ops;
 use crate::testing::CaseRng;

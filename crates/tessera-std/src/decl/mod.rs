@@ -4,21 +4,28 @@
 //! shapes and dtypes follow from its inputs, the call into its wrapper, its f64 reference,
 //! and its kernels, cases and benchmarks. `tessera run`, `tessera list`, `check`, `bench`
 //! and the docs tables are all read from it, so nothing about an op is written twice.
+//! The reference, kernels, cases and benchmarks are fields only with the `cases` feature:
+//! they are what `check` and `bench` run, not what an engine calling the op needs.
 
 mod args;
-#[cfg(test)]
+#[cfg(all(test, feature = "cases"))]
 mod call_allocations;
 mod dims;
 pub mod markdown;
 mod params;
+#[cfg(feature = "cases")]
+mod rejection_cases;
 mod rejections;
 
 pub use args::{HostTensor, OpArgs, OutputSpec, RefArgs};
 pub use dims::{eval_shape, Dims};
 pub use params::{ParamValue, ParamValues};
-pub use rejections::{rejection_cases, Break, Rejection};
+#[cfg(feature = "cases")]
+pub use rejection_cases::rejection_cases;
+pub use rejections::{Break, Rejection};
 
 use crate::error::OpError;
+#[cfg(feature = "cases")]
 use crate::registry::{BenchCase, Case, KernelUse};
 use std::collections::BTreeMap;
 use tessera_runtime::{Context, DType, Tensor};
@@ -174,17 +181,23 @@ pub struct OpDecl {
     pub workspace: Option<WorkspaceDecl>,
     /// The op call. It allocates nothing: a workspace comes in [`OpArgs::workspace`].
     pub call: CallFn,
+    /// The f64 reference (with the `cases` feature, like the three fields below).
+    #[cfg(feature = "cases")]
     pub reference: ReferenceFn,
     /// The kernels it launches with the specialisations its cases and benches use.
+    #[cfg(feature = "cases")]
     pub kernels: fn() -> Vec<KernelUse>,
     /// Correctness and rejection cases.
+    #[cfg(feature = "cases")]
     pub cases: fn() -> Vec<Case>,
     /// Benchmark shapes.
+    #[cfg(feature = "cases")]
     pub benches: fn() -> Vec<BenchCase>,
 }
 
 impl OpDecl {
     /// The op's own cases and the rejection cases generated from its declaration.
+    #[cfg(feature = "cases")]
     pub fn all_cases(&'static self) -> Vec<Case> {
         let mut v = (self.cases)();
         v.extend(rejection_cases(self));

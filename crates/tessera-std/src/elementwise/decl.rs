@@ -1,9 +1,12 @@
 //! The declarations of the elementwise ops.
 
 use super::add;
+#[cfg(feature = "cases")]
+use super::{cases, reference};
+#[cfg(feature = "cases")]
+use crate::decl::RefArgs;
 use crate::decl::{
-    Break, DtypeRule, Example, OpArgs, OpDecl, OutputDecl, RefArgs, Rejection, ShapeFrom,
-    TensorDecl, FLOATS,
+    Break, DtypeRule, Example, OpArgs, OpDecl, OutputDecl, Rejection, ShapeFrom, TensorDecl, FLOATS,
 };
 use crate::error::OpError;
 use tessera_runtime::{Context, DType};
@@ -12,8 +15,9 @@ fn call(ctx: &Context, a: &OpArgs) -> Result<(), OpError> {
     add::add(ctx, a.input("a")?, a.input("b")?, a.output("out")?)
 }
 
+#[cfg(feature = "cases")]
 fn reference(r: &RefArgs) -> Result<Vec<Vec<f64>>, OpError> {
-    Ok(vec![add::reference(r.data("a")?, r.data("b")?)])
+    Ok(vec![reference::add(r.data("a")?, r.data("b")?)])
 }
 
 inventory::submit! {
@@ -37,9 +41,13 @@ inventory::submit! {
         example: Example { dims: &[("dims", 37)], params: &[], ranges: &[], with: &[] },
         workspace: None,
         call,
+        #[cfg(feature = "cases")]
         reference,
-        kernels: add::kernels,
-        cases: add::cases,
-        benches: add::benches,
+        #[cfg(feature = "cases")]
+        kernels: cases::kernels,
+        #[cfg(feature = "cases")]
+        cases: cases::cases,
+        #[cfg(feature = "cases")]
+        benches: cases::benches,
     }
 }

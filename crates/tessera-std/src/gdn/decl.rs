@@ -2,14 +2,18 @@
 //! with its prep, and the chunked prefill. Every op shares the state layout
 //! `[N, Hv, Dv, Dk]`, f32 or the activations' dtype.
 
+#[cfg(feature = "cases")]
+use super::cases;
+#[cfg(feature = "cases")]
 use super::reference::{prep, recurrent, GdnInputs, GdnShape};
-use super::{decode_cases, prefill_cases};
 use super::{
     DecodeArgs, GdnPrefillWorkspace, PrefillArgs, PrefillShape, PrepDecodeArgs, PrepDecodeShape,
 };
+#[cfg(feature = "cases")]
+use crate::decl::RefArgs;
 use crate::decl::{
     Break, DtypeRule, Example, OpArgs, OpDecl, OutputDecl, ParamDecl, ParamDefault, ParamKind,
-    RefArgs, Rejection, ShapeFrom, TensorDecl, VariantDecl, Workspace, WorkspaceDecl, F32, FLOATS,
+    Rejection, ShapeFrom, TensorDecl, VariantDecl, Workspace, WorkspaceDecl, F32, FLOATS,
 };
 use crate::error::OpError;
 use tessera_runtime::{Context, DType};
@@ -53,6 +57,7 @@ fn scale(a: &crate::decl::ParamValues, dk: usize) -> Result<f32, OpError> {
     Ok(a.opt_f32("scale")?.unwrap_or(1.0 / (dk as f32).sqrt()))
 }
 
+#[cfg(feature = "cases")]
 fn shape_of(r: &RefArgs, hk: usize) -> Result<GdnShape, OpError> {
     Ok(GdnShape {
         hk,
@@ -113,6 +118,7 @@ inventory::submit! {
                 scale(a.params, dk)?,
             )
         },
+        #[cfg(feature = "cases")]
         reference: |r| {
             let s = shape_of(r, r.dim("Hk")?)?;
             let b = r.dim("B")?;
@@ -130,9 +136,12 @@ inventory::submit! {
             });
             Ok(vec![state, o])
         },
-        kernels: decode_cases::gdn_decode_step_kernels,
-        cases: decode_cases::decode_cases,
-        benches: decode_cases::decode_benches,
+        #[cfg(feature = "cases")]
+        kernels: cases::gdn_decode_step_kernels,
+        #[cfg(feature = "cases")]
+        cases: cases::decode_cases,
+        #[cfg(feature = "cases")]
+        benches: cases::decode_benches,
     }
 }
 
@@ -207,6 +216,7 @@ inventory::submit! {
                 scale(a.params, dk)?,
             )
         },
+        #[cfg(feature = "cases")]
         reference: |r| {
             let dk = r.dim("Dk")?;
             let s = shape_of(r, r.data("wq")?.len() / dk.max(1))?;
@@ -235,9 +245,12 @@ inventory::submit! {
             });
             Ok(vec![state, o])
         },
-        kernels: decode_cases::gdn_prep_decode_step_kernels,
-        cases: decode_cases::prep_cases,
-        benches: decode_cases::prep_benches,
+        #[cfg(feature = "cases")]
+        kernels: cases::gdn_prep_decode_step_kernels,
+        #[cfg(feature = "cases")]
+        cases: cases::prep_cases,
+        #[cfg(feature = "cases")]
+        benches: cases::prep_benches,
     }
 }
 
@@ -366,6 +379,7 @@ inventory::submit! {
                 scale(a.params, dk)?,
             )
         },
+        #[cfg(feature = "cases")]
         reference: |r| {
             let qs = r.shape("q")?;
             let vs = r.shape("v")?;
@@ -389,8 +403,11 @@ inventory::submit! {
             });
             Ok(vec![o, state])
         },
-        kernels: prefill_cases::kernels,
-        cases: prefill_cases::cases,
-        benches: prefill_cases::benches,
+        #[cfg(feature = "cases")]
+        kernels: cases::kernels,
+        #[cfg(feature = "cases")]
+        cases: cases::cases,
+        #[cfg(feature = "cases")]
+        benches: cases::benches,
     }
 }

@@ -2,15 +2,16 @@
 //! chunked prefill, and their f64 references. The state layout `[B, Hv, Dv, Dk]` is
 //! shared by every op, so a prefill's final state is the next decode step's input.
 
+#[cfg(feature = "cases")]
+mod cases;
 mod decl;
 pub mod decode;
-mod decode_cases;
 pub mod prefill;
-mod prefill_cases;
 pub mod prefill_kernels;
 pub mod prefill_recurrent;
 pub mod prefill_workspace;
 pub mod prep_decode;
+#[cfg(feature = "cases")]
 pub mod reference;
 pub mod validate;
 

@@ -6,15 +6,11 @@ use super::reference;
 use super::tiled::{matmul, matmul_bt, matmul_tiled_kernel, MATMUL_DTYPES};
 use crate::error::OpError;
 use crate::registry::{BenchCase, Case, CaseKind, KernelUse, PreparedBench};
-use crate::testing::{compare, expect_rejection, random_tensor, tolerance};
+use crate::testing::{compare, err, expect_rejection, random_tensor, tolerance, zeros};
 use tessera_ir::{Literal, Specialization};
 use tessera_runtime::{Context, DType, Tensor};
 
 type MatmulFn = fn(&Context, &Tensor, &Tensor, &Tensor) -> Result<(), OpError>;
-
-fn err(e: impl std::fmt::Display) -> String {
-    e.to_string()
-}
 
 fn f(bt: bool) -> (&'static str, MatmulFn) {
     if bt {
@@ -66,10 +62,6 @@ fn reject(bt: bool, what: &str, reason: &'static str, bad: Bad) -> Case {
     }
 }
 
-fn z(ctx: &Context, dt: DType, shape: &[usize]) -> Result<Tensor, String> {
-    ctx.zeros(dt, shape).map_err(err)
-}
-
 fn cases(bt: bool) -> Vec<Case> {
     let mut v = Vec::new();
     for dt in MATMUL_DTYPES {
@@ -80,23 +72,23 @@ fn cases(bt: bool) -> Vec<Case> {
     v.extend([
         reject(bt, "f32 inputs", "`a` must be one of f16, bf16", |c| {
             Ok([
-                z(c, DType::F32, &[4, 8])?,
-                z(c, DType::F32, &[8, 8])?,
-                z(c, DType::F32, &[4, 8])?,
+                zeros(c, DType::F32, &[4, 8])?,
+                zeros(c, DType::F32, &[8, 8])?,
+                zeros(c, DType::F32, &[4, 8])?,
             ])
         }),
         reject(bt, "b dtype != a dtype", "`b` must be f16", |c| {
             Ok([
-                z(c, DType::F16, &[4, 8])?,
-                z(c, DType::BF16, &[8, 8])?,
-                z(c, DType::F16, &[4, 8])?,
+                zeros(c, DType::F16, &[4, 8])?,
+                zeros(c, DType::BF16, &[8, 8])?,
+                zeros(c, DType::F16, &[4, 8])?,
             ])
         }),
         reject(bt, "c dtype != a dtype", "`c` must be bf16", |c| {
             Ok([
-                z(c, DType::BF16, &[4, 8])?,
-                z(c, DType::BF16, &[8, 8])?,
-                z(c, DType::F32, &[4, 8])?,
+                zeros(c, DType::BF16, &[4, 8])?,
+                zeros(c, DType::BF16, &[8, 8])?,
+                zeros(c, DType::F32, &[4, 8])?,
             ])
         }),
         reject(
@@ -105,46 +97,46 @@ fn cases(bt: bool) -> Vec<Case> {
             "`a` must be a non-empty matrix",
             |c| {
                 Ok([
-                    z(c, DType::F16, &[32])?,
-                    z(c, DType::F16, &[8, 8])?,
-                    z(c, DType::F16, &[4, 8])?,
+                    zeros(c, DType::F16, &[32])?,
+                    zeros(c, DType::F16, &[8, 8])?,
+                    zeros(c, DType::F16, &[4, 8])?,
                 ])
             },
         ),
         reject(bt, "empty a", "`a` must be a non-empty matrix", |c| {
             Ok([
-                z(c, DType::F16, &[0, 8])?,
-                z(c, DType::F16, &[8, 8])?,
-                z(c, DType::F16, &[0, 8])?,
+                zeros(c, DType::F16, &[0, 8])?,
+                zeros(c, DType::F16, &[8, 8])?,
+                zeros(c, DType::F16, &[0, 8])?,
             ])
         }),
         reject(bt, "c shape", "`c` must have shape [4, 8]", |c| {
             Ok([
-                z(c, DType::F16, &[4, 8])?,
-                z(c, DType::F16, &[8, 8])?,
-                z(c, DType::F16, &[8, 4])?,
+                zeros(c, DType::F16, &[4, 8])?,
+                zeros(c, DType::F16, &[8, 8])?,
+                zeros(c, DType::F16, &[8, 4])?,
             ])
         }),
         reject(bt, "c aliases a", "aliases `a`", |c| {
-            let a = z(c, DType::F16, &[8, 8])?;
-            Ok([a.clone(), z(c, DType::F16, &[8, 8])?, a])
+            let a = zeros(c, DType::F16, &[8, 8])?;
+            Ok([a.clone(), zeros(c, DType::F16, &[8, 8])?, a])
         }),
     ]);
     // The inner dimension must agree.
     v.push(if bt {
         reject(bt, "K mismatch", "`b` must be [N, K = 8]", |c| {
             Ok([
-                z(c, DType::F16, &[4, 8])?,
-                z(c, DType::F16, &[8, 9])?,
-                z(c, DType::F16, &[4, 8])?,
+                zeros(c, DType::F16, &[4, 8])?,
+                zeros(c, DType::F16, &[8, 9])?,
+                zeros(c, DType::F16, &[4, 8])?,
             ])
         })
     } else {
         reject(bt, "K mismatch", "`b` must be [K = 8, N]", |c| {
             Ok([
-                z(c, DType::F16, &[4, 8])?,
-                z(c, DType::F16, &[9, 8])?,
-                z(c, DType::F16, &[4, 8])?,
+                zeros(c, DType::F16, &[4, 8])?,
+                zeros(c, DType::F16, &[9, 8])?,
+                zeros(c, DType::F16, &[4, 8])?,
             ])
         })
     });

@@ -1,10 +1,13 @@
 //! The declarations of the tiled GEMMs: `c = a·b` and `c = a·bᵀ`.
 
+#[cfg(feature = "cases")]
 use super::{cases, reference};
+#[cfg(feature = "cases")]
+use crate::decl::RefArgs;
 use crate::decl::{
-    Break, DtypeRule, Example, OpDecl, OutputDecl, RefArgs, Rejection, ShapeFrom, TensorDecl,
-    VariantDecl,
+    Break, DtypeRule, Example, OpDecl, OutputDecl, Rejection, ShapeFrom, TensorDecl, VariantDecl,
 };
+#[cfg(feature = "cases")]
 use crate::error::OpError;
 use tessera_runtime::DType;
 
@@ -33,6 +36,7 @@ const VARIANTS: &[VariantDecl] = &[VariantDecl {
     when: "32×32 output tiles on four simdgroups of 16×16 fragments",
 }];
 
+#[cfg(feature = "cases")]
 fn product(r: &RefArgs, bt: bool) -> Result<Vec<Vec<f64>>, OpError> {
     let (m, n, k) = (r.dim("M")?, r.dim("N")?, r.dim("K")?);
     Ok(vec![reference::matmul(
@@ -57,9 +61,13 @@ inventory::submit! {
         example: Example { dims: &[("M", 40), ("K", 24), ("N", 36)], params: &[], ranges: &[], with: &[] },
         workspace: None,
         call: |ctx, a| super::matmul(ctx, a.input("a")?, a.input("b")?, a.output("c")?),
+        #[cfg(feature = "cases")]
         reference: |r| product(r, false),
+        #[cfg(feature = "cases")]
         kernels: cases::matmul_kernels,
+        #[cfg(feature = "cases")]
         cases: cases::matmul_cases,
+        #[cfg(feature = "cases")]
         benches: cases::matmul_benches,
     }
 }
@@ -78,9 +86,13 @@ inventory::submit! {
         example: Example { dims: &[("M", 33), ("K", 48), ("N", 20)], params: &[], ranges: &[], with: &[] },
         workspace: None,
         call: |ctx, a| super::matmul_bt(ctx, a.input("a")?, a.input("b")?, a.output("c")?),
+        #[cfg(feature = "cases")]
         reference: |r| product(r, true),
+        #[cfg(feature = "cases")]
         kernels: cases::matmul_bt_kernels,
+        #[cfg(feature = "cases")]
         cases: cases::matmul_bt_cases,
+        #[cfg(feature = "cases")]
         benches: cases::matmul_bt_benches,
     }
 }

@@ -1,10 +1,13 @@
 //! The declarations of the row normalisations: RMSNorm and its five layouts, the fused
 //! residual RMSNorm, LayerNorm, the gated mixer norm, softmax and logsumexp.
 
-use super::{cases, pipe_cases, reference, row_cases, row_reference};
+#[cfg(feature = "cases")]
+use super::{cases, reference, row_reference};
+#[cfg(feature = "cases")]
+use crate::decl::RefArgs;
 use crate::decl::{
     Break, DtypeRule, Example, OpArgs, OpDecl, OutputDecl, ParamDecl, ParamDefault, ParamKind,
-    RefArgs, Rejection, ShapeFrom, TensorDecl, VariantDecl, F32, FLOATS,
+    Rejection, ShapeFrom, TensorDecl, VariantDecl, F32, FLOATS,
 };
 use crate::error::OpError;
 use tessera_runtime::{Context, DType, Tensor};
@@ -76,6 +79,7 @@ fn row_norm(f: RowNorm, ctx: &Context, a: &OpArgs) -> Result<(), OpError> {
     )
 }
 
+#[cfg(feature = "cases")]
 fn rms_reference(r: &RefArgs) -> Result<Vec<Vec<f64>>, OpError> {
     let n = r.dim("n")?;
     let eps = r.params.f64("eps")?;
@@ -110,9 +114,13 @@ macro_rules! rms_layout {
                 example: Example { dims: &[("rows", 3), ("n", $n)], params: &[], ranges: &[], with: &[] },
                 workspace: None,
                 call: |ctx, a| row_norm($wrapper, ctx, a),
+                #[cfg(feature = "cases")]
                 reference: rms_reference,
+                #[cfg(feature = "cases")]
                 kernels: $kernels,
+                #[cfg(feature = "cases")]
                 cases: $cases,
+                #[cfg(feature = "cases")]
                 benches: $benches,
             }
         }
@@ -138,9 +146,13 @@ inventory::submit! {
         example: Example { dims: &[("rows", 3), ("n", 40)], params: &[], ranges: &[], with: &[] },
         workspace: None,
         call: |ctx, a| row_norm(super::rms_norm, ctx, a),
+        #[cfg(feature = "cases")]
         reference: rms_reference,
+        #[cfg(feature = "cases")]
         kernels: cases::rms_norm_kernels,
+        #[cfg(feature = "cases")]
         cases: cases::rms_norm_cases,
+        #[cfg(feature = "cases")]
         benches: cases::rms_norm_benches,
     }
 }
@@ -246,10 +258,14 @@ inventory::submit! {
                 a.params.opt_u32("groups")?,
             )
         },
+        #[cfg(feature = "cases")]
         reference: rms_reference,
-        kernels: pipe_cases::rms_norm_pipe_kernels,
-        cases: pipe_cases::pipe_cases,
-        benches: pipe_cases::pipe_benches,
+        #[cfg(feature = "cases")]
+        kernels: cases::rms_norm_pipe_kernels,
+        #[cfg(feature = "cases")]
+        cases: cases::pipe_cases,
+        #[cfg(feature = "cases")]
+        benches: cases::pipe_benches,
     }
 }
 
@@ -285,6 +301,7 @@ inventory::submit! {
                 a.params.f32("eps")?,
             )
         },
+        #[cfg(feature = "cases")]
         reference: |r| {
             let n = r.dim("n")?;
             Ok(vec![reference::gated_mixer_norm(
@@ -295,8 +312,11 @@ inventory::submit! {
                 r.params.f64("eps")?,
             )])
         },
+        #[cfg(feature = "cases")]
         kernels: cases::gated_mixer_norm_kernels,
+        #[cfg(feature = "cases")]
         cases: cases::gated_cases,
+        #[cfg(feature = "cases")]
         benches: cases::gated_benches,
     }
 }
@@ -339,6 +359,7 @@ inventory::submit! {
                 a.params.opt_u32("groups")?,
             )
         },
+        #[cfg(feature = "cases")]
         reference: |r| {
             let (sum, out) = row_reference::rms_norm_residual(
                 r.data("x")?,
@@ -349,9 +370,12 @@ inventory::submit! {
             );
             Ok(vec![sum, out])
         },
-        kernels: row_cases::residual_kernels,
-        cases: row_cases::residual_cases,
-        benches: row_cases::residual_benches,
+        #[cfg(feature = "cases")]
+        kernels: cases::residual_kernels,
+        #[cfg(feature = "cases")]
+        cases: cases::residual_cases,
+        #[cfg(feature = "cases")]
+        benches: cases::residual_benches,
     }
 }
 
@@ -388,6 +412,7 @@ inventory::submit! {
                 a.params.f32("eps")?,
             )
         },
+        #[cfg(feature = "cases")]
         reference: |r| {
             Ok(vec![row_reference::layer_norm(
                 r.data("x")?,
@@ -397,9 +422,12 @@ inventory::submit! {
                 r.params.f64("eps")?,
             )])
         },
-        kernels: row_cases::layer_norm_kernels,
-        cases: row_cases::ln_cases,
-        benches: row_cases::ln_benches,
+        #[cfg(feature = "cases")]
+        kernels: cases::layer_norm_kernels,
+        #[cfg(feature = "cases")]
+        cases: cases::ln_cases,
+        #[cfg(feature = "cases")]
+        benches: cases::ln_benches,
     }
 }
 
@@ -425,10 +453,14 @@ inventory::submit! {
         example: Example { dims: &[("rows", 3), ("n", 40)], params: &[], ranges: &[("x", -4.0, 4.0)], with: &[] },
         workspace: None,
         call: |ctx, a| super::softmax(ctx, a.input("x")?, a.output("out")?),
+        #[cfg(feature = "cases")]
         reference: |r| Ok(vec![row_reference::softmax(r.data("x")?, r.dim("n")?)]),
-        kernels: row_cases::softmax_kernels,
-        cases: row_cases::softmax_cases,
-        benches: row_cases::softmax_benches,
+        #[cfg(feature = "cases")]
+        kernels: cases::softmax_kernels,
+        #[cfg(feature = "cases")]
+        cases: cases::softmax_cases,
+        #[cfg(feature = "cases")]
+        benches: cases::softmax_benches,
     }
 }
 
@@ -464,9 +496,13 @@ inventory::submit! {
         example: Example { dims: &[("rows", 3), ("n", 40)], params: &[], ranges: &[("x", -4.0, 4.0)], with: &[] },
         workspace: None,
         call: |ctx, a| super::logsumexp(ctx, a.input("x")?, a.output("out")?),
+        #[cfg(feature = "cases")]
         reference: |r| Ok(vec![row_reference::logsumexp(r.data("x")?, r.dim("n")?)]),
-        kernels: row_cases::logsumexp_kernels,
-        cases: row_cases::lse_cases,
-        benches: row_cases::lse_benches,
+        #[cfg(feature = "cases")]
+        kernels: cases::logsumexp_kernels,
+        #[cfg(feature = "cases")]
+        cases: cases::lse_cases,
+        #[cfg(feature = "cases")]
+        benches: cases::lse_benches,
     }
 }

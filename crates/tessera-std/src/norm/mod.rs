@@ -2,11 +2,12 @@
 //! LayerNorm, the gated mixer norm of GDN blocks, softmax and logsumexp over the last
 //! dimension.
 
+#[cfg(feature = "cases")]
 mod cases;
 mod decl;
 pub mod gated_mixer_norm;
 pub mod layer_norm;
-mod pipe_cases;
+#[cfg(feature = "cases")]
 pub mod reference;
 pub mod rms_inv;
 pub mod rms_norm;
@@ -14,7 +15,7 @@ pub mod rms_norm_pipe;
 pub mod rms_norm_residual;
 pub mod rms_norm_residual_pipe;
 pub mod rms_norm_vec;
-mod row_cases;
+#[cfg(feature = "cases")]
 pub mod row_reference;
 pub mod softmax;
 

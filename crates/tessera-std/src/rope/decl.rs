@@ -1,10 +1,14 @@
 //! The declarations of the rotary-embedding ops: `rope` and the fused per-head q/k RMSNorm
 //! + RoPE, with the frequency table's configuration as parameters.
 
-use super::{cases, reference, RopeConfig, RopeLayout, RopeScaling, RopeTable};
+#[cfg(feature = "cases")]
+use super::{cases, reference};
+use super::{RopeConfig, RopeLayout, RopeScaling, RopeTable};
+#[cfg(feature = "cases")]
+use crate::decl::RefArgs;
 use crate::decl::{
     Break, DtypeRule, Example, OpArgs, OpDecl, OutputDecl, ParamDecl, ParamDefault, ParamKind,
-    ParamValues, RefArgs, Rejection, ShapeFrom, TensorDecl, Workspace, WorkspaceDecl, FLOATS, U32,
+    ParamValues, Rejection, ShapeFrom, TensorDecl, Workspace, WorkspaceDecl, FLOATS, U32,
 };
 use crate::error::OpError;
 use tessera_runtime::{Context, DType};
@@ -128,6 +132,7 @@ fn table(ctx: &Context, a: &OpArgs, x: &str) -> Result<Workspace, OpError> {
 const TABLE_BYTES: &str =
     "4 per rotated pair: the inverse frequencies RopeTable::new uploads, once per configuration";
 
+#[cfg(feature = "cases")]
 fn positions(r: &RefArgs) -> Result<Vec<u32>, OpError> {
     Ok(r.data("positions")?.iter().map(|&p| p as u32).collect())
 }
@@ -171,13 +176,17 @@ inventory::submit! {
             let t = a.workspace::<RopeTable>()?;
             super::rope(ctx, a.input("x")?, a.input("positions")?, t, a.output("out")?)
         },
+        #[cfg(feature = "cases")]
         reference: |r| {
             let s = r.shape("x")?;
             let cfg = config(r.params, s[2])?;
             Ok(vec![reference::rope(r.data("x")?, &positions(r)?, s[1], s[2], &cfg)])
         },
+        #[cfg(feature = "cases")]
         kernels: cases::rope_uses,
+        #[cfg(feature = "cases")]
         cases: cases::rope_cases,
+        #[cfg(feature = "cases")]
         benches: cases::rope_benches,
     }
 }
@@ -236,6 +245,7 @@ inventory::submit! {
                 a.params.f32("eps")?,
             )
         },
+        #[cfg(feature = "cases")]
         reference: |r| {
             let (qs, ks) = (r.shape("q")?, r.shape("k")?);
             let d = qs[2];
@@ -243,12 +253,17 @@ inventory::submit! {
             let pos = positions(r)?;
             let eps = r.params.f64("eps")?;
             Ok(vec![
+                #[cfg(feature = "cases")]
                 reference::norm_rope(r.data("q")?, r.data("q_w")?, &pos, qs[1], d, eps, &cfg),
+                #[cfg(feature = "cases")]
                 reference::norm_rope(r.data("k")?, r.data("k_w")?, &pos, ks[1], d, eps, &cfg),
             ])
         },
+        #[cfg(feature = "cases")]
         kernels: cases::rope_uses,
+        #[cfg(feature = "cases")]
         cases: cases::qk_cases,
+        #[cfg(feature = "cases")]
         benches: cases::qk_benches,
     }
 }

@@ -5,14 +5,10 @@
 use super::reference::{selective_scan_step as reference, ScanStep};
 use super::selective_scan::{selective_scan_step, selective_scan_step_kernel, ScanArgs};
 use crate::registry::{BenchCase, Case, CaseKind, KernelUse, Outcome, PreparedBench};
-use crate::testing::{compare, expect_rejection, random_tensor, tolerance, CaseRng};
+use crate::testing::{compare, err, expect_rejection, random_tensor, tolerance, zeros, CaseRng};
 use crate::validate::FLOAT_DTYPES;
 use tessera_ir::{Literal, Specialization};
 use tessera_runtime::{Context, DType, Tensor};
-
-fn err(e: impl std::fmt::Display) -> String {
-    e.to_string()
-}
 
 /// `[state_in, x, dt, a, b, c, d, z, dt_bias, state_out, y]`.
 struct Set {
@@ -118,10 +114,6 @@ fn reject(what: &str, reason: &'static str, tamper: Tamper) -> Case {
     }
 }
 
-fn z(ctx: &Context, dt: DType, shape: &[usize]) -> Result<Tensor, String> {
-    ctx.zeros(dt, shape).map_err(err)
-}
-
 pub(super) fn cases() -> Vec<Case> {
     let mut v = Vec::new();
     for t in FLOAT_DTYPES {
@@ -130,58 +122,58 @@ pub(super) fn cases() -> Vec<Case> {
     }
     v.extend([
         reject("integer x", "`x` must be one of", |c, t| {
-            t[1] = z(c, DType::I32, &[2, 8])?;
+            t[1] = zeros(c, DType::I32, &[2, 8])?;
             Ok(())
         }),
         reject("dt dtype", "`dt` must be f32", |c, t| {
-            t[2] = z(c, DType::F16, &[2, 8])?;
+            t[2] = zeros(c, DType::F16, &[2, 8])?;
             Ok(())
         }),
         reject("a not f32", "`a` must be f32", |c, t| {
-            t[3] = z(c, DType::BF16, &[8, 4])?;
+            t[3] = zeros(c, DType::BF16, &[8, 4])?;
             Ok(())
         }),
         reject("state dtype", "`state_in` must be f32, got f16", |c, t| {
-            t[0] = z(c, DType::F16, &[2, 8, 4])?;
+            t[0] = zeros(c, DType::F16, &[2, 8, 4])?;
             Ok(())
         }),
         reject("state_out dtype", "`state_out` must be f32", |c, t| {
-            t[9] = z(c, DType::F16, &[2, 8, 4])?;
+            t[9] = zeros(c, DType::F16, &[2, 8, 4])?;
             Ok(())
         }),
         reject("N above 256", "1 <= N <= 256", |c, t| {
-            t[0] = z(c, DType::F32, &[2, 8, 300])?;
+            t[0] = zeros(c, DType::F32, &[2, 8, 300])?;
             Ok(())
         }),
         reject("x shape", "`x` must have shape [2, 8]", |c, t| {
-            t[1] = z(c, DType::F32, &[2, 9])?;
+            t[1] = zeros(c, DType::F32, &[2, 9])?;
             Ok(())
         }),
         reject("a shape", "`a` must have shape [8, 4]", |c, t| {
-            t[3] = z(c, DType::F32, &[4, 8])?;
+            t[3] = zeros(c, DType::F32, &[4, 8])?;
             Ok(())
         }),
         reject("b shape", "`b` must have shape [2, 4]", |c, t| {
-            t[4] = z(c, DType::F32, &[2, 5])?;
+            t[4] = zeros(c, DType::F32, &[2, 5])?;
             Ok(())
         }),
         reject("c shape", "`c` must have shape [2, 4]", |c, t| {
-            t[5] = z(c, DType::F32, &[1, 4])?;
+            t[5] = zeros(c, DType::F32, &[1, 4])?;
             Ok(())
         }),
         reject("d shape", "`d` must have shape [8]", |c, t| {
-            t[6] = z(c, DType::F32, &[7])?;
+            t[6] = zeros(c, DType::F32, &[7])?;
             Ok(())
         }),
         reject("dt_bias shape", "`dt_bias` must have shape [8]", |c, t| {
-            t[8] = z(c, DType::F32, &[2, 8])?;
+            t[8] = zeros(c, DType::F32, &[2, 8])?;
             Ok(())
         }),
         reject(
             "state_out shape",
             "`state_out` must have shape [2, 8, 4]",
             |c, t| {
-                t[9] = z(c, DType::F32, &[2, 8, 5])?;
+                t[9] = zeros(c, DType::F32, &[2, 8, 5])?;
                 Ok(())
             },
         ),

@@ -1,7 +1,10 @@
 //! The declaration of the Mamba selective-scan decode step.
 
+#[cfg(feature = "cases")]
+use super::cases;
+#[cfg(feature = "cases")]
 use super::reference::{self, ScanStep};
-use super::{cases, ScanArgs};
+use super::ScanArgs;
 use crate::decl::{
     Break, DtypeRule, Example, OpDecl, OutputDecl, Rejection, ShapeFrom, TensorDecl, F32, FLOATS,
 };
@@ -74,6 +77,7 @@ inventory::submit! {
                 },
             )
         },
+        #[cfg(feature = "cases")]
         reference: |r| {
             let (y, state) = reference::selective_scan_step(&ScanStep {
                 state: r.data("state_in")?,
@@ -89,8 +93,11 @@ inventory::submit! {
             });
             Ok(vec![state, y])
         },
+        #[cfg(feature = "cases")]
         kernels: cases::kernels,
+        #[cfg(feature = "cases")]
         cases: cases::cases,
+        #[cfg(feature = "cases")]
         benches: cases::benches,
     }
 }

@@ -1,7 +1,9 @@
 //! State-space model kernels: the Mamba selective-scan decode step.
 
+#[cfg(feature = "cases")]
 mod cases;
 mod decl;
+#[cfg(feature = "cases")]
 pub mod reference;
 pub mod selective_scan;
 

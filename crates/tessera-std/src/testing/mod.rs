@@ -1,11 +1,13 @@
 //! What the registered cases are made of: seeded random inputs rounded to their dtype,
-//! per-dtype tolerances, a comparison that never lets NaN pass, and the rejection check
-//! that a refused call wrote nothing.
+//! per-dtype tolerances, a comparison that never lets NaN pass, the rejection check that a
+//! refused call wrote nothing, and the small fixtures every family's cases share.
 
 mod compare;
+mod fixtures;
 mod inputs;
 mod rejection;
 
 pub use compare::{compare, tolerance, Tolerance};
+pub use fixtures::{err, merge, rejection, zeros, BadCall, Refused};
 pub use inputs::{random_tensor, upload, CaseRng};
 pub use rejection::expect_rejection;

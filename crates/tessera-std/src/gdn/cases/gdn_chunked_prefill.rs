@@ -1,32 +1,29 @@
-//! Registered cases of the chunked prefill: against the f64 recurrence for lengths
+//! Cases of `gdn_chunked_prefill`: against the f64 recurrence for lengths
 //! around the chunk size (1, 63, 64, 65), packed variable-length batches with empty
 //! sequences, GQA, initial state, every supported Dk; prefill-then-decode equal to the
 //! recurrence over the whole sequence; a rejection per invariant; specialisations; bench
 //! shapes (Qwen3.5: Hk 16, Hv 32, K = V = 128, T up to 32k). Long sequences (1000, 4096)
 //! are `cargo test` tests below, to keep the registered suite fast.
 
-use super::decode::{gdn_decode_step, DecodeArgs};
-use super::decode_cases::both;
-use super::prefill::{gdn_chunked_prefill, staging_dtype, PrefillArgs, STAGED_DK_MAX};
-use super::prefill_kernels::{
+use crate::error::OpError;
+use crate::gdn::decode::{gdn_decode_step, DecodeArgs};
+use crate::gdn::prefill::{gdn_chunked_prefill, staging_dtype, PrefillArgs, STAGED_DK_MAX};
+use crate::gdn::prefill_kernels::{
     gdn_chunk_out_kernel, gdn_chunk_prep_kernel, gdn_chunk_state_kernel,
     gdn_chunk_state_wide_kernel,
 };
-use super::prefill_recurrent::gdn_recurrent_prefill_kernel;
-use super::prefill_workspace::{equal_sequences, GdnPrefillWorkspace, PrefillShape};
-use super::reference::{recurrent, GdnInputs, GdnShape};
-use crate::error::OpError;
+use crate::gdn::prefill_recurrent::gdn_recurrent_prefill_kernel;
+use crate::gdn::prefill_workspace::{equal_sequences, GdnPrefillWorkspace, PrefillShape};
+use crate::gdn::reference::{recurrent, GdnInputs, GdnShape};
 use crate::registry::{BenchCase, Case, CaseKind, KernelUse, Outcome, PreparedBench};
-use crate::testing::{compare, expect_rejection, tolerance, upload, CaseRng, Tolerance};
+use crate::testing::{
+    compare, err, expect_rejection, merge, tolerance, upload, CaseRng, Tolerance,
+};
 use crate::validate::FLOAT_DTYPES;
 use tessera_ir::{Literal, Specialization};
 use tessera_runtime::{Context, DType, Tensor};
 
 const OP: &str = "gdn_chunked_prefill";
-
-fn err(e: impl std::fmt::Display) -> String {
-    e.to_string()
-}
 
 /// A prefill problem.
 #[derive(Clone, Debug)]
@@ -225,7 +222,7 @@ pub(crate) fn check_prefill(
         prefill_tolerance(p.t),
     )
     .map_err(|e| format!("final state: {e}"))?;
-    Ok(both(o, s))
+    Ok(merge(o, s))
 }
 
 fn correct(p: Pre) -> Case {
@@ -374,7 +371,7 @@ fn z(ctx: &Context, dt: DType, shape: &[usize]) -> Result<(Tensor, Vec<f64>), St
     Ok((ctx.zeros(dt, shape).map_err(err)?, vec![]))
 }
 
-pub(super) fn cases() -> Vec<Case> {
+pub(crate) fn cases() -> Vec<Case> {
     let mut v = Vec::new();
     let small = GdnShape {
         hk: 1,
@@ -573,7 +570,7 @@ pub(super) fn cases() -> Vec<Case> {
     v
 }
 
-pub(super) fn kernels() -> Vec<KernelUse> {
+pub(crate) fn kernels() -> Vec<KernelUse> {
     let mut v = Vec::new();
     let cfgs = [
         (64u32, 16u32, 2u32, 1u32),
@@ -622,7 +619,7 @@ pub(super) fn kernels() -> Vec<KernelUse> {
     v
 }
 
-pub(super) fn benches() -> Vec<BenchCase> {
+pub(crate) fn benches() -> Vec<BenchCase> {
     let mut v = Vec::new();
     let qwen = GdnShape {
         hk: 16,

@@ -2,12 +2,12 @@
 //! threadgroup walk several rows (and a partial last step), the specialisations, and the
 //! benchmark shapes with the grid at several resident-threadgroup counts.
 
-use super::cases::{
+use super::{
     common_rejections, length_rejection, rms_bench_named, rms_case, row_layout_uses, RmsFn,
 };
-use super::rms_norm_pipe::{rms_norm_pipe, rms_norm_pipe_kernel, rms_norm_pipe_on};
-use super::rms_norm_vec::rms_norm_vec;
 use crate::error::OpError;
+use crate::norm::rms_norm_pipe::{rms_norm_pipe, rms_norm_pipe_kernel, rms_norm_pipe_on};
+use crate::norm::rms_norm_vec::rms_norm_vec;
 use crate::registry::{BenchCase, Case, KernelUse};
 use crate::validate::FLOAT_DTYPES;
 use tessera_runtime::{Context, Tensor};
@@ -41,7 +41,7 @@ fn pipe_specs(ns: &[u32]) -> Vec<KernelUse> {
     row_layout_uses(&rms_norm_pipe_kernel::DEF, ns)
 }
 
-pub(super) fn pipe_cases() -> Vec<Case> {
+pub(crate) fn pipe_cases() -> Vec<Case> {
     let mut v = Vec::new();
     for t in FLOAT_DTYPES {
         for (rows, n) in [(7, 4096), (5, 8192), (11, 512), (1, 1024)] {
@@ -60,7 +60,7 @@ pub(super) fn pipe_cases() -> Vec<Case> {
     v
 }
 
-pub(super) fn pipe_benches() -> Vec<BenchCase> {
+pub(crate) fn pipe_benches() -> Vec<BenchCase> {
     let mut v = Vec::new();
     let variants: [(RmsFn, &str); 5] = [
         (rms_norm_pipe, ""),
@@ -88,6 +88,6 @@ pub(super) fn pipe_benches() -> Vec<BenchCase> {
     v
 }
 
-pub(super) fn rms_norm_pipe_kernels() -> Vec<KernelUse> {
+pub(crate) fn rms_norm_pipe_kernels() -> Vec<KernelUse> {
     pipe_specs(&[512, 1024, 4096, 8192])
 }

@@ -1,0 +1,277 @@
+//! Cases of `sdpa_multi_query`: several query rows over one shared cache, with window,
+//! sinks and splits; a rejection per invariant; multi-query shapes.
+
+use super::*;
+
+/// Multi-query attention over `[n_query, base_kv, kv_stride, hq, hkv, d]` with the
+/// visibility `vis` (a window, sinks with their logits) and optionally a forced split count.
+fn mq_case(
+    dt: DType,
+    [nq, base, stride, hq, hkv, d]: [usize; 6],
+    causal: bool,
+    vis: Visibility,
+    splits: Option<u32>,
+) -> Case {
+    let forced = splits.map(|s| format!(" splits={s}")).unwrap_or_default();
+    correctness(
+        "sdpa_multi_query",
+        dt,
+        format!(
+            "n_query={nq} base={base} stride={stride} hq={hq} hkv={hkv} d={d} causal={causal} \
+             window={} sinks={}{forced}",
+            vis.window, vis.n_sink
+        ),
+        move |ctx, rng| {
+            let t = qkv(ctx, rng, dt, &[nq, hq, d], &[hkv, stride, d])?;
+            let rows: Vec<(usize, usize)> = (0..nq)
+                .map(|r| (0, if causal { base + r + 1 } else { base + nq }))
+                .collect();
+            visible_vs_reference(ctx, rng, &t, &rows, [hq, hkv, stride, d], vis, |o| {
+                let o = DecodeOptions { splits, ..*o };
+                sdpa_multi_query(ctx, &t.q, &t.k, &t.v, &t.out, base, causal, &o)
+            })
+        },
+    )
+}
+
+fn mq_bad(
+    ctx: &Context,
+    q_shape: &[usize],
+    k_shape: &[usize],
+    base: usize,
+) -> Result<(Tensor, Refused), String> {
+    let q = zeros(ctx, DType::BF16, q_shape)?;
+    let k = zeros(ctx, DType::BF16, k_shape)?;
+    let v = zeros(ctx, DType::BF16, k_shape)?;
+    let out = zeros(ctx, DType::BF16, q_shape)?;
+    let c = ctx.clone();
+    Ok((
+        out.clone(),
+        Box::new(move || {
+            sdpa_multi_query(&c, &q, &k, &v, &out, base, true, &DecodeOptions::default())
+        }),
+    ))
+}
+
+/// A multi-query call on zeros (bf16, 4 query heads) with sink logits of `sink` (dtype,
+/// shape) and a forced split count, for the option rejections.
+fn mq_with_options(
+    ctx: &Context,
+    sink: Option<(DType, &[usize])>,
+    splits: Option<u32>,
+) -> Result<(Tensor, Refused), String> {
+    let q = zeros(ctx, DType::BF16, &[2, 4, 128])?;
+    let k = zeros(ctx, DType::BF16, &[2, 16, 128])?;
+    let v = zeros(ctx, DType::BF16, &[2, 16, 128])?;
+    let out = zeros(ctx, DType::BF16, &[2, 4, 128])?;
+    let sinks = sink.map(|(dt, shape)| zeros(ctx, dt, shape)).transpose()?;
+    let c = ctx.clone();
+    Ok((
+        out.clone(),
+        Box::new(move || {
+            let o = DecodeOptions {
+                sink_logits: sinks.as_ref(),
+                splits,
+                ..DecodeOptions::default()
+            };
+            sdpa_multi_query(&c, &q, &k, &v, &out, 0, true, &o)
+        }),
+    ))
+}
+
+pub(crate) fn mq_cases() -> Vec<Case> {
+    let mut v = Vec::new();
+    let plain = Visibility::default();
+    for dt in FLOAT_DTYPES {
+        v.push(mq_case(dt, [5, 20, 32, 4, 2, 128], true, plain, None));
+        v.push(mq_case(dt, [3, 9, 12, 2, 1, 256], false, plain, None));
+        v.push(mq_case(dt, [4, 0, 6, 2, 2, 128], false, plain, None));
+        // A sliding window with sinks and sink logits, per query row.
+        let windowed = Visibility {
+            window: 40,
+            n_sink: 3,
+            logit: true,
+        };
+        v.push(mq_case(dt, [6, 90, 100, 8, 2, 128], true, windowed, None));
+    }
+    // Query rows packed into one threadgroup's fragment rows (2-byte caches, no window):
+    // whole groups and a partial last one, rows whose visible keys end inside a block or
+    // a block apart (head_dim 256 walks 16-key blocks), 1 to 8 heads per group, full and
+    // causal, and forced splits that leave some rows no key in some chunks.
+    for dt in [DType::F16, DType::BF16] {
+        v.push(mq_case(dt, [7, 45, 64, 8, 2, 128], true, plain, None));
+        v.push(mq_case(dt, [20, 3, 40, 4, 4, 64], true, plain, None));
+        v.push(mq_case(dt, [9, 30, 48, 4, 1, 256], true, plain, None));
+        v.push(mq_case(dt, [6, 50, 60, 16, 8, 128], false, plain, None));
+        v.push(mq_case(dt, [11, 97, 128, 8, 1, 128], true, plain, Some(9)));
+        v.push(mq_case(dt, [16, 0, 16, 2, 2, 64], true, plain, Some(4)));
+    }
+    v.push(rejection(
+        "sdpa_multi_query",
+        "block past the cache depth",
+        "base_kv + n_query = 17 exceeds the cache depth kv_stride = 16",
+        |ctx| mq_bad(ctx, &[5, 4, 128], &[2, 16, 128], 12),
+    ));
+    v.push(rejection(
+        "sdpa_multi_query",
+        "q heads not a multiple of kv heads",
+        "must be a multiple of n_kv_heads = 3",
+        |ctx| mq_bad(ctx, &[2, 4, 128], &[3, 16, 128], 0),
+    ));
+    v.push(rejection(
+        "sdpa_multi_query",
+        "head_dim unsupported",
+        "head_dim 100 is not supported",
+        |ctx| mq_bad(ctx, &[2, 4, 100], &[2, 16, 100], 0),
+    ));
+    v.push(rejection(
+        "sdpa_multi_query",
+        "k head_dim != q head_dim",
+        "k's head_dim is 64 but q says 128",
+        |ctx| mq_bad(ctx, &[2, 4, 128], &[2, 16, 64], 0),
+    ));
+    v.push(rejection(
+        "sdpa_multi_query",
+        "q is 2-D",
+        "`q` must be 3-D",
+        |ctx| mq_bad(ctx, &[4, 128], &[2, 16, 128], 0),
+    ));
+    v.push(rejection(
+        "sdpa_multi_query",
+        "v shape != k shape",
+        "`v` must have shape [2, 16, 128]",
+        |ctx| {
+            let q = zeros(ctx, DType::BF16, &[2, 4, 128])?;
+            let k = zeros(ctx, DType::BF16, &[2, 16, 128])?;
+            let v = zeros(ctx, DType::BF16, &[2, 8, 128])?;
+            let out = zeros(ctx, DType::BF16, &[2, 4, 128])?;
+            let c = ctx.clone();
+            Ok((
+                out.clone(),
+                Box::new(move || {
+                    sdpa_multi_query(&c, &q, &k, &v, &out, 0, true, &DecodeOptions::default())
+                }),
+            ))
+        },
+    ));
+    v.push(rejection(
+        "sdpa_multi_query",
+        "sink logits shape",
+        "`sink_logits` must have shape [4]",
+        |ctx| mq_with_options(ctx, Some((DType::BF16, &[2])), None),
+    ));
+    v.push(rejection(
+        "sdpa_multi_query",
+        "sink logits dtype",
+        "`sink_logits` must be bf16",
+        |ctx| mq_with_options(ctx, Some((DType::F16, &[4])), None),
+    ));
+    v.push(rejection(
+        "sdpa_multi_query",
+        "zero splits",
+        "`splits` must be in 1..=1024, got 0",
+        |ctx| mq_with_options(ctx, None, Some(0)),
+    ));
+    v.push(rejection(
+        "sdpa_multi_query",
+        "workspace for fewer query rows",
+        "the workspace holds 8 partial outputs, this call needs 32",
+        |ctx| {
+            let q = zeros(ctx, DType::BF16, &[4, 4, 128])?;
+            let k = zeros(ctx, DType::BF16, &[2, 16, 128])?;
+            let v = zeros(ctx, DType::BF16, &[2, 16, 128])?;
+            let out = zeros(ctx, DType::BF16, &[4, 4, 128])?;
+            let ws = DecodeWorkspace::new(ctx, 1, 4, 128, 2).map_err(err)?;
+            let c = ctx.clone();
+            Ok((
+                out.clone(),
+                Box::new(move || {
+                    let o = DecodeOptions {
+                        splits: Some(2),
+                        workspace: Some(&ws),
+                        ..DecodeOptions::default()
+                    };
+                    sdpa_multi_query(&c, &q, &k, &v, &out, 0, true, &o)
+                }),
+            ))
+        },
+    ));
+    v.push(rejection(
+        "sdpa_multi_query",
+        "v dtype",
+        "`v` must be bf16",
+        |ctx| {
+            let q = zeros(ctx, DType::BF16, &[2, 4, 128])?;
+            let k = zeros(ctx, DType::BF16, &[2, 16, 128])?;
+            let v = zeros(ctx, DType::F16, &[2, 16, 128])?;
+            let out = zeros(ctx, DType::BF16, &[2, 4, 128])?;
+            let c = ctx.clone();
+            Ok((
+                out.clone(),
+                Box::new(move || {
+                    sdpa_multi_query(&c, &q, &k, &v, &out, 0, true, &DecodeOptions::default())
+                }),
+            ))
+        },
+    ));
+    v
+}
+
+pub(crate) fn mq_benches() -> Vec<BenchCase> {
+    let mut v = Vec::new();
+    for (dt, nq, base, hq, hkv, d, quick) in [
+        (DType::F16, 4, 60, 4, 2, 128, true),
+        (DType::BF16, 8, 4096, 32, 8, 128, false),
+        (DType::BF16, 16, 32768, 32, 8, 128, false),
+        (DType::F16, 8, 8192, 16, 4, 256, false),
+    ] {
+        let es = dt.size_bytes();
+        let stride = base + nq;
+        v.push(BenchCase {
+            op: "sdpa_multi_query",
+            kernel: if dt != DType::F32 && MMA_HEAD_DIMS.contains(&(d as u32)) {
+                "sdpa_decode_mma_kernel"
+            } else {
+                "sdpa_decode_kernel"
+            },
+            dtype: dt,
+            shape: format!("n_query={nq} base={base} hq={hq} hkv={hkv} d={d} causal"),
+            bytes: ((2 * hkv * stride * d + 2 * nq * hq * d) * es) as u64,
+            flops: (4 * nq * hq * stride * d) as u64,
+            quick,
+            prepare: Box::new(move |ctx, rng| {
+                let t = qkv(ctx, rng, dt, &[nq, hq, d], &[hkv, stride, d])?;
+                let rows: Vec<(usize, usize)> = (0..nq).map(|r| (0, base + r + 1)).collect();
+                let want = reference::decode(
+                    &t.qv,
+                    &t.kv,
+                    &t.vv,
+                    &rows,
+                    hq,
+                    hkv,
+                    stride,
+                    d,
+                    scale_of(d),
+                    0,
+                    0,
+                    None,
+                );
+                let splits = 8 * ctx.info().compute_units.max(1) as usize;
+                let ws = DecodeWorkspace::new(ctx, nq, hq, d, splits).map_err(err)?;
+                let (c, out) = (ctx.clone(), t.out.clone());
+                Ok(PreparedBench {
+                    launch: Box::new(move || {
+                        let o = DecodeOptions {
+                            workspace: Some(&ws),
+                            ..DecodeOptions::default()
+                        };
+                        sdpa_multi_query(&c, &t.q, &t.k, &t.v, &t.out, base, true, &o).map_err(err)
+                    }),
+                    output: out,
+                    reference: want,
+                })
+            }),
+        });
+    }
+    v
+}

@@ -1,0 +1,228 @@
+//! Cases of `sdpa_prefill`: causal and full tiled prefill over every float dtype and head
+//! dim, rising logits, a rejection per invariant, its specialisations and prefill shapes.
+
+use super::*;
+
+#[allow(clippy::too_many_arguments)]
+fn prefill_case(
+    dt: DType,
+    nq: usize,
+    nkv: usize,
+    hq: usize,
+    hkv: usize,
+    d: usize,
+    causal: bool,
+) -> Case {
+    correctness(
+        "sdpa_prefill",
+        dt,
+        format!("n_q={nq} n_kv={nkv} hq={hq} hkv={hkv} d={d} causal={causal}"),
+        move |ctx, rng| {
+            let t = qkv(ctx, rng, dt, &[nq, hq, d], &[nkv, hkv, d])?;
+            prefill_vs_reference(ctx, &t, [nq, nkv, hq, hkv, d], causal)
+        },
+    )
+}
+
+/// Scores that jump late: the first KV head's keys at `n_kv / 2` and `n_kv − 3` are the
+/// last query row's first head times 3 and 6, so the rows that see them pass their running
+/// max by far more than the fragment kernel's rescale margin.
+fn prefill_rising_case(dt: DType, [nq, nkv, hq, hkv, d]: [usize; 5], causal: bool) -> Case {
+    correctness(
+        "sdpa_prefill",
+        dt,
+        format!("n_q={nq} n_kv={nkv} hq={hq} hkv={hkv} d={d} causal={causal} rising scores"),
+        move |ctx, rng| {
+            let mut t = qkv(ctx, rng, dt, &[nq, hq, d], &[nkv, hkv, d])?;
+            let mut kv = t.kv.clone();
+            let last = (nq - 1) * hq * d;
+            for (j, c) in [(nkv / 2, 3.0), (nkv - 3, 6.0)] {
+                for e in 0..d {
+                    kv[j * hkv * d + e] = t.qv[last + e] * c;
+                }
+            }
+            (t.k, t.kv) = upload(ctx, dt, &kv, &[nkv, hkv, d])?;
+            prefill_vs_reference(ctx, &t, [nq, nkv, hq, hkv, d], causal)
+        },
+    )
+}
+
+fn prefill_vs_reference(
+    ctx: &Context,
+    t: &Qkv,
+    [nq, nkv, hq, hkv, d]: [usize; 5],
+    causal: bool,
+) -> Result<(Vec<f64>, Vec<f64>), String> {
+    sdpa_prefill(ctx, &t.q, &t.k, &t.v, &t.out, causal, None).map_err(err)?;
+    let want = reference::prefill(
+        &t.qv,
+        &t.kv,
+        &t.vv,
+        nq,
+        nkv,
+        hq,
+        hkv,
+        d,
+        scale_of(d),
+        causal,
+    );
+    Ok((t.out.to_f64_vec().map_err(err)?, want))
+}
+
+fn prefill_bad(
+    ctx: &Context,
+    q_shape: &[usize],
+    k_shape: &[usize],
+) -> Result<(Tensor, Refused), String> {
+    let q = zeros(ctx, DType::F32, q_shape)?;
+    let k = zeros(ctx, DType::F32, k_shape)?;
+    let v = zeros(ctx, DType::F32, k_shape)?;
+    let out = zeros(ctx, DType::F32, q_shape)?;
+    let c = ctx.clone();
+    Ok((
+        out.clone(),
+        Box::new(move || sdpa_prefill(&c, &q, &k, &v, &out, true, None)),
+    ))
+}
+
+pub(crate) fn prefill_cases() -> Vec<Case> {
+    let mut v = Vec::new();
+    for dt in FLOAT_DTYPES {
+        v.push(prefill_case(dt, 19, 19, 4, 2, 64, true));
+        v.push(prefill_case(dt, 7, 40, 2, 1, 128, true));
+        v.push(prefill_case(dt, 9, 13, 2, 2, 256, false));
+    }
+    // The fragment kernel (f16/bf16): several query blocks, more keys than queries, key
+    // counts off the block size, GQA 1 to 4, full and causal; head_dim 192 and 256 split
+    // the head in two column parts.
+    for dt in [DType::F16, DType::BF16] {
+        v.push(prefill_case(dt, 130, 130, 4, 1, 128, true));
+        v.push(prefill_case(dt, 70, 200, 2, 2, 64, true));
+        v.push(prefill_case(dt, 65, 97, 4, 2, 128, false));
+        v.push(prefill_case(dt, 1, 45, 2, 1, 64, false));
+        v.push(prefill_rising_case(dt, [80, 150, 2, 1, 128], true));
+        v.push(prefill_rising_case(dt, [33, 100, 2, 2, 64], false));
+        v.push(prefill_case(dt, 70, 90, 4, 2, 256, true));
+        v.push(prefill_case(dt, 33, 33, 2, 1, 192, false));
+        v.push(prefill_case(dt, 40, 75, 2, 2, 96, true));
+        v.push(prefill_rising_case(dt, [45, 120, 2, 1, 256], true));
+    }
+    v.push(prefill_case(DType::F16, 5, 5, 2, 1, 96, true));
+    v.push(prefill_case(DType::F32, 3, 20, 1, 1, 192, true));
+    v.push(rejection(
+        "sdpa_prefill",
+        "fewer keys than queries",
+        "n_kv = 4 must be at least n_q = 5",
+        |ctx| prefill_bad(ctx, &[5, 2, 64], &[4, 2, 64]),
+    ));
+    v.push(rejection(
+        "sdpa_prefill",
+        "head_dim 512 unsupported",
+        "head_dim 512 is not supported",
+        |ctx| prefill_bad(ctx, &[2, 2, 512], &[2, 2, 512]),
+    ));
+    v.push(rejection(
+        "sdpa_prefill",
+        "q heads not a multiple of kv heads",
+        "must be a multiple of n_kv_heads = 2",
+        |ctx| prefill_bad(ctx, &[2, 3, 64], &[2, 2, 64]),
+    ));
+    v.push(rejection(
+        "sdpa_prefill",
+        "k head_dim != q head_dim",
+        "k's head_dim is 128 but q says 64",
+        |ctx| prefill_bad(ctx, &[2, 2, 64], &[2, 2, 128]),
+    ));
+    v.push(rejection(
+        "sdpa_prefill",
+        "empty prompt",
+        "must not be empty",
+        |ctx| prefill_bad(ctx, &[0, 2, 64], &[2, 2, 64]),
+    ));
+    v.push(rejection(
+        "sdpa_prefill",
+        "q is 4-D",
+        "`q` must be 3-D",
+        |ctx| prefill_bad(ctx, &[1, 2, 2, 64], &[2, 2, 64]),
+    ));
+    v.push(rejection(
+        "sdpa_prefill",
+        "out aliases k",
+        "`out` aliases `k`",
+        |ctx| {
+            let q = zeros(ctx, DType::F32, &[2, 2, 64])?;
+            let k = zeros(ctx, DType::F32, &[2, 2, 64])?;
+            let v = zeros(ctx, DType::F32, &[2, 2, 64])?;
+            let c = ctx.clone();
+            let out = k.clone();
+            Ok((
+                k.clone(),
+                Box::new(move || sdpa_prefill(&c, &q, &k, &v, &out, true, None)),
+            ))
+        },
+    ));
+    v
+}
+
+pub(crate) fn prefill_uses() -> Vec<KernelUse> {
+    let mut v = Vec::new();
+    for dt in FLOAT_DTYPES {
+        for d in PREFILL_HEAD_DIMS {
+            let c = prefill_constexprs(d)
+                .iter()
+                .map(|&x| Literal::U32(x))
+                .collect();
+            v.push(KernelUse {
+                def: &sdpa_prefill_kernel::DEF,
+                spec: Specialization::new(vec![dt], c),
+            });
+        }
+    }
+    for dt in [DType::F16, DType::BF16] {
+        for d in PREFILL_HEAD_DIMS {
+            v.push(KernelUse {
+                def: &sdpa_prefill_mma_kernel::DEF,
+                spec: Specialization::new(vec![dt], vec![Literal::U32(d)]),
+            });
+        }
+    }
+    v
+}
+
+pub(crate) fn prefill_benches() -> Vec<BenchCase> {
+    let mut v = Vec::new();
+    for (dt, n, hq, hkv, d, quick) in [
+        (DType::F16, 64, 4, 2, 64, true),
+        (DType::F16, 1024, 32, 8, 128, false),
+        (DType::BF16, 2048, 32, 8, 128, false),
+        (DType::BF16, 4096, 32, 8, 128, false),
+        (DType::BF16, 2048, 16, 16, 64, false),
+        (DType::BF16, 2048, 16, 2, 256, false),
+    ] {
+        let es = dt.size_bytes();
+        v.push(BenchCase {
+            op: "sdpa_prefill",
+            kernel: "sdpa_prefill_mma_kernel",
+            dtype: dt,
+            shape: format!("n={n} hq={hq} hkv={hkv} d={d} causal"),
+            bytes: ((2 * n * hq * d + 2 * n * hkv * d) * es) as u64,
+            // Causal: half of the n×n score and PV products.
+            flops: (2 * n * n * hq * d) as u64,
+            quick,
+            prepare: Box::new(move |ctx, rng| {
+                let t = qkv(ctx, rng, dt, &[n, hq, d], &[n, hkv, d])?;
+                let want =
+                    reference::prefill(&t.qv, &t.kv, &t.vv, n, n, hq, hkv, d, scale_of(d), true);
+                let (c, out) = (ctx.clone(), t.out.clone());
+                Ok(PreparedBench {
+                    launch: Box::new(move || {
+                        sdpa_prefill(&c, &t.q, &t.k, &t.v, &t.out, true, None).map_err(err)
+                    }),
+                    output: out,
+                    reference: want,
+                })
+            }),
+        });
+    }
+    v
+}

@@ -1,0 +1,123 @@
+//! Registered cases of `add`: every float dtype over several shapes, a rejection per
+//! invariant, its specialisations and bench shapes.
+
+use super::add::{add, add_kernel, OP};
+use super::reference;
+use crate::error::{runtime, OpError};
+use crate::registry::{BenchCase, Case, CaseKind, KernelUse, PreparedBench};
+use crate::testing::{compare, expect_rejection, random_tensor, tolerance};
+use crate::validate::FLOAT_DTYPES;
+use tessera_ir::Specialization;
+use tessera_runtime::{Context, DType, Tensor};
+
+fn correctness(dtype: DType, shape: Vec<usize>) -> Case {
+    Case {
+        op: OP,
+        kind: CaseKind::Correctness,
+        dtype: Some(dtype),
+        name: format!("shape={shape:?}"),
+        run: Box::new(move |ctx, rng| {
+            let (a, av) = random_tensor(ctx, rng, dtype, &shape, -4.0, 4.0)?;
+            let (b, bv) = random_tensor(ctx, rng, dtype, &shape, -4.0, 4.0)?;
+            let out = ctx.full_nan(dtype, &shape).map_err(|e| e.to_string())?;
+            add(ctx, &a, &b, &out).map_err(|e| e.to_string())?;
+            let got = out.to_f64_vec().map_err(|e| e.to_string())?;
+            compare(&got, &reference::add(&av, &bv), tolerance(dtype))
+        }),
+    }
+}
+
+type BadCall = fn(&Context, &Tensor, &Tensor, &Tensor) -> Result<(), OpError>;
+
+fn rejection(name: &str, reason: &'static str, call: BadCall) -> Case {
+    Case {
+        op: OP,
+        kind: CaseKind::Rejection,
+        dtype: Some(DType::F32),
+        name: name.to_string(),
+        run: Box::new(move |ctx, rng| {
+            let (a, _) = random_tensor(ctx, rng, DType::F32, &[64], -1.0, 1.0)?;
+            let (b, _) = random_tensor(ctx, rng, DType::F32, &[64], -1.0, 1.0)?;
+            let out = ctx.full_nan(DType::F32, &[64]).map_err(|e| e.to_string())?;
+            expect_rejection(&out, reason, || call(ctx, &a, &b, &out))
+        }),
+    }
+}
+
+pub(super) fn cases() -> Vec<Case> {
+    let mut v = Vec::new();
+    for dtype in FLOAT_DTYPES {
+        for shape in [vec![1], vec![1000], vec![7, 333]] {
+            v.push(correctness(dtype, shape));
+        }
+    }
+    v.push(rejection(
+        "shape mismatch",
+        "`b` must have shape",
+        |ctx, a, _b, out| {
+            let b = ctx.zeros(DType::F32, &[63]).map_err(runtime(OP))?;
+            add(ctx, a, &b, out)
+        },
+    ));
+    v.push(rejection(
+        "dtype mismatch",
+        "`b` must be f32",
+        |ctx, a, _b, out| {
+            let b = ctx.zeros(DType::F16, &[64]).map_err(runtime(OP))?;
+            add(ctx, a, &b, out)
+        },
+    ));
+    v.push(rejection(
+        "integer dtype",
+        "`a` must be one of",
+        |ctx, _a, _b, _out| {
+            let a = ctx.zeros(DType::U32, &[64]).map_err(runtime(OP))?;
+            add(ctx, &a, &a.clone(), &a)
+        },
+    ));
+    v.push(rejection(
+        "output aliases input",
+        "aliases `a`",
+        |ctx, a, b, _out| add(ctx, a, b, a),
+    ));
+    v
+}
+
+pub(super) fn kernels() -> Vec<KernelUse> {
+    FLOAT_DTYPES
+        .iter()
+        .map(|&t| KernelUse {
+            def: &add_kernel::DEF,
+            spec: Specialization::new(vec![t], vec![]),
+        })
+        .collect()
+}
+
+pub(super) fn benches() -> Vec<BenchCase> {
+    let mut v = Vec::new();
+    for dtype in FLOAT_DTYPES {
+        for (n, quick) in [(1usize << 16, true), (1 << 26, false)] {
+            v.push(BenchCase {
+                op: OP,
+                kernel: "add_kernel",
+                dtype,
+                shape: format!("n={n}"),
+                bytes: (3 * n * dtype.size_bytes()) as u64,
+                flops: 0,
+                quick,
+                prepare: Box::new(move |ctx, rng| {
+                    let (a, av) = random_tensor(ctx, rng, dtype, &[n], -4.0, 4.0)?;
+                    let (b, bv) = random_tensor(ctx, rng, dtype, &[n], -4.0, 4.0)?;
+                    let out = ctx.full_nan(dtype, &[n]).map_err(|e| e.to_string())?;
+                    let (ctx2, o) = (ctx.clone(), out.clone());
+                    Ok(PreparedBench {
+                        launch: Box::new(move || add(&ctx2, &a, &b, &o).map_err(|e| e.to_string())),
+                        output: out,
+                        reference: reference::add(&av, &bv),
+                    })
+                }),
+            });
+        }
+    }
+    v
+}
