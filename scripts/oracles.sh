@@ -4,7 +4,7 @@
 # it runs target/debug/tessera, or the binary in TESSERA_BIN. Its dependencies go into a
 # venv (TESSERA_ORACLE_VENV, default target/oracle-venv); when they cannot be installed the
 # job says why and exits 0. TESSERA_ORACLE_CASES sets the random cases per op and dtype
-# (default 2, about two minutes on two cores), TESSERA_ORACLE_SEED reruns a seed,
+# (default 6, about a minute on two cores), TESSERA_ORACLE_SEED reruns a seed,
 # TESSERA_ORACLE_PYTHON picks the interpreter (one with torch adds the PyTorch oracles).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

@@ -10,7 +10,7 @@ import pytest
 import harness
 
 SEED = int(os.environ.get("TESSERA_ORACLE_SEED") or random.SystemRandom().randrange(2**31))
-CASES = int(os.environ.get("TESSERA_ORACLE_CASES", "2"))
+CASES = int(os.environ.get("TESSERA_ORACLE_CASES", "6"))
 
 
 def pytest_report_header(config):
