@@ -25,7 +25,7 @@ except ImportError:
 
 DTYPES = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}
 # Largest finite value of each dtype.
-DTYPE_MAX = {"f32": 3.4028235e38, "f16": 65504.0, "bf16": 3.3895314e38}
+DTYPE_MAX = {name: float(ml_dtypes.finfo(t).max) for name, t in DTYPES.items()}
 # Unit roundoff of each dtype (half an ulp at 1).
 EPS = {"f32": 2.0**-24, "f16": 2.0**-11, "bf16": 2.0**-8}
 
@@ -37,7 +37,8 @@ class OpFailed(Exception):
 def cast(x, dtype):
     """`x` rounded to `dtype` (f32/f16/bf16), then read back as float64: the values the op
     really sees."""
-    return np.asarray(x, dtype=np.float64).astype(DTYPES[dtype])
+    with np.errstate(over="ignore"):  # past the range is ±inf, as IEEE rounds it
+        return np.asarray(x, dtype=np.float64).astype(DTYPES[dtype])
 
 
 def as_f64(a):

@@ -36,7 +36,8 @@ def softmax(x):
     m = np.max(x, axis=-1, keepdims=True)
     m = np.where(np.isfinite(m), m, 0.0)
     e = np.exp(x - m)
-    return e / e.sum(axis=-1, keepdims=True)
+    with np.errstate(invalid="ignore"):  # a fully masked row is NaN, as in every library
+        return e / e.sum(axis=-1, keepdims=True)
 
 
 def logsumexp(x):
