@@ -23,3 +23,8 @@ tessera=target/debug/tessera
 "$tessera" compile --target msl
 "$tessera" check --backend cpu
 "$tessera" check --backend metal-emu
+
+# Optional, last: every op against outside oracles (PyTorch when installed, else float64
+# NumPy from the published math). Skips itself, exit 0, when its Python packages cannot be
+# installed; TESSERA_ORACLE_CASES raises its budget.
+TESSERA_BIN="$tessera" scripts/oracles.sh

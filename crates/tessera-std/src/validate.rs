@@ -92,11 +92,21 @@ pub fn eps_ok(op: &'static str, eps: f32) -> Result<(), OpError> {
 
 /// `out` must not share memory with any input.
 pub fn distinct(op: &'static str, out: &Tensor, inputs: &[(&str, &Tensor)]) -> Result<(), OpError> {
+    distinct_named(op, "out", out, inputs)
+}
+
+/// The output called `output` must not share memory with any input; the message names it.
+pub fn distinct_named(
+    op: &'static str,
+    output: &str,
+    out: &Tensor,
+    inputs: &[(&str, &Tensor)],
+) -> Result<(), OpError> {
     for (name, t) in inputs {
         if out.same_buffer(t) {
             return Err(OpError::invalid(
                 op,
-                format!("`out` aliases `{name}`; pass a separate output tensor"),
+                format!("`{output}` aliases `{name}`; pass a separate output tensor"),
             ));
         }
     }

@@ -4,7 +4,9 @@
 //! for one token that also rolls the state `[B, C, W − 1]` by one.
 
 use crate::error::{runtime, OpError};
-use crate::validate::{distinct, dtype_in, dtype_is, fits_u32, shape_is, FLOAT_DTYPES};
+use crate::validate::{
+    distinct, distinct_named, dtype_in, dtype_is, fits_u32, shape_is, FLOAT_DTYPES,
+};
 use tessera_macros::kernel;
 use tessera_runtime::{Context, Tensor};
 
@@ -145,8 +147,8 @@ fn check_common(op: &'static str, a: &Conv1dArgs, b: usize) -> Result<(usize, us
         ("state_in", a.state_in),
     ];
     distinct(op, a.out, &inputs)?;
-    distinct(op, a.state_out, &inputs)?;
-    distinct(op, a.state_out, &[("out", a.out)])?;
+    distinct_named(op, "state_out", a.state_out, &inputs)?;
+    distinct_named(op, "state_out", a.state_out, &[("out", a.out)])?;
     fits_u32(op, "the element count", a.x.len())?;
     Ok((c, width))
 }

@@ -7,7 +7,7 @@
 
 use super::validate::{check_decode_state, check_dk, decode_groups, decode_lanes, DECODE_ROWS};
 use crate::error::{runtime, OpError};
-use crate::validate::{distinct, dtype_in, dtype_is, fits_u32, shape_is, FLOAT_DTYPES};
+use crate::validate::{distinct_named, dtype_in, dtype_is, fits_u32, shape_is, FLOAT_DTYPES};
 use tessera_macros::kernel;
 use tessera_runtime::{Context, DType, Tensor};
 
@@ -155,9 +155,9 @@ pub fn gdn_decode_step(ctx: &Context, a: &DecodeArgs, scale: f32) -> Result<(), 
         ("beta", a.beta),
         ("state_in", a.state_in),
     ];
-    distinct(OP, a.o, &inputs)?;
-    distinct(OP, a.state_out, &inputs)?;
-    distinct(OP, a.state_out, &[("o", a.o)])?;
+    distinct_named(OP, "o", a.o, &inputs)?;
+    distinct_named(OP, "state_out", a.state_out, &inputs)?;
+    distinct_named(OP, "state_out", a.state_out, &[("o", a.o)])?;
     if !scale.is_finite() {
         return Err(OpError::invalid(
             OP,

@@ -16,7 +16,7 @@ use super::prefill_workspace::{equal_sequences, GdnPrefillWorkspace};
 use super::validate::check_dk;
 use crate::error::{runtime, OpError};
 use crate::validate::{
-    distinct, dtype_in, dtype_is, fits_u32, shape_is, state_dtype, FLOAT_DTYPES,
+    distinct_named, dtype_in, dtype_is, fits_u32, shape_is, state_dtype, FLOAT_DTYPES,
 };
 use tessera_runtime::{Context, DType, Tensor};
 
@@ -167,9 +167,9 @@ pub fn gdn_chunked_prefill(
     if let Some(h0) = a.h0 {
         inputs.push(("h0", h0));
     }
-    distinct(OP, a.o, &inputs)?;
-    distinct(OP, a.final_state, &inputs)?;
-    distinct(OP, a.final_state, &[("o", a.o)])?;
+    distinct_named(OP, "o", a.o, &inputs)?;
+    distinct_named(OP, "final_state", a.final_state, &inputs)?;
+    distinct_named(OP, "final_state", a.final_state, &[("o", a.o)])?;
     if !scale.is_finite() {
         return Err(OpError::invalid(
             OP,

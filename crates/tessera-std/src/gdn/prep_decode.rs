@@ -6,7 +6,9 @@
 
 use super::validate::{check_decode_state, check_dk, decode_groups, DECODE_ROWS};
 use crate::error::{runtime, OpError};
-use crate::validate::{distinct, dtype_in, dtype_is, eps_ok, fits_u32, shape_is, FLOAT_DTYPES};
+use crate::validate::{
+    distinct_named, dtype_in, dtype_is, eps_ok, fits_u32, shape_is, FLOAT_DTYPES,
+};
 use tessera_macros::kernel;
 use tessera_runtime::{Context, Tensor};
 
@@ -178,9 +180,9 @@ pub fn gdn_prep_decode_step(
         ("wk", a.wk),
         ("state_in", a.state_in),
     ];
-    distinct(OP, a.o, &inputs)?;
-    distinct(OP, a.state_out, &inputs)?;
-    distinct(OP, a.state_out, &[("o", a.o)])?;
+    distinct_named(OP, "o", a.o, &inputs)?;
+    distinct_named(OP, "state_out", a.state_out, &inputs)?;
+    distinct_named(OP, "state_out", a.state_out, &[("o", a.o)])?;
     eps_ok(OP, eps)?;
     if !scale.is_finite() {
         return Err(OpError::invalid(

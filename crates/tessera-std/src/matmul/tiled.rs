@@ -6,7 +6,7 @@
 //! transposed layout is read with transposed fragment loads.
 
 use crate::error::{runtime, OpError};
-use crate::validate::{distinct, dtype_in, dtype_is, fits_u32, shape_is};
+use crate::validate::{distinct_named, dtype_in, dtype_is, fits_u32, shape_is};
 use tessera_macros::kernel;
 use tessera_runtime::{Context, DType, Tensor};
 
@@ -110,7 +110,7 @@ fn check(
         }
     };
     shape_is(op, "c", c, &[m, n])?;
-    distinct(op, c, &[("a", a), ("b", b)])?;
+    distinct_named(op, "c", c, &[("a", a), ("b", b)])?;
     for (what, len) in [("a", a.len()), ("b", b.len()), ("c", c.len())] {
         fits_u32(op, &format!("the element count of `{what}`"), len)?;
     }

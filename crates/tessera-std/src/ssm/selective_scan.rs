@@ -4,7 +4,7 @@
 
 use crate::error::{runtime, OpError};
 use crate::validate::{
-    distinct, dtype_in, dtype_is, fits_u32, shape_is, state_dtype, FLOAT_DTYPES,
+    distinct_named, dtype_in, dtype_is, fits_u32, shape_is, state_dtype, FLOAT_DTYPES,
 };
 use tessera_macros::kernel;
 use tessera_runtime::{Context, DType, Tensor};
@@ -124,8 +124,8 @@ pub fn selective_scan_step(ctx: &Context, s: &ScanArgs) -> Result<(), OpError> {
         ("z", s.z),
         ("dt_bias", s.dt_bias),
     ];
-    distinct(OP, s.y, &inputs)?;
-    distinct(OP, s.state_out, &inputs)?;
+    distinct_named(OP, "y", s.y, &inputs)?;
+    distinct_named(OP, "state_out", s.state_out, &inputs)?;
     fits_u32(OP, "the state size", s.state_in.len())?;
     selective_scan_step_kernel::launch(
         ctx,
