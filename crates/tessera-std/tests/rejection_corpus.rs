@@ -16,7 +16,10 @@ use tessera_std::attention::{
 use tessera_std::conv::{causal_conv1d, causal_conv1d_update, Conv1dArgs};
 use tessera_std::elementwise::add;
 use tessera_std::elementwise::add::add_kernel;
-use tessera_std::gdn::{gdn_chunked_prefill, gdn_decode_step, DecodeArgs, PrefillArgs};
+use tessera_std::gdn::{
+    gdn_chunked_prefill, gdn_decode_step, DecodeArgs, GdnPrefillWorkspace, PrefillArgs,
+    PrefillShape,
+};
 use tessera_std::matmul::{matmul, matmul_bt};
 use tessera_std::norm::{
     gated_mixer_norm, layer_norm, logsumexp, rms_norm, rms_norm_residual, rms_norm_small,
@@ -194,6 +197,8 @@ fn gdn_prefill(ctx: &Context, t: usize, n: usize) -> Result<GdnPrefill, String> 
     })
 }
 
+/// The prefill planned for `cu` (default: one sequence of every token), refused either
+/// when the workspace is planned (bad boundaries) or when the op checks the call.
 fn prefill_refused(ctx: &Context, p: &GdnPrefill, cu: Option<&[usize]>) -> Outcome {
     let args = PrefillArgs {
         q: &p.q,
@@ -205,8 +210,21 @@ fn prefill_refused(ctx: &Context, p: &GdnPrefill, cu: Option<&[usize]>) -> Outco
         o: &p.o,
         final_state: &p.final_state,
     };
+    let shape = p.q.shape();
+    let tokens: usize = shape[..shape.len() - 2].iter().product();
+    let cu = cu.map_or_else(|| vec![0, tokens], <[usize]>::to_vec);
     refused(&[&p.o, &p.final_state], || {
-        gdn_chunked_prefill(ctx, &args, cu, 0.125)
+        let ws = GdnPrefillWorkspace::new(
+            ctx,
+            &PrefillShape {
+                dtype: p.q.dtype(),
+                hv: 1,
+                dk: 64,
+                dv: 32,
+                cu_seqlens: &cu,
+            },
+        )?;
+        gdn_chunked_prefill(ctx, &args, &ws, 0.125)
     })
 }
 
@@ -1233,7 +1251,7 @@ fn corpus() -> Vec<Entry> {
         },
         Entry {
             name: "gdn_chunked_prefill: cu_seqlens over a batch of 2",
-            expect: "packed",
+            expect: "[B, T, …] inputs are 2 sequences of 4 tokens",
             call: |ctx| {
                 let mut p = gdn_prefill(ctx, 8, 1)?;
                 p.q = z(ctx, F16, &[2, 4, 1, 64])?;

@@ -1,6 +1,7 @@
 //! The RoPE kernels: plain rotation, and per-head RMSNorm followed by rotation (Qwen3's
-//! q/k norm). One threadgroup per (token, head), one thread per element of the head; an
-//! element rotates with its partner `e ^ 1` (interleaved) or `e ± rot_dim/2` (NeoX).
+//! q/k norm). One threadgroup per token and group of heads, one thread per element of a
+//! head; an element rotates with its partner `e ^ 1` (interleaved) or `e ± rot_dim/2`
+//! (NeoX).
 
 use tessera_macros::{func, kernel};
 
@@ -38,7 +39,9 @@ pub fn rope_angle(pos: f32, inv_freq: Mem<f32>, pair: u32) -> (f32, f32) {
 }
 
 /// `out = x·cos(pos·f_i) ∓ x_partner·sin(pos·f_i)` (times `mscale`) on the first
-/// `rot_dim` elements of each head, the rest copied. x and out `[tokens, heads, D]`.
+/// `rot_dim` elements of each head, the rest copied. x and out `[tokens, heads, D]`. A
+/// threadgroup takes `heads_per_group` heads of one token: the angle depends on the
+/// position and the pair only, so each thread forms its cos/sin once for all of them.
 #[kernel]
 pub fn rope_kernel<T>(
     x: Tensor<T>,
@@ -50,26 +53,36 @@ pub fn rope_kernel<T>(
     #[constexpr] head_dim: u32,
     #[constexpr] rot_dim: u32,
     #[constexpr] neox: u32,
+    #[constexpr] heads_per_group: u32,
 ) {
     let token = group_id_x();
-    let base = (token * n_heads + group_id_y()) * head_dim;
+    let first_head = group_id_y() * heads_per_group;
     let pos = load(positions[token]).cast::<f32>();
     for e in range(thread_id(), head_dim, group_size()) {
-        let v = load(x[base + e]).cast::<f32>();
-        if e < rot_dim {
-            let (partner, pair, sign) = rope_pair(e, rot_dim, neox);
-            let (c, s) = rope_angle(pos, inv_freq, pair);
-            let p = load(x[base + partner]).cast::<f32>();
-            let r = (v * c + sign * p * s) * mscale;
-            store(out[base + e], r.cast::<T>());
-        } else {
-            store(out[base + e], v.cast::<T>());
+        let rotated = e < rot_dim;
+        let (partner, pair, sign) = rope_pair(select(rotated, e, 0), rot_dim, neox);
+        let (c, s) = rope_angle(pos, inv_freq, pair);
+        for i in range(0, heads_per_group, 1) {
+            let head = first_head + i;
+            if head < n_heads {
+                let base = (token * n_heads + head) * head_dim;
+                let v = load(x[base + e]).cast::<f32>();
+                if rotated {
+                    let p = load(x[base + partner]).cast::<f32>();
+                    store(out[base + e], ((v * c + sign * p * s) * mscale).cast::<T>());
+                } else {
+                    store(out[base + e], v.cast::<T>());
+                }
+            }
         }
     }
 }
 
 /// Per-head RMSNorm with weight `w [D]`, then RoPE: one thread per element (`group_size
-/// = head_dim`), the normalised head staged in threadgroup memory for the partner reads.
+/// = head_dim`), `heads_per_group` heads of one token per threadgroup, each normalised
+/// head staged in threadgroup memory for the partner reads; the cos/sin of a thread's
+/// pair are formed once for all of them. A head past `n_heads` is computed on the last
+/// one and not stored, so every thread meets every barrier.
 #[kernel]
 pub fn norm_rope_kernel<T>(
     x: Tensor<T>,
@@ -83,23 +96,33 @@ pub fn norm_rope_kernel<T>(
     #[constexpr] head_dim: u32,
     #[constexpr] rot_dim: u32,
     #[constexpr] neox: u32,
+    #[constexpr] heads_per_group: u32,
 ) {
     let token = group_id_x();
-    let base = (token * n_heads + group_id_y()) * head_dim;
+    let first_head = group_id_y() * heads_per_group;
     let e = thread_id();
-    let v = load(x[base + e]).cast::<f32>();
-    let inv = rsqrt(group_sum(v * v) / head_dim.cast::<f32>() + eps);
-    let y = v * inv * load(w[e]).cast::<f32>();
-    let staged = threadgroup_array::<f32>(head_dim);
-    store(staged[e], y);
-    barrier();
+    let rotated = e < rot_dim;
+    let (partner, pair, sign) = rope_pair(select(rotated, e, 0), rot_dim, neox);
     let pos = load(positions[token]).cast::<f32>();
-    if e < rot_dim {
-        let (partner, pair, sign) = rope_pair(e, rot_dim, neox);
-        let (c, s) = rope_angle(pos, inv_freq, pair);
-        let r = (y * c + sign * load(staged[partner]) * s) * mscale;
-        store(out[base + e], r.cast::<T>());
-    } else {
-        store(out[base + e], y.cast::<T>());
+    let (c, s) = rope_angle(pos, inv_freq, pair);
+    let weight = load(w[e]).cast::<f32>();
+    let staged = threadgroup_array::<f32>(head_dim);
+    for i in range(0, heads_per_group, 1) {
+        let head = min(first_head + i, n_heads - 1);
+        let base = (token * n_heads + head) * head_dim;
+        let v = load(x[base + e]).cast::<f32>();
+        let inv = rsqrt(group_sum(v * v) / head_dim.cast::<f32>() + eps);
+        let y = v * inv * weight;
+        store(staged[e], y);
+        barrier();
+        let r = select(
+            rotated,
+            (y * c + sign * load(staged[partner]) * s) * mscale,
+            y,
+        );
+        if first_head + i < n_heads {
+            store(out[base + e], r.cast::<T>());
+        }
+        barrier();
     }
 }

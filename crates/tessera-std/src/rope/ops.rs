@@ -50,6 +50,17 @@ fn check(
     Ok((tokens as u32, heads as u32, d as u32))
 }
 
+/// Heads one threadgroup rotates: a prompt's many tokens fill the device with 8 heads a
+/// group (each thread's cos/sin formed once for 8 heads); a decode step's few tokens keep
+/// one head a group, for as many groups as there are heads.
+pub(crate) fn heads_per_group(tokens: u32) -> u32 {
+    if tokens >= 64 {
+        8
+    } else {
+        1
+    }
+}
+
 fn neox(table: &RopeTable) -> u32 {
     u32::from(table.config.layout == RopeLayout::NeoX)
 }
@@ -79,9 +90,10 @@ pub fn rope(
             head_dim: d,
             rot_dim: table.config.rot_dim as u32,
             neox: neox(table),
+            heads_per_group: heads_per_group(tokens),
         },
     )
-    .grid([tokens, heads, 1])
+    .grid([tokens, heads.div_ceil(heads_per_group(tokens)), 1])
     .group_size(d.div_ceil(2).next_multiple_of(32).min(1024))
     .run()
     .map_err(runtime(OP))
@@ -129,9 +141,10 @@ fn norm_rope_one(
             head_dim: d,
             rot_dim: table.config.rot_dim as u32,
             neox: neox(table),
+            heads_per_group: heads_per_group(tokens),
         },
     )
-    .grid([tokens, heads, 1])
+    .grid([tokens, heads.div_ceil(heads_per_group(tokens)), 1])
     .group_size(d)
     .run()
     .map_err(runtime(op))

@@ -121,21 +121,23 @@ pub(super) fn rope_uses() -> Vec<KernelUse> {
             (96, 32, 1),
             (256, 256, 1),
         ] {
-            v.push(KernelUse {
-                def: &rope_kernel::DEF,
-                spec: Specialization::new(
-                    vec![dt],
-                    vec![Literal::U32(d), Literal::U32(rot), Literal::U32(neox)],
-                ),
-            });
-            if d % 32 == 0 {
+            for hpg in [1, 8] {
+                let consts = vec![
+                    Literal::U32(d),
+                    Literal::U32(rot),
+                    Literal::U32(neox),
+                    Literal::U32(hpg),
+                ];
                 v.push(KernelUse {
-                    def: &norm_rope_kernel::DEF,
-                    spec: Specialization::new(
-                        vec![dt],
-                        vec![Literal::U32(d), Literal::U32(rot), Literal::U32(neox)],
-                    ),
+                    def: &rope_kernel::DEF,
+                    spec: Specialization::new(vec![dt], consts.clone()),
                 });
+                if d % 32 == 0 {
+                    v.push(KernelUse {
+                        def: &norm_rope_kernel::DEF,
+                        spec: Specialization::new(vec![dt], consts),
+                    });
+                }
             }
         }
     }

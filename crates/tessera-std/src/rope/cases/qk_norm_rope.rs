@@ -81,6 +81,16 @@ pub(crate) fn qk_cases() -> Vec<Case> {
             2,
             1,
         ));
+        // A prompt's token count: heads in groups of 8, the last group partial.
+        v.push(qk_case(
+            dt,
+            "neox prompt",
+            cfg(RopeLayout::NeoX, 1000000.0, 128, RopeScaling::None),
+            128,
+            66,
+            12,
+            3,
+        ));
         v.push(qk_case(
             dt,
             "yarn",

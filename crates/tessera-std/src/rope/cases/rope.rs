@@ -65,6 +65,10 @@ pub(crate) fn rope_cases() -> Vec<Case> {
         for (name, c, d) in configs() {
             v.push(rope_case(dt, name, c, d, 5, 3));
         }
+        // A prompt's token count: heads in groups of 8, the last group partial.
+        for (name, c, d) in configs().into_iter().take(2) {
+            v.push(rope_case(dt, name, c, d, 70, 11));
+        }
     }
     const F: DType = DType::F16;
     v.push(rejection(
