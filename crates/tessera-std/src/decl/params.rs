@@ -23,6 +23,8 @@ pub enum ParamValue {
 pub struct ParamValues {
     op: &'static str,
     values: BTreeMap<&'static str, ParamValue>,
+    /// The parameters the caller named (the rest hold their defaults).
+    given: Vec<&'static str>,
 }
 
 fn parse_value(op: &OpDecl, name: &str, kind: ParamKind, text: &str) -> Result<ParamValue, String> {
@@ -65,6 +67,7 @@ impl ParamValues {
     /// Parses `given` (name, text) against `op`'s parameters and fills in the defaults.
     pub fn parse(op: &OpDecl, given: &[(String, String)]) -> Result<ParamValues, String> {
         let mut values = BTreeMap::new();
+        let mut named = Vec::new();
         for (name, text) in given {
             let Some(p) = op.param(name) else {
                 let known: Vec<&str> = op.params.iter().map(|p| p.name).collect();
@@ -79,6 +82,7 @@ impl ParamValues {
                 ));
             };
             let v = parse_value(op, p.name, p.kind, text)?;
+            named.push(p.name);
             if values.insert(p.name, v).is_some() {
                 return Err(format!("`{}` --param {name} is given twice", op.name));
             }
@@ -106,7 +110,13 @@ impl ParamValues {
         Ok(ParamValues {
             op: op.name,
             values,
+            given: named,
         })
+    }
+
+    /// Whether the caller named `name` (rather than leaving it at its default).
+    pub fn is_given(&self, name: &str) -> bool {
+        self.given.contains(&name)
     }
 
     fn get(&self, name: &str) -> Option<&ParamValue> {

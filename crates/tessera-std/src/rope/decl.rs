@@ -95,7 +95,37 @@ fn config(p: &ParamValues, head_dim: usize) -> Result<RopeConfig, OpError> {
     };
     let factor = p.f64("factor")?;
     let original_max_position = p.f64("original_max_position")?;
-    let scaling = match p.choice("scaling")? {
+    let scaling_name = p.choice("scaling")?;
+    // A scaling parameter the chosen scaling does not read would be silently ignored.
+    let reads: &[&str] = match scaling_name {
+        "llama3" => &[
+            "factor",
+            "original_max_position",
+            "low_freq_factor",
+            "high_freq_factor",
+        ],
+        "yarn" => &["factor", "original_max_position", "beta_fast", "beta_slow"],
+        _ => &[],
+    };
+    for name in [
+        "factor",
+        "original_max_position",
+        "low_freq_factor",
+        "high_freq_factor",
+        "beta_fast",
+        "beta_slow",
+    ] {
+        if p.is_given(name) && !reads.contains(&name) {
+            return Err(OpError::invalid(
+                "rope",
+                format!(
+                    "`{name}` is given but scaling={scaling_name} does not use it; choose the \
+                     scaling it belongs to (llama3 or yarn) or leave it out"
+                ),
+            ));
+        }
+    }
+    let scaling = match scaling_name {
         "llama3" => RopeScaling::Llama3 {
             factor,
             low_freq_factor: p.f64("low_freq_factor")?,
@@ -265,5 +295,36 @@ inventory::submit! {
         cases: cases::qk_cases,
         #[cfg(feature = "cases")]
         benches: cases::qk_benches,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::find_op;
+
+    fn params(given: &[(&str, &str)]) -> ParamValues {
+        let op = find_op("rope").expect("registered");
+        let given: Vec<(String, String)> = given
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        ParamValues::parse(op, &given).expect("parses")
+    }
+
+    #[test]
+    fn a_scaling_parameter_the_scaling_does_not_read_is_refused() {
+        let e = config(&params(&[("factor", "8"), ("scaling", "none")]), 64)
+            .expect_err("factor without a scaling");
+        assert!(
+            e.to_string().contains("`factor` is given but scaling=none"),
+            "{e}"
+        );
+        let e = config(&params(&[("scaling", "llama3"), ("beta_fast", "16")]), 64)
+            .expect_err("a yarn parameter under llama3");
+        assert!(e.to_string().contains("`beta_fast`"), "{e}");
+        let c = config(&params(&[("scaling", "yarn"), ("factor", "4")]), 64).expect("yarn");
+        assert!(matches!(c.scaling, RopeScaling::Yarn { factor, .. } if factor == 4.0));
+        assert!(config(&params(&[]), 64).is_ok(), "defaults alone are fine");
     }
 }
