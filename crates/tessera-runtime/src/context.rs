@@ -97,6 +97,12 @@ impl Context {
         &self.inner.backend
     }
 
+    /// True if `tensor` was made by this context (or a clone of it), so its launches may
+    /// bind it.
+    pub fn owns(&self, tensor: &Tensor) -> bool {
+        tensor.is_on(self.backend())
+    }
+
     pub fn kind(&self) -> BackendKind {
         self.info().kind
     }

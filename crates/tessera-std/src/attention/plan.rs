@@ -79,7 +79,6 @@ pub fn geometry(dtype: DType, head_dim: u32, gqa: u32) -> Geometry {
 /// be captured in a CUDA graph. A decode call given none allocates its own when it splits:
 /// a convenience for one-off calls, not for graph capture.
 pub struct DecodeWorkspace {
-    ctx: Context,
     part_o: Tensor,
     part_ml: Tensor,
     lens: Tensor,
@@ -97,7 +96,6 @@ impl DecodeWorkspace {
         const OP: &str = "DecodeWorkspace";
         let slots = rows * n_q_heads * splits.max(1);
         Ok(DecodeWorkspace {
-            ctx: ctx.clone(),
             part_o: ctx
                 .zeros(DType::F32, &[slots * head_dim])
                 .map_err(runtime(OP))?,
@@ -312,10 +310,7 @@ impl DecodeCall<'_> {
     fn split(&self, ctx: &Context, splits: u32, ws: &DecodeWorkspace) -> Result<(), OpError> {
         let g = self.geometry();
         let slots = self.rows as usize * self.n_q_heads as usize * splits as usize;
-        if !std::ptr::addr_eq(
-            std::sync::Arc::as_ptr(ctx.backend()),
-            std::sync::Arc::as_ptr(ws.ctx.backend()),
-        ) {
+        if !ctx.owns(&ws.part_o) {
             return Err(OpError::invalid(
                 self.op,
                 "the workspace was made on another context; make it with DecodeWorkspace::new on this one",

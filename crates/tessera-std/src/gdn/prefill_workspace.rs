@@ -14,7 +14,6 @@
 use super::prefill::{staging_dtype, CHUNK, STAGED_DK_MAX};
 use crate::error::{runtime, OpError};
 use crate::validate::fits_u32;
-use std::sync::Arc;
 use tessera_runtime::{Context, DType, Tensor};
 
 const OP: &str = "GdnPrefillWorkspace";
@@ -152,7 +151,6 @@ impl PrefillShape<'_> {
 /// A prefill's workspace: scratch sized for the largest call it serves, and the chunk table
 /// of the batch it is planned for. Calls of any shape that fits reuse it.
 pub struct GdnPrefillWorkspace {
-    ctx: Context,
     dtype: DType,
     cap: Sizes,
     plan: ChunkPlan,
@@ -178,7 +176,6 @@ impl GdnPrefillWorkspace {
         let rt = runtime(OP);
         // The kernels write the scratch in full before reading it: no zero-fill.
         let ws = GdnPrefillWorkspace {
-            ctx: ctx.clone(),
             dtype: shape.dtype,
             chunks: ctx.zeros(DType::U32, &[cap.chunks, 2]).map_err(&rt)?,
             seq_chunks: ctx.zeros(DType::U32, &[cap.seqs + 1]).map_err(&rt)?,
@@ -267,7 +264,7 @@ impl GdnPrefillWorkspace {
         dk: usize,
         dv: usize,
     ) -> Result<(), OpError> {
-        if !std::ptr::addr_eq(Arc::as_ptr(ctx.backend()), Arc::as_ptr(self.ctx.backend())) {
+        if !ctx.owns(&self.chunks) {
             return Err(OpError::invalid(
                 op,
                 "the workspace was made on another context; make it with GdnPrefillWorkspace::new on this one",
