@@ -29,6 +29,11 @@ if [[ ! -x "$venv/bin/python" ]]; then
         exit 0
     fi
 fi
+# A venv made from another venv's interpreter sees only the base installation; a .pth
+# file puts that venv's packages (torch, numpy) on the path as well.
+parent_site="$("$python" -c 'import site; print("\n".join(site.getsitepackages()))')"
+venv_site="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+echo "$parent_site" >"$venv_site/parent-interpreter.pth"
 if ! log="$("$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$requirements" 2>&1)"; then
     echo "oracles: skipped: cannot install $requirements:"
     echo "$log" | tail -5
