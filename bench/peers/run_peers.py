@@ -12,7 +12,9 @@ launches. A peer that cannot run a shape gets `us: null` and the reason.
 
 Peers: PyTorch SDPA (decode with enable_gqa, and with the GQA group folded into query
 rows; prefill with enable_gqa), F.rms_norm eager and under torch.compile, Liger RMSNorm,
-flash-linear-attention's chunk_gated_delta_rule and fused_recurrent_gated_delta_rule.
+flash-linear-attention's chunk_gated_delta_rule and fused_recurrent_gated_delta_rule,
+and for the elementwise ops PyTorch eager (and torch.compile for the gated activations):
+silu(gate)·up, gelu(gate)·up, a + b, Tensor.to and F.embedding.
 
 usage: run_peers.py SHAPES.json OUT.json [--only PEER,PEER] [--filter OP]
 """
@@ -235,6 +237,51 @@ def gdn_prefill_peers(p, dt, nsets):
              [lambda: ch(q, k, v, g, beta, output_final_state=True)])]
 
 
+def _act(p):
+    if p.get("silu"):
+        return F.silu
+    approx = "tanh" if p.get("tanh") else "none"
+    return lambda g: F.gelu(g, approximate=approx)
+
+
+_compiled_act = {}
+
+
+def gated_peers(p, dt, nsets, packed):
+    rows, d, act = p["rows"], p["d"], _act(p)
+    key = (tuple(sorted(k for k in p if p[k] is True)), packed)
+    if packed:
+        sets = [rnd((rows, 2 * d), dt, -4, 4) for _ in range(nsets)]
+        fn = lambda gu: act(gu[..., :d]) * gu[..., d:]  # noqa: E731
+        calls = lambda f: [(lambda gu=gu: f(gu)) for gu in sets]  # noqa: E731
+    else:
+        sets = [(rnd((rows, d), dt, -4, 4), rnd((rows, d), dt, -4, 4)) for _ in range(nsets)]
+        fn = lambda g, u: act(g) * u  # noqa: E731
+        calls = lambda f: [(lambda g=g, u=u: f(g, u)) for g, u in sets]  # noqa: E731
+    if key not in _compiled_act:
+        _compiled_act[key] = torch.compile(fn, dynamic=False)
+    return [("torch_eager", calls(fn)), ("torch_compile", calls(_compiled_act[key]))]
+
+
+def add_peers(p, dt, nsets):
+    sets = [(rnd((p["n"],), dt), rnd((p["n"],), dt)) for _ in range(nsets)]
+    return [("torch_add", [(lambda a=a, b=b: a + b) for a, b in sets])]
+
+
+def cast_peers(p, dt, nsets):
+    to = next(DT[k] for k in DT if p.get(k))
+    sets = [rnd((p["n"],), dt) for _ in range(nsets)]
+    return [("torch_to", [(lambda x=x: x.to(to)) for x in sets])]
+
+
+def embedding_peers(p, dt, nsets):
+    tokens, vocab, d = p["tokens"], p["vocab"], p["d"]
+    table = rnd((vocab, d), dt)
+    sets = [torch.randint(0, vocab, (tokens,), device=DEV, dtype=torch.int32)
+            for _ in range(nsets)]
+    return [("torch_embedding", [(lambda i=i: F.embedding(i, table)) for i in sets])]
+
+
 def peers_for(row, nsets):
     p, dt, op = row["params"], DT[row["dtype"]], row["op"]
     if op == "sdpa_decode":
@@ -249,6 +296,14 @@ def peers_for(row, nsets):
         return gdn_decode_peers(p, dt, nsets)
     if op == "gdn_chunked_prefill":
         return gdn_prefill_peers(p, dt, nsets)
+    if op in ("silu_mul", "gelu_mul", "silu_mul_packed", "gelu_mul_packed"):
+        return gated_peers(p, dt, nsets, op.endswith("_packed"))
+    if op == "add":
+        return add_peers(p, dt, nsets)
+    if op == "cast":
+        return cast_peers(p, dt, nsets)
+    if op == "embedding":
+        return embedding_peers(p, dt, nsets)
     return []
 
 
