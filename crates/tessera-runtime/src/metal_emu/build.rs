@@ -1,5 +1,8 @@
 //! Builds a kernel's emulator program with the host compiler, once per distinct source:
-//! programs are cached on disk under a digest of everything that goes into them.
+//! programs are cached on disk under a digest of everything that goes into them. Each
+//! program has a seal beside it (its key, length and digest); a program whose seal is
+//! missing or does not match (truncated, corrupted, or another program copied over it) is
+//! never run but built again, so a damaged cache costs time, never a wrong kernel.
 
 use super::harness;
 use super::toolchain::{
@@ -8,7 +11,7 @@ use super::toolchain::{
 };
 use crate::error::Result;
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
 use tessera_compiler::msl::MslSource;
@@ -43,12 +46,12 @@ pub(crate) fn build(source: &MslSource, nparams: usize, local_bytes: usize) -> R
     // is built where it can be written.
     let cached = cache_dir().join(&key[..2]).join(&key).join("kernel");
     let dir = writable_dir().join(&key[..2]).join(&key);
-    let exe = if cached.is_file() {
+    let exe = if is_sealed(&cached, &key) {
         cached
     } else {
         dir.join("kernel")
     };
-    if !exe.is_file() {
+    if !is_sealed(&exe, &key) {
         let include = include_dir()?;
         std::fs::create_dir_all(&dir)
             .map_err(|e| backend_error(format!("cannot create `{}`: {e}", dir.display())))?;
@@ -73,12 +76,46 @@ pub(crate) fn build(source: &MslSource, nparams: usize, local_bytes: usize) -> R
                 String::from_utf8_lossy(&out.stderr).trim_end()
             )));
         }
-        std::fs::rename(&tmp, &exe)
-            .map_err(|e| backend_error(format!("cannot write `{}`: {e}", exe.display())))?;
+        // The seal goes first: a reader that sees the new program sees its seal, and one
+        // that sees a seal of another build's program only builds again.
+        let sealed = seal(&tmp, &key)
+            .and_then(|s| super::toolchain::write_atomic(&seal_path(&exe), s.as_bytes()))
+            .and_then(|()| {
+                std::fs::rename(&tmp, &exe)
+                    .map_err(|e| backend_error(format!("cannot write `{}`: {e}", exe.display())))
+            });
+        if let Err(e) = sealed {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
+        }
     }
     MEMO.lock()
         .unwrap_or_else(|p| p.into_inner())
         .get_or_insert_with(HashMap::new)
         .insert(key, exe.clone());
     Ok(exe)
+}
+
+/// The seal beside a program: `kernel.seal`.
+fn seal_path(exe: &Path) -> PathBuf {
+    exe.with_file_name("kernel.seal")
+}
+
+/// The seal of the program file `exe` built for `key`: the key, its length and digest.
+fn seal(exe: &Path, key: &str) -> Result<String> {
+    let bytes = std::fs::read(exe)
+        .map_err(|e| backend_error(format!("cannot read `{}`: {e}", exe.display())))?;
+    Ok(format!(
+        "tessera-emu-program {key} {} {}",
+        bytes.len(),
+        digest(&[&bytes])
+    ))
+}
+
+/// True when `exe` is a whole program built for `key`: its seal is there and matches.
+fn is_sealed(exe: &Path, key: &str) -> bool {
+    match (std::fs::read_to_string(seal_path(exe)), seal(exe, key)) {
+        (Ok(want), Ok(got)) => want == got,
+        _ => false,
+    }
 }
