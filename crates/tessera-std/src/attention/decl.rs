@@ -214,6 +214,7 @@ inventory::submit! {
         variants: DECODE_VARIANTS,
         example: Example { dims: &[("n_q_heads", 4), ("n_kv_heads", 2), ("kv_stride", 19), ("head_dim", 64)], params: &[], ranges: &[], with: &[] },
         workspace: DECODE_WORKSPACE,
+        accuracy: crate::decl::Accuracy::STANDARD,
         call: |ctx, a| {
             super::sdpa_decode(
                 ctx,
@@ -262,6 +263,7 @@ inventory::submit! {
             with: &["sink_logits"],
         },
         workspace: DECODE_WORKSPACE,
+        accuracy: crate::decl::Accuracy::STANDARD,
         call: |ctx, a| {
             super::sdpa_decode_strided(
                 ctx,
@@ -314,6 +316,7 @@ inventory::submit! {
             with: &[],
         },
         workspace: DECODE_WORKSPACE,
+        accuracy: crate::decl::Accuracy::STANDARD,
         call: |ctx, a| {
             super::sdpa_decode_split(
                 ctx,
@@ -365,6 +368,7 @@ inventory::submit! {
             with: &["sink_logits"],
         },
         workspace: DECODE_WORKSPACE,
+        accuracy: crate::decl::Accuracy::STANDARD,
         call: |ctx, a| {
             super::sdpa_decode_batched(
                 ctx,
@@ -429,6 +433,7 @@ inventory::submit! {
             with: &[],
         },
         workspace: DECODE_WORKSPACE,
+        accuracy: crate::decl::Accuracy::STANDARD,
         call: |ctx, a| {
             super::sdpa_multi_query(
                 ctx,
@@ -495,6 +500,7 @@ inventory::submit! {
             with: &[],
         },
         workspace: None,
+        accuracy: crate::decl::Accuracy::STANDARD,
         call: |ctx, a| {
             super::sdpa_prefill(
                 ctx,

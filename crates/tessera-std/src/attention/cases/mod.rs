@@ -17,7 +17,7 @@ use super::reference;
 use crate::error::OpError;
 use crate::registry::{BenchCase, Case, CaseKind, KernelUse, PreparedBench};
 use crate::testing::{
-    compare, err, random_tensor, rejection, tolerance, upload, zeros, CaseRng, Refused,
+    accuracy, compare, err, random_tensor, rejection, upload, zeros, CaseRng, Refused,
 };
 use crate::validate::FLOAT_DTYPES;
 use tessera_ir::{Literal, Specialization};
@@ -89,7 +89,7 @@ fn correctness(
         name,
         run: Box::new(move |ctx, rng| {
             let (got, want) = run(ctx, rng)?;
-            compare(&got, &want, tolerance(dt))
+            compare(&got, &want, accuracy(op, dt)?)
         }),
     }
 }
