@@ -2,8 +2,8 @@
 //! test binary run again as a worker) building the same and different kernels into one
 //! `TESSERA_CACHE_DIR` at once all succeed with correct results and leave whole, sealed
 //! entries; a truncated program, a corrupted one and another kernel's program copied over
-//! one are built again, never run; a cache that cannot be written warns once and still
-//! runs every kernel. Needs g++.
+//! one are built again, never run; a cache that cannot be written, from the start or part
+//! way through a build, warns once and still runs every kernel. Needs g++.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -194,6 +194,25 @@ fn an_unwritable_cache_warns_once_and_runs_every_kernel() {
         "one warning, not one per kernel:\n{stderr}"
     );
     let _ = std::fs::remove_file(&blocker);
+}
+
+#[test]
+fn a_cache_that_fails_part_way_warns_once_and_runs_every_kernel() {
+    // The cache directory itself can be written, but every program's shard is a plain
+    // file: each build fails after the probe passed, as on a disk that fills up.
+    let cache = fresh("emu-partway");
+    let emu = cache.join("metal-emu");
+    std::fs::create_dir_all(&emu).expect("cache");
+    for shard in 0..256 {
+        std::fs::write(emu.join(format!("{shard:02x}")), b"not a directory").expect("shard");
+    }
+    let stderr = run_worker(&cache, &[41, 42, 43]);
+    assert_eq!(
+        stderr.matches("cannot be written").count(),
+        1,
+        "one warning, not one per kernel:\n{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&cache);
 }
 
 #[test]
