@@ -11,7 +11,7 @@ use std::process::Command;
 use tessera_runtime::DType;
 use tessera_std::decl::{eval_shape, Dims, DtypeRule, HostTensor, OpDecl, ParamValues, RefArgs};
 use tessera_std::ops;
-use tessera_std::testing::{compare, tolerance, CaseRng};
+use tessera_std::testing::{compare, CaseRng};
 
 fn dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("tessera-every-{name}-{}", std::process::id()));
@@ -197,7 +197,7 @@ fn run_one(op: &'static OpDecl, rng: &mut CaseRng) -> Result<usize, String> {
                 host.get(n).map_or(DType::F32, |h| h.dtype)
             }
         };
-        let outcome = compare(&got, want, tolerance(looser(dtype)))
+        let outcome = compare(&got, want, op.accuracy.of(looser(dtype)))
             .map_err(|e| format!("output `{}`: {e}", o.name))?;
         checked += outcome.checked;
     }

@@ -8,7 +8,7 @@ use tessera_runtime::{Context, DType, Tensor};
 use tessera_std::attention::reference;
 use tessera_std::attention::{
     sdpa_decode, sdpa_decode_batched, sdpa_decode_split, sdpa_multi_query, sdpa_prefill,
-    DecodeOptions,
+    DecodeOptions, DecodeWorkspace,
 };
 use tessera_std::testing::{upload, CaseRng};
 
@@ -88,8 +88,9 @@ fn decode_nan_in_q_or_k_reaches_exactly_the_heads_it_touches() {
                     let (k, kh) = tensor_with_nan(&ctx, &mut rng, dtype, &[hkv, n, d], k_nan);
                     let (v, vh) = tensor_with_nan(&ctx, &mut rng, dtype, &[hkv, n, d], None);
                     let out = ctx.zeros(dtype, &[hq, d]).unwrap();
+                    let ws = DecodeWorkspace::for_cache(&ctx, 1, hq, d, n).unwrap();
                     match splits {
-                        None => sdpa_decode(&ctx, &q, &k, &v, &out, None).unwrap(),
+                        None => sdpa_decode(&ctx, &q, &k, &v, &out, None, &ws).unwrap(),
                         Some(s) => sdpa_decode_split(
                             &ctx,
                             &q,
@@ -99,6 +100,7 @@ fn decode_nan_in_q_or_k_reaches_exactly_the_heads_it_touches() {
                             n,
                             s,
                             &DecodeOptions::default(),
+                            &ws,
                         )
                         .unwrap(),
                     }
@@ -141,12 +143,13 @@ fn batched_decode_keeps_empty_rows_zero_beside_a_nan_row() {
         let (v, vh) = tensor_with_nan(&ctx, &mut rng, dtype, &[b, hkv, stride, d], None);
         let kv_lens = ctx.tensor(&lens, &[b]).unwrap();
         let out = ctx.zeros(dtype, &[b, hq, d]).unwrap();
+        let ws = DecodeWorkspace::new(&ctx, b, hq, d, 4).unwrap();
         for splits in [Some(1), Some(4)] {
             let opts = DecodeOptions {
                 splits,
                 ..DecodeOptions::default()
             };
-            sdpa_decode_batched(&ctx, &q, &k, &v, &kv_lens, &out, &opts).unwrap();
+            sdpa_decode_batched(&ctx, &q, &k, &v, &kv_lens, &out, &opts, &ws).unwrap();
             let rows: Vec<(usize, usize)> = lens
                 .iter()
                 .enumerate()
@@ -195,6 +198,7 @@ fn multi_query_nan_in_a_key_reaches_the_rows_that_see_it() {
         let (k, kh) = tensor_with_nan(&ctx, &mut rng, dtype, &[hkv, stride, d], k_nan);
         let (v, vh) = tensor_with_nan(&ctx, &mut rng, dtype, &[hkv, stride, d], None);
         let out = ctx.zeros(dtype, &[nq, hq, d]).unwrap();
+        let ws = DecodeWorkspace::for_cache(&ctx, nq, hq, d, stride).unwrap();
         sdpa_multi_query(
             &ctx,
             &q,
@@ -204,6 +208,7 @@ fn multi_query_nan_in_a_key_reaches_the_rows_that_see_it() {
             base,
             true,
             &DecodeOptions::default(),
+            &ws,
         )
         .unwrap();
         let rows: Vec<(usize, usize)> = (0..nq).map(|r| (0, base + r + 1)).collect();

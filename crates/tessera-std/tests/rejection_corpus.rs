@@ -11,7 +11,7 @@ use std::time::Duration;
 use tessera_runtime::{Context, DType, RuntimeError, Tensor};
 use tessera_std::attention::{
     sdpa_decode, sdpa_decode_batched, sdpa_decode_strided, sdpa_multi_query, sdpa_prefill,
-    DecodeOptions,
+    DecodeOptions, DecodeWorkspace,
 };
 use tessera_std::conv::{causal_conv1d, causal_conv1d_update, Conv1dArgs};
 use tessera_std::elementwise::add;
@@ -107,6 +107,12 @@ fn table_refused(config: RopeConfig) -> impl Fn(&Context) -> Outcome {
     move |ctx| refused(&[], || RopeTable::new(ctx, config).map(|_| ()))
 }
 
+/// Split scratch large enough for every decode call here (3 rows × 8 heads × 4 chunks of
+/// head_dim 128), so a refusal is always for the invariant the call breaks.
+fn decode_ws(ctx: &Context) -> Result<DecodeWorkspace, String> {
+    DecodeWorkspace::new(ctx, 3, 8, 128, 4).map_err(|e| format!("setup: {e}"))
+}
+
 fn opts(scale: f32) -> DecodeOptions<'static> {
     DecodeOptions {
         scale: Some(scale),
@@ -133,7 +139,8 @@ fn rms_with(ctx: &Context, w: &Tensor, out: &Tensor, eps: f32) -> Outcome {
 /// `sdpa_decode` of f16 q [4, 64] over `k`, `v` into `out`.
 fn decode_with(ctx: &Context, k: &Tensor, v: &Tensor, out: &Tensor) -> Outcome {
     let q = z(ctx, F16, &[4, 64])?;
-    refused(&[out], || sdpa_decode(ctx, &q, k, v, out, None))
+    let ws = decode_ws(ctx)?;
+    refused(&[out], || sdpa_decode(ctx, &q, k, v, out, None, &ws))
 }
 
 /// The GDN decode step's tensors (B 1, Hk 1, Hv 2, Dk 64, Dv 16, f16, f32 state).
@@ -921,7 +928,8 @@ fn corpus() -> Vec<Entry> {
                     z(ctx, F16, &[2, 16, 64])?,
                     z(ctx, F16, &[4, 128])?,
                 );
-                refused(&[&o], || sdpa_decode(ctx, &q, &k, &v, &o, None))
+                let ws = decode_ws(ctx)?;
+                refused(&[&o], || sdpa_decode(ctx, &q, &k, &v, &o, None, &ws))
             },
         },
         Entry {
@@ -994,7 +1002,10 @@ fn corpus() -> Vec<Entry> {
                     z(ctx, F32, &[2, 16, 64])?,
                     z(ctx, F32, &[4, 64])?,
                 );
-                refused(&[&o], || sdpa_decode(ctx, &q, &k, &v, &o, Some(f32::NAN)))
+                let ws = decode_ws(ctx)?;
+                refused(&[&o], || {
+                    sdpa_decode(ctx, &q, &k, &v, &o, Some(f32::NAN), &ws)
+                })
             },
         },
         Entry {
@@ -1007,8 +1018,9 @@ fn corpus() -> Vec<Entry> {
                     z(ctx, F16, &[2, 16, 64])?,
                     z(ctx, F16, &[4, 64])?,
                 );
+                let ws = decode_ws(ctx)?;
                 refused(&[&o], || {
-                    sdpa_decode_strided(ctx, &q, &k, &v, &o, 0, &opts(0.125))
+                    sdpa_decode_strided(ctx, &q, &k, &v, &o, 0, &opts(0.125), &ws)
                 })
             },
         },
@@ -1022,8 +1034,9 @@ fn corpus() -> Vec<Entry> {
                     z(ctx, F16, &[2, 16, 64])?,
                     z(ctx, F16, &[4, 64])?,
                 );
+                let ws = decode_ws(ctx)?;
                 refused(&[&o], || {
-                    sdpa_decode_strided(ctx, &q, &k, &v, &o, 1usize << 33, &opts(0.125))
+                    sdpa_decode_strided(ctx, &q, &k, &v, &o, 1usize << 33, &opts(0.125), &ws)
                 })
             },
         },
@@ -1038,6 +1051,7 @@ fn corpus() -> Vec<Entry> {
                     z(ctx, F16, &[4, 64])?,
                     z(ctx, F32, &[4])?,
                 );
+                let ws = decode_ws(ctx)?;
                 refused(&[&o], || {
                     sdpa_decode_strided(
                         ctx,
@@ -1051,6 +1065,7 @@ fn corpus() -> Vec<Entry> {
                             sink_logits: Some(&s),
                             ..Default::default()
                         },
+                        &ws,
                     )
                 })
             },
@@ -1064,8 +1079,9 @@ fn corpus() -> Vec<Entry> {
                     z(ctx, F16, &[2, 16, 64])?,
                     z(ctx, F16, &[2, 16, 64])?,
                 );
+                let ws = decode_ws(ctx)?;
                 refused(&[&q], || {
-                    sdpa_decode_strided(ctx, &q, &k, &v, &q, 16, &opts(0.125))
+                    sdpa_decode_strided(ctx, &q, &k, &v, &q, 16, &opts(0.125), &ws)
                 })
             },
         },
@@ -1080,8 +1096,9 @@ fn corpus() -> Vec<Entry> {
                     z(ctx, DType::U32, &[2])?,
                     z(ctx, F16, &[3, 4, 64])?,
                 );
+                let ws = decode_ws(ctx)?;
                 refused(&[&o], || {
-                    sdpa_decode_batched(ctx, &q, &k, &v, &l, &o, &opts(0.125))
+                    sdpa_decode_batched(ctx, &q, &k, &v, &l, &o, &opts(0.125), &ws)
                 })
             },
         },
@@ -1096,8 +1113,9 @@ fn corpus() -> Vec<Entry> {
                     z(ctx, DType::U32, &[3])?,
                     z(ctx, F16, &[3, 4, 64])?,
                 );
+                let ws = decode_ws(ctx)?;
                 refused(&[&o], || {
-                    sdpa_decode_batched(ctx, &q, &k, &v, &l, &o, &opts(0.125))
+                    sdpa_decode_batched(ctx, &q, &k, &v, &l, &o, &opts(0.125), &ws)
                 })
             },
         },
@@ -1111,8 +1129,9 @@ fn corpus() -> Vec<Entry> {
                     z(ctx, F16, &[1, 24, 64])?,
                     z(ctx, F16, &[4, 64])?,
                 );
+                let ws = decode_ws(ctx)?;
                 refused(&[&o], || {
-                    sdpa_multi_query(ctx, &q, &k, &v, &o, 10, true, &opts(0.125))
+                    sdpa_multi_query(ctx, &q, &k, &v, &o, 10, true, &opts(0.125), &ws)
                 })
             },
         },
@@ -1126,8 +1145,9 @@ fn corpus() -> Vec<Entry> {
                     z(ctx, F16, &[1, 24, 64])?,
                     z(ctx, F16, &[0, 4, 64])?,
                 );
+                let ws = decode_ws(ctx)?;
                 refused(&[&o], || {
-                    sdpa_multi_query(ctx, &q, &k, &v, &o, 10, true, &opts(0.125))
+                    sdpa_multi_query(ctx, &q, &k, &v, &o, 10, true, &opts(0.125), &ws)
                 })
             },
         },

@@ -21,7 +21,7 @@ use std::time::Duration;
 use tessera_runtime::{BackendKind, Context};
 use tessera_std::bandwidth::copy_bandwidth;
 use tessera_std::registry::PreparedBench;
-use tessera_std::testing::{compare, tolerance, CaseRng};
+use tessera_std::testing::{accuracy, compare, CaseRng};
 use tessera_std::{ops, BenchCase};
 
 #[derive(clap::Args)]
@@ -167,7 +167,7 @@ fn bench_one(env: &Env<'_>, case: &BenchCase, seed: u64) -> (Row, Option<String>
                 continue;
             }
             let got = s.output.to_f64_vec().map_err(|e| e.to_string())?;
-            let outcome = compare(&got, &s.reference, tolerance(case.dtype))?;
+            let outcome = compare(&got, &s.reference, accuracy(case.op, case.dtype)?)?;
             row.max_err = Some(row.max_err.unwrap_or(0.0).max(outcome.max_abs_err));
         }
         graph_note = t.graph_note;

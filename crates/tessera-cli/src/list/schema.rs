@@ -97,9 +97,16 @@ pub fn op(o: &OpDecl) -> Value {
         "params": params,
         "invariants": o.invariants,
         "workspace": o.workspace.map(|w| json!({ "bytes": w.bytes })),
+        "accuracy": accuracy(&o.accuracy),
         "variants": o.variants.iter().map(|v| json!({ "name": v.name, "when": v.when })).collect::<Vec<_>>(),
         "kernels": kernels,
     })
+}
+
+/// `{"f32": {"atol", "rtol"}, "f16": …, "bf16": …, "keyed_by"}`.
+fn accuracy(a: &tessera_std::decl::Accuracy) -> serde_json::Value {
+    let t = |t: tessera_std::decl::Tolerance| json!({ "atol": t.atol, "rtol": t.rtol });
+    json!({ "f32": t(a.f32), "f16": t(a.f16), "bf16": t(a.bf16), "keyed_by": a.keyed_by })
 }
 
 /// The whole schema for `ops`.

@@ -146,4 +146,136 @@ mod tests {
         assert_eq!(load(&dir, "k", &k), None);
         let _ = std::fs::remove_file(&blocker);
     }
+
+    /// The PTX a worker stores under kernel `j`: long enough (≈ 200 KB) that writes of it
+    /// take time and a torn one would show, different for every `j`.
+    fn worker_ptx(j: usize) -> String {
+        let mut s = format!(".version 8.0\n.target sm_90\n// kernel {j}\n");
+        for i in 0..8000 {
+            s += &format!("    add.u32 %r{i}, %r{j}, {};\n", i * 31 + j);
+        }
+        s
+    }
+
+    /// A child process of the test below: for rounds of kernels shared by every worker
+    /// and kernels of its own, loads each and checks it is exactly its PTX, or compiles
+    /// (here: makes) and stores it.
+    #[test]
+    #[ignore = "run by many_processes_share_one_cache_dir as a child process"]
+    fn cache_worker() {
+        let dir = PathBuf::from(std::env::var("TESSERA_PTX_WORKER_DIR").expect("dir"));
+        let me: usize = std::env::var("TESSERA_PTX_WORKER")
+            .expect("id")
+            .parse()
+            .expect("id");
+        let mut hits = 0;
+        for round in 0..4 {
+            for j in [0, 1, 2, 3, 100 + me] {
+                let k = key(&[format!("kernel {j}").as_bytes()]);
+                let want = worker_ptx(j);
+                match load(&dir, "k", &k) {
+                    Some(got) => {
+                        assert!(got == want, "round {round}: kernel {j} loaded other PTX");
+                        hits += 1;
+                    }
+                    None => store(&dir, "k", &k, &want),
+                }
+            }
+        }
+        assert!(hits > 0, "nothing stored was ever loaded");
+    }
+
+    #[test]
+    fn many_processes_share_one_cache_dir() {
+        let dir = std::env::temp_dir().join(format!("tessera-ptx-procs-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let children: Vec<_> = (0..8)
+            .map(|i| {
+                std::process::Command::new(std::env::current_exe().expect("test binary"))
+                    .args([
+                        "--exact",
+                        "cuda::disk_cache::tests::cache_worker",
+                        "--ignored",
+                    ])
+                    .env("TESSERA_PTX_WORKER_DIR", &dir)
+                    .env("TESSERA_PTX_WORKER", i.to_string())
+                    .output()
+            })
+            .collect::<Vec<_>>();
+        for (i, c) in children.into_iter().enumerate() {
+            let out = c.expect("spawn");
+            assert!(
+                out.status.success(),
+                "worker {i}:\n{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let names: Vec<String> = std::fs::read_dir(&dir)
+            .expect("dir")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            names.len(),
+            12,
+            "4 shared + 8 own entries, no leftovers: {names:?}"
+        );
+        for j in (0..4).chain(100..108) {
+            let k = key(&[format!("kernel {j}").as_bytes()]);
+            assert_eq!(load(&dir, "k", &k), Some(worker_ptx(j)), "kernel {j}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A child process: stores into a directory under a plain file, several times.
+    #[test]
+    #[ignore = "run by an_unwritable_cache_warns_once as a child process"]
+    fn unwritable_worker() {
+        let dir = PathBuf::from(std::env::var("TESSERA_PTX_WORKER_DIR").expect("dir"));
+        for j in 0..5 {
+            let k = key(&[format!("unwritable {j}").as_bytes()]);
+            store(&dir, "k", &k, ".version 8.0\n");
+            assert_eq!(load(&dir, "k", &k), None);
+        }
+    }
+
+    #[test]
+    fn an_unwritable_cache_warns_once() {
+        let blocker = std::env::temp_dir().join(format!("tessera-ptx-warn-{}", std::process::id()));
+        std::fs::write(&blocker, b"a file").unwrap();
+        let out = std::process::Command::new(std::env::current_exe().expect("test binary"))
+            .args([
+                "--exact",
+                "cuda::disk_cache::tests::unwritable_worker",
+                "--ignored",
+                "--nocapture",
+            ])
+            .env("TESSERA_PTX_WORKER_DIR", blocker.join("cache"))
+            .output()
+            .expect("spawn");
+        let _ = std::fs::remove_file(&blocker);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        assert_eq!(stderr.matches("cannot be written").count(), 1, "{stderr}");
+    }
+
+    #[test]
+    fn a_read_only_cache_never_gives_wrong_ptx() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("tessera-ptx-ro-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let (k1, k2) = (key(&[b"ro 1"]), key(&[b"ro 2"]));
+        store(&dir, "k", &k1, "first\n");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o555)).unwrap();
+        // Unwritable (unless the user is root): skipped; either way never another's PTX.
+        store(&dir, "k", &k2, "second\n");
+        assert_eq!(load(&dir, "k", &k1).as_deref(), Some("first\n"));
+        assert!(matches!(
+            load(&dir, "k", &k2).as_deref(),
+            None | Some("second\n")
+        ));
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

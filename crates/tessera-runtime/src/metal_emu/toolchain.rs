@@ -81,8 +81,8 @@ pub(crate) fn cache_dir() -> PathBuf {
 }
 
 /// Where new programs are built: [`cache_dir`] when it can be written, else (with one
-/// warning per process) one under the temp dir, so a read-only or full
-/// cache directory slows the emulator down instead of stopping it.
+/// warning per process) [`fallback_dir`], so a read-only or full cache directory slows
+/// the emulator down instead of stopping it.
 pub(crate) fn writable_dir() -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
@@ -90,20 +90,32 @@ pub(crate) fn writable_dir() -> PathBuf {
         match probe_writable(&dir) {
             Ok(()) => dir,
             Err(e) => {
-                let fallback = std::env::temp_dir()
-                    .join("tessera-cache-fallback")
-                    .join("metal-emu");
-                eprintln!(
-                    "warning: the metal-emu cache `{}` cannot be written ({e}); building in `{}` \
-                     for this run (set TESSERA_CACHE_DIR to a writable directory to keep programs)",
-                    dir.display(),
-                    fallback.display()
-                );
-                fallback
+                warn_unwritable(&dir, &e.to_string());
+                fallback_dir()
             }
         }
     })
     .clone()
+}
+
+/// The directory under the temp dir where programs are built when the cache cannot be.
+pub(crate) fn fallback_dir() -> PathBuf {
+    std::env::temp_dir()
+        .join("tessera-cache-fallback")
+        .join("metal-emu")
+}
+
+/// Says, once per process, that the cache `dir` cannot be written and why.
+pub(crate) fn warn_unwritable(dir: &Path, why: &str) {
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    WARNED.call_once(|| {
+        eprintln!(
+            "warning: the metal-emu cache `{}` cannot be written ({why}); building in `{}` \
+             for this run (set TESSERA_CACHE_DIR to a writable directory to keep programs)",
+            dir.display(),
+            fallback_dir().display()
+        )
+    });
 }
 
 /// Creates `dir` and a file in it, and removes the file again.
@@ -157,7 +169,12 @@ pub(crate) fn temp_sibling(path: &Path) -> PathBuf {
 
 /// The directory holding `metal_stdlib` and the runtime header, written on first use.
 pub(crate) fn include_dir() -> Result<PathBuf> {
-    let dir = writable_dir().join(format!(
+    include_dir_in(&writable_dir())
+}
+
+/// The directory holding `metal_stdlib` and the runtime header under `base`.
+pub(crate) fn include_dir_in(base: &Path) -> Result<PathBuf> {
+    let dir = base.join(format!(
         "include-{}",
         &digest(&[SHIM.as_bytes(), RUNTIME.as_bytes()])[..16]
     ));

@@ -146,29 +146,26 @@ fn options<'a>(a: &OpArgs<'a>) -> Result<DecodeOptions<'a>, OpError> {
         n_sink: a.params.u32("n_sink")?,
         sink_logits: a.optional("sink_logits"),
         splits: a.params.opt_u32("splits")?,
-        workspace: a.workspace::<DecodeWorkspace>().ok(),
     })
 }
 
 /// The split-KV workspace of a decode call: q's leading dimensions are its rows; the split
-/// count is `splits` when forced, else at most one chunk per 32 cache positions (the auto
-/// split count never exceeds it).
+/// count is `splits` when forced, else every count the plan may pick over the cache
+/// ([`DecodeWorkspace::for_cache`]).
 fn decode_workspace(ctx: &Context, a: &OpArgs) -> Result<Workspace, OpError> {
     let (qs, ks) = (a.input("q")?.shape(), a.input("k")?.shape());
     let back = |s: &[usize], i: usize| s.len().checked_sub(i).map_or(1, |j| s[j]);
     let rows: usize = qs[..qs.len().saturating_sub(2)].iter().product();
-    let bound = back(ks, 2).div_ceil(32) as u32;
-    let splits = a
-        .params
-        .opt_u32("splits")?
-        .unwrap_or(bound)
-        .clamp(1, MAX_SPLITS);
-    let ws = DecodeWorkspace::new(ctx, rows.max(1), back(qs, 2), back(qs, 1), splits as usize)?;
+    let (rows, heads, d) = (rows.max(1), back(qs, 2), back(qs, 1));
+    let ws = match a.params.opt_u32("splits")? {
+        Some(s) => DecodeWorkspace::new(ctx, rows, heads, d, s.clamp(1, MAX_SPLITS) as usize)?,
+        None => DecodeWorkspace::for_cache(ctx, rows, heads, d, back(ks, 2))?,
+    };
     Ok(Box::new(ws))
 }
 
 const DECODE_WORKSPACE: Option<WorkspaceDecl> = Some(WorkspaceDecl {
-    bytes: "4·rows·n_q_heads·splits·(head_dim + 2) + 4 (splits: as given, else ⌈kv_stride/32⌉; only a split-KV call uses it)",
+    bytes: "4·rows·n_q_heads·splits·(head_dim + 2) + 4 (splits: as given, else ⌈kv_stride/32⌉, the most the plan picks)",
     make: decode_workspace,
 });
 
@@ -216,7 +213,8 @@ inventory::submit! {
         rejections: &[Rejection { invariant: 1, by: Break::Dim("head_dim", 80), reason: "head_dim 80 is not supported" }, Rejection { invariant: 2, by: Break::Dim("n_kv_heads", 3), reason: "must be a multiple of n_kv_heads" }, Rejection { invariant: 0, by: Break::Alias("out", "q"), reason: "aliases `q`" }, Rejection { invariant: 3, by: Break::Param("scale", "inf"), reason: "a finite number" }],
         variants: DECODE_VARIANTS,
         example: Example { dims: &[("n_q_heads", 4), ("n_kv_heads", 2), ("kv_stride", 19), ("head_dim", 64)], params: &[], ranges: &[], with: &[] },
-        workspace: None,
+        workspace: DECODE_WORKSPACE,
+        accuracy: crate::decl::Accuracy::STANDARD,
         call: |ctx, a| {
             super::sdpa_decode(
                 ctx,
@@ -225,6 +223,7 @@ inventory::submit! {
                 a.input("v")?,
                 a.output("out")?,
                 a.params.opt_f32("scale")?,
+                a.workspace::<DecodeWorkspace>()?,
             )
         },
         #[cfg(feature = "cases")]
@@ -264,6 +263,7 @@ inventory::submit! {
             with: &["sink_logits"],
         },
         workspace: DECODE_WORKSPACE,
+        accuracy: crate::decl::Accuracy::STANDARD,
         call: |ctx, a| {
             super::sdpa_decode_strided(
                 ctx,
@@ -273,6 +273,7 @@ inventory::submit! {
                 a.output("out")?,
                 a.params.usize("kv_len")?,
                 &options(a)?,
+                a.workspace::<DecodeWorkspace>()?,
             )
         },
         #[cfg(feature = "cases")]
@@ -315,6 +316,7 @@ inventory::submit! {
             with: &[],
         },
         workspace: DECODE_WORKSPACE,
+        accuracy: crate::decl::Accuracy::STANDARD,
         call: |ctx, a| {
             super::sdpa_decode_split(
                 ctx,
@@ -325,6 +327,7 @@ inventory::submit! {
                 a.params.usize("kv_len")?,
                 a.params.u32("splits")?,
                 &options(a)?,
+                a.workspace::<DecodeWorkspace>()?,
             )
         },
         #[cfg(feature = "cases")]
@@ -365,6 +368,7 @@ inventory::submit! {
             with: &["sink_logits"],
         },
         workspace: DECODE_WORKSPACE,
+        accuracy: crate::decl::Accuracy::STANDARD,
         call: |ctx, a| {
             super::sdpa_decode_batched(
                 ctx,
@@ -374,6 +378,7 @@ inventory::submit! {
                 a.input("kv_lens")?,
                 a.output("out")?,
                 &options(a)?,
+                a.workspace::<DecodeWorkspace>()?,
             )
         },
         #[cfg(feature = "cases")]
@@ -428,6 +433,7 @@ inventory::submit! {
             with: &[],
         },
         workspace: DECODE_WORKSPACE,
+        accuracy: crate::decl::Accuracy::STANDARD,
         call: |ctx, a| {
             super::sdpa_multi_query(
                 ctx,
@@ -438,6 +444,7 @@ inventory::submit! {
                 a.params.usize("base_kv")?,
                 a.params.bool("causal")?,
                 &options(a)?,
+                a.workspace::<DecodeWorkspace>()?,
             )
         },
         #[cfg(feature = "cases")]
@@ -493,6 +500,7 @@ inventory::submit! {
             with: &[],
         },
         workspace: None,
+        accuracy: crate::decl::Accuracy::STANDARD,
         call: |ctx, a| {
             super::sdpa_prefill(
                 ctx,

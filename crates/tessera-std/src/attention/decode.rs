@@ -1,7 +1,9 @@
 //! The decode-attention ops: one new query token per sequence against its KV cache, with
 //! GQA, a strided cache, sliding window, attention sinks, a learned sink logit, split-KV
 //! (flash-decoding) and batched sequences of different lengths. Each wrapper validates
-//! every invariant, then the shared plan picks one pass or split-KV by shape.
+//! every invariant, then the shared plan picks one pass or split-KV by shape. Every one
+//! takes the caller's [`DecodeWorkspace`]: any shape may split, and the call allocates
+//! nothing.
 
 use super::checks::{decode_head_dim, dims, gqa, indexable, same_dim, same_float_dtype, scale_ok};
 use super::plan::{DecodeCall, DecodeWorkspace, MAX_SPLITS};
@@ -21,10 +23,9 @@ pub struct DecodeOptions<'a> {
     /// A learned per-head sink logit `[n_q_heads]` in the model dtype, added to the softmax
     /// denominator as `exp(sink_h)`.
     pub sink_logits: Option<&'a Tensor>,
-    /// Force the number of KV chunks (1: single pass); `None` lets the shape decide.
+    /// Force the number of KV chunks (1: single pass); `None` lets the shape decide, up to
+    /// what the workspace holds.
     pub splits: Option<u32>,
-    /// Split-KV scratch to use instead of allocating one.
-    pub workspace: Option<&'a DecodeWorkspace>,
 }
 
 /// Checks the options against the call (sink logits' dtype and shape, the split count,
@@ -121,7 +122,9 @@ fn check_len(op: &'static str, kv_len: usize, kv_stride: usize) -> Result<u32, O
 /// Decode attention for one sequence over a strided KV cache: `q [n_q_heads, D]`, k and v
 /// `[n_kv_heads, kv_stride, D]` of which the first `kv_len` positions are filled, `out`
 /// like q. GQA: query head h reads KV head `h / (n_q_heads / n_kv_heads)`. Options add a
-/// sliding window, attention sinks and a learned sink logit. Picks single pass or split-KV.
+/// sliding window, attention sinks and a learned sink logit. Picks single pass or split-KV;
+/// `ws` is the scratch of a split ([`DecodeWorkspace::for_cache`] with one row).
+#[allow(clippy::too_many_arguments)]
 pub fn sdpa_decode_strided(
     ctx: &Context,
     q: &Tensor,
@@ -130,13 +133,16 @@ pub fn sdpa_decode_strided(
     out: &Tensor,
     kv_len: usize,
     opts: &DecodeOptions,
+    ws: &DecodeWorkspace,
 ) -> Result<(), OpError> {
     const OP: &str = "sdpa_decode_strided";
-    decode_one(OP, ctx, q, k, v, out, Some(kv_len), opts)
+    decode_one(OP, ctx, q, k, v, out, Some(kv_len), opts, ws)
 }
 
 /// Decode attention for one sequence over a full cache: `q [n_q_heads, D]`, k and v
-/// `[n_kv_heads, n_kv, D]`, `out` like q; head_dim one of 64, 96, 128, 192, 256, 512.
+/// `[n_kv_heads, n_kv, D]`, `out` like q; head_dim one of 64, 96, 128, 192, 256, 512. A
+/// long cache splits the keys into chunks: `ws` holds their partial results (make it once
+/// with [`DecodeWorkspace::for_cache`]`(ctx, 1, n_q_heads, head_dim, n_kv)`).
 pub fn sdpa_decode(
     ctx: &Context,
     q: &Tensor,
@@ -144,16 +150,18 @@ pub fn sdpa_decode(
     v: &Tensor,
     out: &Tensor,
     scale: Option<f32>,
+    ws: &DecodeWorkspace,
 ) -> Result<(), OpError> {
     let opts = DecodeOptions {
         scale,
         ..DecodeOptions::default()
     };
-    decode_one("sdpa_decode", ctx, q, k, v, out, None, &opts)
+    decode_one("sdpa_decode", ctx, q, k, v, out, None, &opts, ws)
 }
 
 /// Split-KV (flash-decoding) decode: like [`sdpa_decode_strided`] but always in `splits`
-/// KV chunks whose partial results a second kernel combines.
+/// KV chunks whose partial results a second kernel combines in `ws` (made with
+/// [`DecodeWorkspace::new`]`(ctx, 1, n_q_heads, head_dim, splits)` or larger).
 #[allow(clippy::too_many_arguments)]
 pub fn sdpa_decode_split(
     ctx: &Context,
@@ -164,12 +172,23 @@ pub fn sdpa_decode_split(
     kv_len: usize,
     splits: u32,
     opts: &DecodeOptions,
+    ws: &DecodeWorkspace,
 ) -> Result<(), OpError> {
     let opts = DecodeOptions {
         splits: Some(splits),
         ..*opts
     };
-    decode_one("sdpa_decode_split", ctx, q, k, v, out, Some(kv_len), &opts)
+    decode_one(
+        "sdpa_decode_split",
+        ctx,
+        q,
+        k,
+        v,
+        out,
+        Some(kv_len),
+        &opts,
+        ws,
+    )
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -182,6 +201,7 @@ fn decode_one(
     out: &Tensor,
     kv_len: Option<usize>,
     opts: &DecodeOptions,
+    ws: &DecodeWorkspace,
 ) -> Result<(), OpError> {
     let s = check_single(op, q, k, v, out)?;
     let len = check_len(op, kv_len.unwrap_or(s.kv_stride), s.kv_stride)?;
@@ -207,14 +227,15 @@ fn decode_one(
         n_sink: opts.n_sink,
         scale,
     };
-    let splits = opts.splits.unwrap_or_else(|| call.auto_splits(ctx));
-    call.run(ctx, splits, opts.workspace)
+    call.run(ctx, opts.splits, ws)
 }
 
 /// Batched decode: B sequences, one query token each, each with its own cache and length.
 /// `q [B, n_q_heads, D]`, k and v `[B, n_kv_heads, kv_stride, D]`, `kv_lens` u32 `[B]` on
 /// the device (each clamped to kv_stride; a sequence of length 0 gets zeros), `out` like
-/// q. One launch of the partial kernel over every sequence and chunk, then the combine.
+/// q. One launch of the partial kernel over every sequence and chunk, then the combine, in
+/// `ws` ([`DecodeWorkspace::for_cache`]`(ctx, B, n_q_heads, head_dim, kv_stride)`).
+#[allow(clippy::too_many_arguments)]
 pub fn sdpa_decode_batched(
     ctx: &Context,
     q: &Tensor,
@@ -223,6 +244,7 @@ pub fn sdpa_decode_batched(
     kv_lens: &Tensor,
     out: &Tensor,
     opts: &DecodeOptions,
+    ws: &DecodeWorkspace,
 ) -> Result<(), OpError> {
     const OP: &str = "sdpa_decode_batched";
     same_float_dtype(OP, q, k, v, out)?;
@@ -260,6 +282,5 @@ pub fn sdpa_decode_batched(
         n_sink: opts.n_sink,
         scale,
     };
-    let splits = opts.splits.unwrap_or_else(|| call.auto_splits(ctx));
-    call.run(ctx, splits, opts.workspace)
+    call.run(ctx, opts.splits, ws)
 }

@@ -27,5 +27,5 @@ pub use decode::{
     sdpa_decode, sdpa_decode_batched, sdpa_decode_split, sdpa_decode_strided, DecodeOptions,
 };
 pub use multi_query::sdpa_multi_query;
-pub use plan::DecodeWorkspace;
+pub use plan::{auto_split_bound, DecodeWorkspace};
 pub use prefill::sdpa_prefill;

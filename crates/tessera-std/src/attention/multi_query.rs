@@ -4,7 +4,7 @@
 
 use super::checks::{decode_head_dim, dims, gqa, indexable, same_dim, same_float_dtype};
 use super::decode::{check_options, DecodeOptions};
-use super::plan::DecodeCall;
+use super::plan::{DecodeCall, DecodeWorkspace};
 use crate::error::OpError;
 use crate::validate::shape_is;
 use tessera_runtime::{Context, Tensor};
@@ -13,8 +13,8 @@ use tessera_runtime::{Context, Tensor};
 /// `base_kv + n_query` positions hold the cached prefix followed by the block's own keys;
 /// `out` like q. `causal`: query r attends `[0, base_kv + r]`; else `[0, base_kv + n_query)`.
 /// The options are decode's: scale, a sliding window and attention sinks (per query row),
-/// sink logits, a forced split count and a preallocated workspace (for `n_query` rows),
-/// which a launch inside a CUDA graph needs.
+/// sink logits and a forced split count. `ws` is the split scratch for `n_query` rows
+/// ([`DecodeWorkspace::for_cache`]`(ctx, n_query, n_q_heads, head_dim, kv_stride)`).
 #[allow(clippy::too_many_arguments)]
 pub fn sdpa_multi_query(
     ctx: &Context,
@@ -25,6 +25,7 @@ pub fn sdpa_multi_query(
     base_kv: usize,
     causal: bool,
     opts: &DecodeOptions,
+    ws: &DecodeWorkspace,
 ) -> Result<(), OpError> {
     const OP: &str = "sdpa_multi_query";
     same_float_dtype(OP, q, k, v, out)?;
@@ -73,6 +74,5 @@ pub fn sdpa_multi_query(
         n_sink: opts.n_sink,
         scale,
     };
-    let splits = opts.splits.unwrap_or_else(|| call.auto_splits(ctx));
-    call.run(ctx, splits, opts.workspace)
+    call.run(ctx, opts.splits, ws)
 }

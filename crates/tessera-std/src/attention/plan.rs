@@ -73,11 +73,11 @@ pub fn geometry(dtype: DType, head_dim: u32, gqa: u32) -> Geometry {
 }
 
 /// Preallocated split-KV scratch: partial outputs, their (max, sum) pairs, and a lengths
-/// placeholder. The caller makes one, once, for the largest call it serves (the same
-/// pattern as every op that needs scratch: a `…Workspace::new` outside the op call, which
-/// the op checks is large enough and on its context), so the call allocates nothing and can
-/// be captured in a CUDA graph. A decode call given none allocates its own when it splits:
-/// a convenience for one-off calls, not for graph capture.
+/// placeholder. Every decode op takes one: the caller makes it once, outside the op call,
+/// for the largest call it serves ([`DecodeWorkspace::for_cache`] for every split count the
+/// plan may pick over a cache, [`DecodeWorkspace::new`] for a fixed count), as with every
+/// op that needs scratch. The op checks it is on the call's context and large enough, so
+/// the call allocates nothing and every launch can be captured in a CUDA graph.
 pub struct DecodeWorkspace {
     part_o: Tensor,
     part_ml: Tensor,
@@ -104,6 +104,26 @@ impl DecodeWorkspace {
         })
     }
 
+    /// Scratch for `rows` query rows × `n_q_heads` heads of `head_dim` over a cache of
+    /// `kv_stride` positions: enough for every split count the automatic plan may pick
+    /// ([`auto_split_bound`]), so a call that leaves `splits` to the plan always fits.
+    pub fn for_cache(
+        ctx: &Context,
+        rows: usize,
+        n_q_heads: usize,
+        head_dim: usize,
+        kv_stride: usize,
+    ) -> Result<DecodeWorkspace, OpError> {
+        DecodeWorkspace::new(ctx, rows, n_q_heads, head_dim, auto_split_bound(kv_stride))
+    }
+
+    /// The most KV chunks this workspace holds for `rows × n_q_heads` query heads of
+    /// `head_dim` (0 when it is too small for even one).
+    fn splits_held(&self, rows: usize, n_q_heads: usize, head_dim: usize) -> usize {
+        let heads = (rows * n_q_heads).max(1);
+        (self.part_o.len() / (heads * head_dim.max(1))).min(self.part_ml.len() / (heads * 2))
+    }
+
     /// The bytes a workspace for `rows × n_q_heads × splits` partials of `head_dim` holds:
     /// `4·rows·n_q_heads·splits·(head_dim + 2) + 4`.
     pub fn bytes_for(rows: usize, n_q_heads: usize, head_dim: usize, splits: usize) -> usize {
@@ -114,6 +134,20 @@ impl DecodeWorkspace {
     pub fn bytes(&self) -> usize {
         self.part_o.size_bytes() + self.part_ml.size_bytes() + self.lens.size_bytes()
     }
+}
+
+/// The most KV chunks the automatic plan picks over a cache of `kv_stride` positions: it
+/// cuts at least 128 keys a chunk on the CUDA-core path and two fragment blocks of
+/// `4096 / head_dim ≥ 16` keys on the fragment path, so never more than one per 32.
+pub fn auto_split_bound(kv_stride: usize) -> usize {
+    kv_stride.div_ceil(32).clamp(1, MAX_SPLITS as usize)
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Split-KV runs of more than one chunk on this thread, so that a test can tell its
+    /// shape really took the split path.
+    pub(crate) static SPLIT_RUNS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 /// A validated decode call.
@@ -227,30 +261,49 @@ impl DecodeCall<'_> {
 
     /// Runs in one pass (`splits == 1`: the single-pass kernel without per-row lengths, or
     /// the fragment kernel writing the output itself without a sink logit) or split-KV plus
-    /// combine. (Walking more keys in one chunk to save the combine loses on the fragment
-    /// kernel: with few threadgroups each block's load latency is exposed.)
+    /// combine, in `splits` chunks or, when `None`, as many as [`Self::auto_splits`] picks
+    /// and the workspace holds. (Walking more keys in one chunk to save the combine loses
+    /// on the fragment kernel: with few threadgroups each block's load latency is exposed.)
+    /// The workspace is checked before anything runs, whichever path the call takes, so a
+    /// wrong one is refused on every shape and writes nothing.
     pub fn run(
         &self,
         ctx: &Context,
-        splits: u32,
-        ws: Option<&DecodeWorkspace>,
+        splits: Option<u32>,
+        ws: &DecodeWorkspace,
     ) -> Result<(), OpError> {
+        if !ctx.owns(&ws.part_o) {
+            return Err(OpError::invalid(
+                self.op,
+                "the workspace was made on another context; make it with DecodeWorkspace::new on this one",
+            ));
+        }
+        let (rows, heads, d) = (
+            self.rows as usize,
+            self.n_q_heads as usize,
+            self.head_dim as usize,
+        );
+        let held = ws.splits_held(rows, heads, d);
+        let splits = match splits {
+            Some(s) => s.max(1),
+            None => self.auto_splits(ctx).min(held.max(1) as u32),
+        };
+        if held < splits as usize {
+            return Err(OpError::invalid(
+                self.op,
+                format!(
+                    "the workspace holds {} partial outputs, this call needs {} of head_dim {d} \
+                     (rows × heads × splits = {rows} × {heads} × {splits}); make it with \
+                     DecodeWorkspace::for_cache or DecodeWorkspace::new for this shape",
+                    ws.part_ml.len() / 2,
+                    rows * heads * splits as usize
+                ),
+            ));
+        }
         if splits <= 1 && self.kv_lens.is_none() && !self.on_fragments() {
             self.single(ctx)
         } else {
-            match ws {
-                Some(ws) => self.split(ctx, splits.max(1), ws),
-                None => {
-                    let ws = DecodeWorkspace::new(
-                        ctx,
-                        self.rows as usize,
-                        self.n_q_heads as usize,
-                        self.head_dim as usize,
-                        splits.max(1) as usize,
-                    )?;
-                    self.split(ctx, splits.max(1), &ws)
-                }
-            }
+            self.split(ctx, splits, ws)
         }
     }
 
@@ -309,22 +362,9 @@ impl DecodeCall<'_> {
 
     fn split(&self, ctx: &Context, splits: u32, ws: &DecodeWorkspace) -> Result<(), OpError> {
         let g = self.geometry();
-        let slots = self.rows as usize * self.n_q_heads as usize * splits as usize;
-        if !ctx.owns(&ws.part_o) {
-            return Err(OpError::invalid(
-                self.op,
-                "the workspace was made on another context; make it with DecodeWorkspace::new on this one",
-            ));
-        }
-        if ws.part_o.len() < slots * self.head_dim as usize || ws.part_ml.len() < slots * 2 {
-            return Err(OpError::invalid(
-                self.op,
-                format!(
-                    "the workspace holds {} partial outputs, this call needs {slots} \
-                     (rows × heads × splits); make it with DecodeWorkspace::new for this shape",
-                    ws.part_ml.len() / 2
-                ),
-            ));
+        #[cfg(test)]
+        if splits > 1 {
+            SPLIT_RUNS.with(|n| n.set(n.get() + 1));
         }
         let step = if self.on_fragments() {
             mma_block_keys(self.head_dim)

@@ -9,7 +9,7 @@ use super::causal_conv1d::{
 use super::reference::conv1d;
 use crate::registry::{BenchCase, Case, CaseKind, KernelUse, PreparedBench};
 use crate::testing::{
-    compare, err, expect_rejection, merge, random_tensor, tolerance, zeros, CaseRng,
+    accuracy, compare, err, expect_rejection, merge, random_tensor, zeros, CaseRng,
 };
 use crate::validate::FLOAT_DTYPES;
 use tessera_ir::{KernelDef, Literal, Specialization};
@@ -78,8 +78,16 @@ fn correct(op: &'static str, dt: DType, dims: (usize, usize, usize, usize), silu
         run: Box::new(move |ctx, rng| {
             let s = set(ctx, rng, dt, dims, decode, silu)?;
             run(ctx, &s, decode, silu)?;
-            let o = compare(&s.t[4].to_f64_vec().map_err(err)?, &s.want.0, tolerance(dt))?;
-            let st = compare(&s.t[5].to_f64_vec().map_err(err)?, &s.want.1, tolerance(dt))?;
+            let o = compare(
+                &s.t[4].to_f64_vec().map_err(err)?,
+                &s.want.0,
+                accuracy(op, dt)?,
+            )?;
+            let st = compare(
+                &s.t[5].to_f64_vec().map_err(err)?,
+                &s.want.1,
+                accuracy(op, dt)?,
+            )?;
             Ok(merge(o, st))
         }),
     }
@@ -127,7 +135,11 @@ fn continuation(dt: DType) -> Case {
             let last: Vec<f64> = (0..b)
                 .flat_map(|bi| want[(bi * (t + 1) + t) * c..][..c].to_vec())
                 .collect();
-            compare(&ot.to_f64_vec().map_err(err)?, &last, tolerance(dt))
+            compare(
+                &ot.to_f64_vec().map_err(err)?,
+                &last,
+                accuracy("causal_conv1d_update", dt)?,
+            )
         }),
     }
 }

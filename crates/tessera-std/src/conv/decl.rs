@@ -99,6 +99,7 @@ inventory::submit! {
         variants: &[],
         example: Example { dims: &[("B", 2), ("T", 7), ("C", 24), ("W", 4)], params: &[], ranges: &[], with: &[] },
         workspace: None,
+        accuracy: crate::decl::Accuracy::STANDARD,
         call: |ctx, a| super::causal_conv1d(ctx, &args(a)?, a.params.bool("silu")?),
         #[cfg(feature = "cases")]
         reference: |r| conv_reference(r, r.dim("T")?),
@@ -132,6 +133,7 @@ inventory::submit! {
         variants: &[],
         example: Example { dims: &[("B", 3), ("C", 40), ("W", 3)], params: &[("silu", "false")], ranges: &[], with: &[] },
         workspace: None,
+        accuracy: crate::decl::Accuracy::STANDARD,
         call: |ctx, a| super::causal_conv1d_update(ctx, &args(a)?, a.params.bool("silu")?),
         #[cfg(feature = "cases")]
         reference: |r| conv_reference(r, 1),

@@ -75,6 +75,11 @@ pub fn op_section(op: &OpDecl) -> String {
             }
         }
     }
+    s += &format!(
+        "\nAccuracy (max error vs the f64 reference, what every case and benchmark check \
+         compares against): {}\n",
+        cell(&op.accuracy.text())
+    );
     if let Some(w) = op.workspace {
         s += &format!(
             "\nWorkspace (the caller makes it once, outside the op call): {} bytes\n",

@@ -7,6 +7,7 @@
 //! The reference, kernels, cases and benchmarks are fields only with the `cases` feature:
 //! they are what `check` and `bench` run, not what an engine calling the op needs.
 
+mod accuracy;
 mod args;
 #[cfg(all(test, feature = "cases"))]
 mod call_allocations;
@@ -17,6 +18,7 @@ mod params;
 mod rejection_cases;
 mod rejections;
 
+pub use accuracy::{Accuracy, Tolerance};
 pub use args::{HostTensor, OpArgs, OutputSpec, RefArgs};
 pub use dims::{eval_shape, Dims};
 pub use params::{ParamValue, ParamValues};
@@ -179,6 +181,9 @@ pub struct OpDecl {
     pub example: Example,
     /// The caller's scratch the op takes, if it needs any.
     pub workspace: Option<WorkspaceDecl>,
+    /// How close the outputs come to the f64 reference, per dtype: what its cases and
+    /// benchmark checks compare against.
+    pub accuracy: Accuracy,
     /// The op call. It allocates nothing: a workspace comes in [`OpArgs::workspace`].
     pub call: CallFn,
     /// The f64 reference (with the `cases` feature, like the three fields below).
@@ -279,6 +284,10 @@ impl OpDecl {
         if let Some(w) = self.workspace {
             s += &format!("\n    workspace: {} (made before the call)", w.bytes);
         }
+        s += &format!(
+            "\n    accuracy vs the f64 reference: {}",
+            self.accuracy.text()
+        );
         s
     }
 }

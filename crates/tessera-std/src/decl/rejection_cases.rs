@@ -37,16 +37,37 @@ pub(crate) fn example_call(
     ctx: &Context,
     rng: &mut CaseRng,
 ) -> Result<ExampleCall, String> {
+    example_call_in(op, by.as_slice(), None, ctx, rng)
+}
+
+/// The op's example as a call, with every break of `breaks` applied and, when `dtype` is
+/// given, every tensor whose declared dtypes include it in that dtype instead of the first.
+pub(crate) fn example_call_in(
+    op: &'static OpDecl,
+    breaks: &[Break],
+    dtype: Option<DType>,
+    ctx: &Context,
+    rng: &mut CaseRng,
+) -> Result<ExampleCall, String> {
     let ex = op.example;
-    let mut dims = Dims::from_pairs(ex.dims);
-    if let Some(Break::Dim(d, v)) = by {
-        dims = Dims::from_pairs(
-            &ex.dims
-                .iter()
-                .map(|&(k, old)| (k, if k == d { v } else { old }))
-                .collect::<Vec<_>>(),
-        );
-    }
+    let resized = |name: Option<&str>| -> Vec<(&'static str, usize)> {
+        ex.dims
+            .iter()
+            .map(|&(k, old)| {
+                let new = breaks.iter().rev().find_map(|b| match *b {
+                    Break::Dim(d, v) if d == k => Some(v),
+                    Break::InputDim(t, d, v) if d == k && Some(t) == name => Some(v),
+                    _ => None,
+                });
+                (k, new.unwrap_or(old))
+            })
+            .collect()
+    };
+    let pick = |list: &[DType]| match dtype {
+        Some(d) if list.contains(&d) => d,
+        _ => list.first().copied().unwrap_or(DType::F32),
+    };
+    let dims = Dims::from_pairs(&resized(None));
     let mut inputs: BTreeMap<String, Tensor> = BTreeMap::new();
     let mut dtypes: BTreeMap<&str, DType> = BTreeMap::new();
     for t in op.inputs {
@@ -54,23 +75,18 @@ pub(crate) fn example_call(
             continue;
         }
         let mut dtype = match t.dtype {
-            DtypeRule::OneOf(list) => list.first().copied().unwrap_or(DType::F32),
+            DtypeRule::OneOf(list) => pick(list),
             DtypeRule::Like(n) => dtypes.get(n).copied().unwrap_or(DType::F32),
             DtypeRule::F32OrLike(_) | DtypeRule::Derived(..) => DType::F32,
         };
-        let mut shape_dims = dims.clone();
-        match by {
-            Some(Break::Dtype(name, d)) if name == t.name => dtype = d,
-            Some(Break::InputDim(name, d, v)) if name == t.name => {
-                shape_dims = Dims::from_pairs(
-                    &ex.dims
-                        .iter()
-                        .map(|&(k, old)| (k, if k == d { v } else { old }))
-                        .collect::<Vec<_>>(),
-                );
+        for b in breaks {
+            if let Break::Dtype(name, d) = *b {
+                if name == t.name {
+                    dtype = d;
+                }
             }
-            _ => {}
         }
+        let shape_dims = Dims::from_pairs(&resized(Some(t.name)));
         dtypes.insert(t.name, dtype);
         let shape = eval_shape(t.shape, &shape_dims)?;
         let (lo, hi) = ex.ranges.iter().find(|x| x.0 == t.name).map_or(
@@ -89,20 +105,26 @@ pub(crate) fn example_call(
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-    if let Some(Break::Param(p, v)) = by {
-        given.retain(|(k, _)| k != p);
-        given.push((p.to_string(), v.to_string()));
+    for b in breaks {
+        if let Break::Param(p, v) = *b {
+            given.retain(|(k, _)| k != p);
+            given.push((p.to_string(), v.to_string()));
+        }
     }
     let mut outputs: BTreeMap<String, Tensor> = BTreeMap::new();
     for o in op.outputs {
-        let t = match by {
-            Some(Break::Alias(out, input)) if out == o.name => inputs
+        let alias = breaks.iter().find_map(|b| match *b {
+            Break::Alias(out, input) if out == o.name => Some(input),
+            _ => None,
+        });
+        let t = match alias {
+            Some(input) => inputs
                 .get(input)
                 .cloned()
                 .ok_or_else(|| format!("the example gives no input `{input}`"))?,
             _ => {
                 let dtype = match o.dtype {
-                    DtypeRule::OneOf(list) => list.first().copied().unwrap_or(DType::F32),
+                    DtypeRule::OneOf(list) => pick(list),
                     DtypeRule::Like(n) | DtypeRule::F32OrLike(n) => {
                         dtypes.get(n).copied().unwrap_or(DType::F32)
                     }

@@ -5,7 +5,7 @@ use super::add::{add, add_kernel, OP};
 use super::reference;
 use crate::error::{runtime, OpError};
 use crate::registry::{BenchCase, Case, CaseKind, KernelUse, PreparedBench};
-use crate::testing::{compare, expect_rejection, random_tensor, tolerance};
+use crate::testing::{accuracy, compare, expect_rejection, random_tensor};
 use crate::validate::FLOAT_DTYPES;
 use tessera_ir::Specialization;
 use tessera_runtime::{Context, DType, Tensor};
@@ -22,7 +22,7 @@ fn correctness(dtype: DType, shape: Vec<usize>) -> Case {
             let out = ctx.full_nan(dtype, &shape).map_err(|e| e.to_string())?;
             add(ctx, &a, &b, &out).map_err(|e| e.to_string())?;
             let got = out.to_f64_vec().map_err(|e| e.to_string())?;
-            compare(&got, &reference::add(&av, &bv), tolerance(dtype))
+            compare(&got, &reference::add(&av, &bv), accuracy(OP, dtype)?)
         }),
     }
 }

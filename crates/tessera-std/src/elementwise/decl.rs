@@ -40,6 +40,7 @@ inventory::submit! {
         variants: &[],
         example: Example { dims: &[("dims", 37)], params: &[], ranges: &[], with: &[] },
         workspace: None,
+        accuracy: crate::decl::Accuracy::STANDARD,
         call,
         #[cfg(feature = "cases")]
         reference,

@@ -100,6 +100,7 @@ inventory::submit! {
             with: &[],
         },
         workspace: None,
+        accuracy: crate::decl::Accuracy::STANDARD,
         call: |ctx, a| {
             let q = a.input("q")?;
             let dk = a.last_dim("q")?;
@@ -191,6 +192,7 @@ inventory::submit! {
             with: &[],
         },
         workspace: None,
+        accuracy: crate::decl::Accuracy::STANDARD,
         call: |ctx, a| {
             let st = a.input("state_in")?.shape();
             let (hv, dv, dk) = match st {
@@ -266,6 +268,25 @@ fn boundaries(shape: &[usize], cu: Option<Vec<usize>>) -> Vec<usize> {
         _ => vec![0],
     }
 }
+
+/// The prefill's accuracy: twice the standard tolerance of the activations' dtype, for o
+/// and the final state alike (f16/bf16 products go through f16/bf16 tiles over 64-token
+/// chunks; f32 runs the recurrence token by token in f32).
+const PREFILL_ACCURACY: crate::decl::Accuracy = crate::decl::Accuracy {
+    f32: crate::decl::Tolerance {
+        atol: 4e-5,
+        rtol: 4e-4,
+    },
+    f16: crate::decl::Tolerance {
+        atol: 4e-3,
+        rtol: 8e-3,
+    },
+    bf16: crate::decl::Tolerance {
+        atol: 3e-2,
+        rtol: 3.2e-2,
+    },
+    keyed_by: "by the activations' dtype, for o and the final state alike: f16/bf16 products go through 16-bit tiles",
+};
 
 /// The prefill's workspace for a call: sized for its shape and planned for its sequence
 /// boundaries (`cu_seqlens`, else one sequence per batch row).
@@ -361,6 +382,7 @@ inventory::submit! {
             bytes: "2·C·Hv·(64·(3·Dk + 64) + 128·Dv + Dv·Dk) + 4·C·Hv + 4·(2·C + N + 1), C = Σ⌈len/64⌉ chunks (Dk > 128: 2·C·Hv·(64·(3·Dk + 64) + 64·Dv) + …); the chunk table is planned from cu_seqlens on the host when it is made",
             make: prefill_workspace,
         }),
+        accuracy: PREFILL_ACCURACY,
         call: |ctx, a| {
             let dk = a.last_dim("q")?;
             super::gdn_chunked_prefill(

@@ -6,7 +6,7 @@ use super::reference;
 use super::tiled::{matmul, matmul_bt, matmul_tiled_kernel, MATMUL_DTYPES};
 use crate::error::OpError;
 use crate::registry::{BenchCase, Case, CaseKind, KernelUse, PreparedBench};
-use crate::testing::{compare, err, expect_rejection, random_tensor, tolerance, zeros};
+use crate::testing::{accuracy, compare, err, expect_rejection, random_tensor, zeros};
 use tessera_ir::{Literal, Specialization};
 use tessera_runtime::{Context, DType, Tensor};
 
@@ -41,7 +41,7 @@ fn correct(dt: DType, (m, n, k): (usize, usize, usize), bt: bool) -> Case {
             let c = ctx.full_nan(dt, &[m, n]).map_err(err)?;
             call(ctx, &a, &b, &c).map_err(err)?;
             let want = reference::matmul(&av, &bv, (m, n, k), bt);
-            compare(&c.to_f64_vec().map_err(err)?, &want, tolerance(dt))
+            compare(&c.to_f64_vec().map_err(err)?, &want, accuracy(op, dt)?)
         }),
     }
 }

@@ -60,6 +60,7 @@ inventory::submit! {
         variants: VARIANTS,
         example: Example { dims: &[("M", 40), ("K", 24), ("N", 36)], params: &[], ranges: &[], with: &[] },
         workspace: None,
+        accuracy: crate::decl::Accuracy::STANDARD,
         call: |ctx, a| super::matmul(ctx, a.input("a")?, a.input("b")?, a.output("c")?),
         #[cfg(feature = "cases")]
         reference: |r| product(r, false),
@@ -85,6 +86,7 @@ inventory::submit! {
         variants: VARIANTS,
         example: Example { dims: &[("M", 33), ("K", 48), ("N", 20)], params: &[], ranges: &[], with: &[] },
         workspace: None,
+        accuracy: crate::decl::Accuracy::STANDARD,
         call: |ctx, a| super::matmul_bt(ctx, a.input("a")?, a.input("b")?, a.output("c")?),
         #[cfg(feature = "cases")]
         reference: |r| product(r, true),

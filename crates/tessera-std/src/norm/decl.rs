@@ -113,6 +113,7 @@ macro_rules! rms_layout {
                 variants: &[],
                 example: Example { dims: &[("rows", 3), ("n", $n)], params: &[], ranges: &[], with: &[] },
                 workspace: None,
+                accuracy: crate::decl::Accuracy::STANDARD,
                 call: |ctx, a| row_norm($wrapper, ctx, a),
                 #[cfg(feature = "cases")]
                 reference: rms_reference,
@@ -145,6 +146,7 @@ inventory::submit! {
         ],
         example: Example { dims: &[("rows", 3), ("n", 40)], params: &[], ranges: &[], with: &[] },
         workspace: None,
+        accuracy: crate::decl::Accuracy::STANDARD,
         call: |ctx, a| row_norm(super::rms_norm, ctx, a),
         #[cfg(feature = "cases")]
         reference: rms_reference,
@@ -248,6 +250,7 @@ inventory::submit! {
         variants: &[],
         example: Example { dims: &[("rows", 5), ("n", 512)], params: &[("groups", "2")], ranges: &[], with: &[] },
         workspace: None,
+        accuracy: crate::decl::Accuracy::STANDARD,
         call: |ctx, a| {
             super::rms_norm_pipe::rms_norm_pipe_on(
                 ctx,
@@ -291,6 +294,7 @@ inventory::submit! {
         variants: &[],
         example: Example { dims: &[("rows", 3), ("n", 128)], params: &[], ranges: &[], with: &[] },
         workspace: None,
+        accuracy: crate::decl::Accuracy::STANDARD,
         call: |ctx, a| {
             super::gated_mixer_norm(
                 ctx,
@@ -347,6 +351,7 @@ inventory::submit! {
         variants: &[],
         example: Example { dims: &[("rows", 4), ("n", 40)], params: &[], ranges: &[], with: &[] },
         workspace: None,
+        accuracy: crate::decl::Accuracy::STANDARD,
         call: |ctx, a| {
             super::rms_norm_residual::rms_norm_residual_on(
                 ctx,
@@ -402,6 +407,7 @@ inventory::submit! {
         variants: &[],
         example: Example { dims: &[("rows", 3), ("n", 40)], params: &[], ranges: &[], with: &[] },
         workspace: None,
+        accuracy: crate::decl::Accuracy::STANDARD,
         call: |ctx, a| {
             super::layer_norm(
                 ctx,
@@ -452,6 +458,7 @@ inventory::submit! {
         variants: &[],
         example: Example { dims: &[("rows", 3), ("n", 40)], params: &[], ranges: &[("x", -4.0, 4.0)], with: &[] },
         workspace: None,
+        accuracy: crate::decl::Accuracy::STANDARD,
         call: |ctx, a| super::softmax(ctx, a.input("x")?, a.output("out")?),
         #[cfg(feature = "cases")]
         reference: |r| Ok(vec![row_reference::softmax(r.data("x")?, r.dim("n")?)]),
@@ -495,6 +502,7 @@ inventory::submit! {
         variants: &[],
         example: Example { dims: &[("rows", 3), ("n", 40)], params: &[], ranges: &[("x", -4.0, 4.0)], with: &[] },
         workspace: None,
+        accuracy: crate::decl::Accuracy::STANDARD,
         call: |ctx, a| super::logsumexp(ctx, a.input("x")?, a.output("out")?),
         #[cfg(feature = "cases")]
         reference: |r| Ok(vec![row_reference::logsumexp(r.data("x")?, r.dim("n")?)]),

@@ -202,6 +202,7 @@ inventory::submit! {
             with: &[],
         },
         workspace: Some(WorkspaceDecl { bytes: TABLE_BYTES, make: |ctx, a| table(ctx, a, "x") }),
+        accuracy: crate::decl::Accuracy::STANDARD,
         call: |ctx, a| {
             let t = a.workspace::<RopeTable>()?;
             super::rope(ctx, a.input("x")?, a.input("positions")?, t, a.output("out")?)
@@ -260,6 +261,7 @@ inventory::submit! {
             with: &[],
         },
         workspace: Some(WorkspaceDecl { bytes: TABLE_BYTES, make: |ctx, a| table(ctx, a, "q") }),
+        accuracy: crate::decl::Accuracy::STANDARD,
         call: |ctx, a| {
             let t = a.workspace::<RopeTable>()?;
             super::qk_norm_rope(

@@ -5,7 +5,7 @@
 use super::reference::{selective_scan_step as reference, ScanStep};
 use super::selective_scan::{selective_scan_step, selective_scan_step_kernel, ScanArgs};
 use crate::registry::{BenchCase, Case, CaseKind, KernelUse, Outcome, PreparedBench};
-use crate::testing::{compare, err, expect_rejection, random_tensor, tolerance, zeros, CaseRng};
+use crate::testing::{accuracy, compare, err, expect_rejection, random_tensor, zeros, CaseRng};
 use crate::validate::FLOAT_DTYPES;
 use tessera_ir::{Literal, Specialization};
 use tessera_runtime::{Context, DType, Tensor};
@@ -80,12 +80,12 @@ fn correct(t: DType, s: DType, dims: (usize, usize, usize)) -> Case {
             let y = compare(
                 &st.t[10].to_f64_vec().map_err(err)?,
                 &st.want.0,
-                tolerance(t),
+                accuracy("selective_scan_step", t)?,
             )?;
             let h = compare(
                 &st.t[9].to_f64_vec().map_err(err)?,
                 &st.want.1,
-                tolerance(s),
+                accuracy("selective_scan_step", s)?,
             )?;
             Ok(Outcome {
                 checked: y.checked + h.checked,

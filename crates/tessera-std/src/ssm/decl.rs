@@ -59,6 +59,7 @@ inventory::submit! {
             with: &[],
         },
         workspace: None,
+        accuracy: crate::decl::Accuracy::STANDARD,
         call: |ctx, a| {
             super::selective_scan_step(
                 ctx,

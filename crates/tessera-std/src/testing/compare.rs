@@ -1,32 +1,19 @@
-//! Compares a kernel's output with its f64 reference under a per-dtype tolerance; NaN,
-//! a length mismatch or an empty comparison always fail.
+//! Compares a kernel's output with its f64 reference under the op's declared per-dtype
+//! accuracy; NaN, a length mismatch or an empty comparison always fail.
 
 use crate::registry::Outcome;
 use tessera_runtime::DType;
 
-/// `|got - want| <= atol + rtol * |want|`.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Tolerance {
-    pub atol: f64,
-    pub rtol: f64,
-}
+pub use crate::decl::Tolerance;
 
-/// The default tolerance for outputs stored in `dtype` (f32 accumulation inside).
-pub fn tolerance(dtype: DType) -> Tolerance {
-    match dtype {
-        DType::F16 => Tolerance {
-            atol: 2e-3,
-            rtol: 4e-3,
-        },
-        DType::BF16 => Tolerance {
-            atol: 1.5e-2,
-            rtol: 1.6e-2,
-        },
-        _ => Tolerance {
-            atol: 2e-5,
-            rtol: 2e-4,
-        },
-    }
+/// The tolerance `op` declares for outputs of `dtype` ([`crate::decl::OpDecl::accuracy`]):
+/// the only tolerance a case or benchmark check compares against.
+pub fn accuracy(op: &str, dtype: DType) -> Result<Tolerance, String> {
+    crate::registry::ops()
+        .into_iter()
+        .find(|o| o.name == op)
+        .map(|o| o.accuracy.of(dtype))
+        .ok_or_else(|| format!("no declared op `{op}` to take the accuracy of"))
 }
 
 /// Checks every element; the first failure is reported with its index.
@@ -75,23 +62,35 @@ pub fn compare(got: &[f64], want: &[f64], tol: Tolerance) -> Result<Outcome, Str
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::decl::Accuracy;
 
     #[test]
     fn nan_never_passes() {
-        let t = tolerance(DType::F32);
+        let t = Accuracy::STANDARD.of(DType::F32);
         assert!(compare(&[f64::NAN], &[1.0], t).is_err());
         assert!(compare(&[1.0], &[1.0], t).is_ok());
     }
 
     #[test]
     fn empty_comparison_fails() {
-        assert!(compare(&[], &[], tolerance(DType::F16)).is_err());
+        assert!(compare(&[], &[], Accuracy::STANDARD.of(DType::F16)).is_err());
     }
 
     #[test]
     fn tolerance_scales_with_magnitude() {
-        let t = tolerance(DType::F16);
+        let t = Accuracy::STANDARD.of(DType::F16);
         assert!(compare(&[100.3], &[100.0], t).is_ok());
         assert!(compare(&[0.3], &[0.0], t).is_err());
+    }
+
+    #[test]
+    fn every_op_declares_its_accuracy_and_unknown_ops_have_none() {
+        assert_eq!(
+            accuracy("rms_norm", DType::BF16),
+            Ok(Accuracy::STANDARD.bf16)
+        );
+        let prefill = accuracy("gdn_chunked_prefill", DType::F16).expect("declared");
+        assert!(prefill.atol > Accuracy::STANDARD.f16.atol);
+        assert!(accuracy("no_such_op", DType::F32).is_err());
     }
 }

@@ -1,5 +1,5 @@
 //! What the registered cases are made of: seeded random inputs rounded to their dtype,
-//! per-dtype tolerances, a comparison that never lets NaN pass, the rejection check that a
+//! the ops' declared per-dtype accuracy, a comparison that never lets NaN pass, the rejection check that a
 //! refused call wrote nothing, and the small fixtures every family's cases share.
 
 mod compare;
@@ -7,7 +7,7 @@ mod fixtures;
 mod inputs;
 mod rejection;
 
-pub use compare::{compare, tolerance, Tolerance};
+pub use compare::{accuracy, compare, Tolerance};
 pub use fixtures::{err, merge, rejection, zeros, BadCall, Refused};
 pub use inputs::{random_tensor, upload, CaseRng};
 pub use rejection::expect_rejection;

@@ -10,14 +10,14 @@ use super::decode_combine::{sdpa_decode_combine_kernel, COMBINE_SLICES};
 use super::decode_kernels::{sdpa_decode_kernel, sdpa_decode_partial_kernel};
 use super::decode_mma::{sdpa_decode_mma_kernel, MMA_HEAD_DIMS};
 use super::multi_query::sdpa_multi_query;
-use super::plan::{geometry, DecodeWorkspace, DECODE_HEAD_DIMS};
+use super::plan::{auto_split_bound, geometry, DecodeWorkspace, DECODE_HEAD_DIMS};
 use super::prefill::{prefill_constexprs, sdpa_prefill, sdpa_prefill_kernel, PREFILL_HEAD_DIMS};
 use super::prefill_mma::sdpa_prefill_mma_kernel;
 use super::reference;
 use crate::error::OpError;
 use crate::registry::{BenchCase, Case, CaseKind, KernelUse, PreparedBench};
 use crate::testing::{
-    compare, err, random_tensor, rejection, tolerance, upload, zeros, CaseRng, Refused,
+    accuracy, compare, err, random_tensor, rejection, upload, zeros, CaseRng, Refused,
 };
 use crate::validate::FLOAT_DTYPES;
 use tessera_ir::{Literal, Specialization};
@@ -56,6 +56,22 @@ fn qkv(
     })
 }
 
+/// Split scratch for calls of `q` and `k`'s shapes (q's leading dimensions are rows), made
+/// outside the op call like an engine's: every split count the plan may pick over k's
+/// cache depth, or `splits` when that is more.
+fn workspace(
+    ctx: &Context,
+    q: &Tensor,
+    k: &Tensor,
+    splits: Option<u32>,
+) -> Result<DecodeWorkspace, OpError> {
+    let (qs, ks) = (q.shape(), k.shape());
+    let back = |s: &[usize], i: usize| s.len().checked_sub(i).map_or(1, |j| s[j]);
+    let rows: usize = qs[..qs.len().saturating_sub(2)].iter().product();
+    let splits = auto_split_bound(back(ks, 2)).max(splits.unwrap_or(1) as usize);
+    DecodeWorkspace::new(ctx, rows.max(1), back(qs, 2), back(qs, 1), splits)
+}
+
 fn scale_of(d: usize) -> f64 {
     1.0 / (d as f64).sqrt()
 }
@@ -73,7 +89,7 @@ fn correctness(
         name,
         run: Box::new(move |ctx, rng| {
             let (got, want) = run(ctx, rng)?;
-            compare(&got, &want, tolerance(dt))
+            compare(&got, &want, accuracy(op, dt)?)
         }),
     }
 }

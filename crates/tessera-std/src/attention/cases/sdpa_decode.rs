@@ -12,7 +12,8 @@ fn decode_vs_reference(
     n: usize,
     d: usize,
 ) -> Result<(Vec<f64>, Vec<f64>), String> {
-    sdpa_decode(ctx, &t.q, &t.k, &t.v, &t.out, None).map_err(err)?;
+    let ws = workspace(ctx, &t.q, &t.k, None).map_err(err)?;
+    sdpa_decode(ctx, &t.q, &t.k, &t.v, &t.out, None, &ws).map_err(err)?;
     Ok((
         t.out.to_f64_vec().map_err(err)?,
         plain_decode_reference(t, hq, hkv, n, d),
@@ -95,7 +96,7 @@ pub(crate) fn decode_cases() -> Vec<Case> {
         v.push(decode_rising_case(dt, 8, 2, 400, 128));
     }
     v.extend(decode_rejections!("sdpa_decode", |c, q, k, v, o| {
-        sdpa_decode(c, q, k, v, o, None)
+        sdpa_decode(c, q, k, v, o, None, &workspace(c, q, k, None)?)
     }));
     v.push(rejection(
         "sdpa_decode",
@@ -109,7 +110,10 @@ pub(crate) fn decode_cases() -> Vec<Case> {
             let c = ctx.clone();
             Ok((
                 out.clone(),
-                Box::new(move || sdpa_decode(&c, &q, &k, &v, &out, Some(f32::NAN))),
+                Box::new(move || {
+                    let ws = workspace(&c, &q, &k, None)?;
+                    sdpa_decode(&c, &q, &k, &v, &out, Some(f32::NAN), &ws)
+                }),
             ))
         },
     ));
@@ -146,16 +150,11 @@ fn decode_bench(
         prepare: Box::new(move |ctx, rng| {
             let t = qkv(ctx, rng, dt, &[hq, d], &[hkv, n, d])?;
             let want = plain_decode_reference(&t, hq, hkv, n, d);
-            let splits = 8 * ctx.info().compute_units.max(1) as usize;
-            let ws = DecodeWorkspace::new(ctx, 1, hq, d, splits).map_err(err)?;
+            let ws = DecodeWorkspace::for_cache(ctx, 1, hq, d, n).map_err(err)?;
             let (c, out) = (ctx.clone(), t.out.clone());
             Ok(PreparedBench {
                 launch: Box::new(move || {
-                    let o = DecodeOptions {
-                        workspace: Some(&ws),
-                        ..DecodeOptions::default()
-                    };
-                    sdpa_decode_strided(&c, &t.q, &t.k, &t.v, &t.out, n, &o).map_err(err)
+                    sdpa_decode(&c, &t.q, &t.k, &t.v, &t.out, None, &ws).map_err(err)
                 }),
                 output: out,
                 reference: want,

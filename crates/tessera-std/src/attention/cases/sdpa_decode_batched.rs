@@ -19,6 +19,7 @@ fn batched_case(
         move |ctx, rng| {
             let t = qkv(ctx, rng, dt, &[b, hq, d], &[b, hkv, stride, d])?;
             let kv_lens = ctx.tensor(lens, &[b]).map_err(err)?;
+            let ws = workspace(ctx, &t.q, &t.k, None).map_err(err)?;
             sdpa_decode_batched(
                 ctx,
                 &t.q,
@@ -27,6 +28,7 @@ fn batched_case(
                 &kv_lens,
                 &t.out,
                 &DecodeOptions::default(),
+                &ws,
             )
             .map_err(err)?;
             let rows: Vec<(usize, usize)> = lens
@@ -68,7 +70,8 @@ fn batched_bad(
     Ok((
         out.clone(),
         Box::new(move || {
-            sdpa_decode_batched(&c, &q, &k, &v, &lens, &out, &DecodeOptions::default())
+            let ws = workspace(&c, &q, &k, None)?;
+            sdpa_decode_batched(&c, &q, &k, &v, &lens, &out, &DecodeOptions::default(), &ws)
         }),
     ))
 }
@@ -113,7 +116,8 @@ pub(crate) fn batched_cases() -> Vec<Case> {
             Ok((
                 out.clone(),
                 Box::new(move || {
-                    sdpa_decode_batched(&c, &q, &k, &v, &lens, &out, &DecodeOptions::default())
+                    let ws = workspace(&c, &q, &k, None)?;
+                    sdpa_decode_batched(&c, &q, &k, &v, &lens, &out, &DecodeOptions::default(), &ws)
                 }),
             ))
         },
@@ -132,7 +136,8 @@ pub(crate) fn batched_cases() -> Vec<Case> {
             Ok((
                 out.clone(),
                 Box::new(move || {
-                    sdpa_decode_batched(&c, &q, &k, &v, &lens, &out, &DecodeOptions::default())
+                    let ws = workspace(&c, &q, &k, None)?;
+                    sdpa_decode_batched(&c, &q, &k, &v, &lens, &out, &DecodeOptions::default(), &ws)
                 }),
             ))
         },
@@ -151,7 +156,8 @@ pub(crate) fn batched_cases() -> Vec<Case> {
             Ok((
                 out.clone(),
                 Box::new(move || {
-                    sdpa_decode_batched(&c, &q, &k, &v, &lens, &out, &DecodeOptions::default())
+                    let ws = workspace(&c, &q, &k, None)?;
+                    sdpa_decode_batched(&c, &q, &k, &v, &lens, &out, &DecodeOptions::default(), &ws)
                 }),
             ))
         },
@@ -170,7 +176,8 @@ pub(crate) fn batched_cases() -> Vec<Case> {
             Ok((
                 out.clone(),
                 Box::new(move || {
-                    sdpa_decode_batched(&c, &q, &k, &v, &lens, &out, &DecodeOptions::default())
+                    let ws = workspace(&c, &q, &k, None)?;
+                    sdpa_decode_batched(&c, &q, &k, &v, &lens, &out, &DecodeOptions::default(), &ws)
                 }),
             ))
         },
@@ -219,16 +226,13 @@ pub(crate) fn batched_benches() -> Vec<BenchCase> {
                     0,
                     None,
                 );
-                let splits = 8 * ctx.info().compute_units.max(1) as usize;
-                let ws = DecodeWorkspace::new(ctx, b, hq, d, splits).map_err(err)?;
+                let ws = DecodeWorkspace::for_cache(ctx, b, hq, d, stride).map_err(err)?;
                 let (c, out) = (ctx.clone(), t.out.clone());
                 Ok(PreparedBench {
                     launch: Box::new(move || {
-                        let o = DecodeOptions {
-                            workspace: Some(&ws),
-                            ..DecodeOptions::default()
-                        };
-                        sdpa_decode_batched(&c, &t.q, &t.k, &t.v, &kv_lens, &t.out, &o).map_err(err)
+                        let o = DecodeOptions::default();
+                        sdpa_decode_batched(&c, &t.q, &t.k, &t.v, &kv_lens, &t.out, &o, &ws)
+                            .map_err(err)
                     }),
                     output: out,
                     reference: want,

@@ -26,7 +26,8 @@ fn split_case(
             logit: n_sink > 0,
         };
         visible_vs_reference(ctx, rng, &t, &[(0, len)], [hq, hkv, stride, d], vis, |o| {
-            sdpa_decode_split(ctx, &t.q, &t.k, &t.v, &t.out, len, splits, o)
+            let ws = workspace(ctx, &t.q, &t.k, Some(splits))?;
+            sdpa_decode_split(ctx, &t.q, &t.k, &t.v, &t.out, len, splits, o, &ws)
         })
     })
 }
@@ -43,7 +44,8 @@ pub(crate) fn split_cases() -> Vec<Case> {
     // More chunks than keys: empty chunks must combine to nothing.
     v.push(split_case(DType::F32, 4, 4, 30, 20, 256, 8, 0, 0));
     v.extend(decode_rejections!("sdpa_decode_split", |c, q, k, v, o| {
-        sdpa_decode_split(c, q, k, v, o, 8, 2, &DecodeOptions::default())
+        let ws = workspace(c, q, k, Some(2))?;
+        sdpa_decode_split(c, q, k, v, o, 8, 2, &DecodeOptions::default(), &ws)
     }));
     v.push(rejection(
         "sdpa_decode_split",
@@ -58,7 +60,8 @@ pub(crate) fn split_cases() -> Vec<Case> {
             Ok((
                 out.clone(),
                 Box::new(move || {
-                    sdpa_decode_split(&c, &q, &k, &v, &out, 8, 0, &DecodeOptions::default())
+                    let ws = workspace(&c, &q, &k, None)?;
+                    sdpa_decode_split(&c, &q, &k, &v, &out, 8, 0, &DecodeOptions::default(), &ws)
                 }),
             ))
         },
@@ -76,7 +79,18 @@ pub(crate) fn split_cases() -> Vec<Case> {
             Ok((
                 out.clone(),
                 Box::new(move || {
-                    sdpa_decode_split(&c, &q, &k, &v, &out, 8, 5000, &DecodeOptions::default())
+                    let ws = workspace(&c, &q, &k, None)?;
+                    sdpa_decode_split(
+                        &c,
+                        &q,
+                        &k,
+                        &v,
+                        &out,
+                        8,
+                        5000,
+                        &DecodeOptions::default(),
+                        &ws,
+                    )
                 }),
             ))
         },
@@ -95,11 +109,7 @@ pub(crate) fn split_cases() -> Vec<Case> {
             Ok((
                 out.clone(),
                 Box::new(move || {
-                    let o = DecodeOptions {
-                        workspace: Some(&ws),
-                        ..DecodeOptions::default()
-                    };
-                    sdpa_decode_split(&c, &q, &k, &v, &out, 8, 4, &o)
+                    sdpa_decode_split(&c, &q, &k, &v, &out, 8, 4, &DecodeOptions::default(), &ws)
                 }),
             ))
         },

@@ -27,7 +27,8 @@ fn strided_case(
             logit,
         };
         visible_vs_reference(ctx, rng, &t, &[(0, len)], [hq, hkv, stride, d], vis, |o| {
-            sdpa_decode_strided(ctx, &t.q, &t.k, &t.v, &t.out, len, o)
+            let ws = workspace(ctx, &t.q, &t.k, o.splits)?;
+            sdpa_decode_strided(ctx, &t.q, &t.k, &t.v, &t.out, len, o, &ws)
         })
     })
 }
@@ -43,7 +44,10 @@ pub(crate) fn strided_cases() -> Vec<Case> {
     v.push(strided_case(DType::F32, 8, 2, 96, 90, 128, 0, 3, true));
     v.extend(decode_rejections!(
         "sdpa_decode_strided",
-        |c, q, k, v, o| { sdpa_decode_strided(c, q, k, v, o, 4, &DecodeOptions::default()) }
+        |c, q, k, v, o| {
+            let ws = workspace(c, q, k, None)?;
+            sdpa_decode_strided(c, q, k, v, o, 4, &DecodeOptions::default(), &ws)
+        }
     ));
     v.push(rejection(
         "sdpa_decode_strided",
@@ -58,7 +62,8 @@ pub(crate) fn strided_cases() -> Vec<Case> {
             Ok((
                 out.clone(),
                 Box::new(move || {
-                    sdpa_decode_strided(&c, &q, &k, &v, &out, 9, &DecodeOptions::default())
+                    let ws = workspace(&c, &q, &k, None)?;
+                    sdpa_decode_strided(&c, &q, &k, &v, &out, 9, &DecodeOptions::default(), &ws)
                 }),
             ))
         },
@@ -76,7 +81,8 @@ pub(crate) fn strided_cases() -> Vec<Case> {
             Ok((
                 out.clone(),
                 Box::new(move || {
-                    sdpa_decode_strided(&c, &q, &k, &v, &out, 0, &DecodeOptions::default())
+                    let ws = workspace(&c, &q, &k, None)?;
+                    sdpa_decode_strided(&c, &q, &k, &v, &out, 0, &DecodeOptions::default(), &ws)
                 }),
             ))
         },
@@ -99,7 +105,8 @@ pub(crate) fn strided_cases() -> Vec<Case> {
                         sink_logits: Some(&s),
                         ..DecodeOptions::default()
                     };
-                    sdpa_decode_strided(&c, &q, &k, &v, &out, 8, &o)
+                    let ws = workspace(&c, &q, &k, None)?;
+                    sdpa_decode_strided(&c, &q, &k, &v, &out, 8, &o, &ws)
                 }),
             ))
         },
@@ -122,7 +129,8 @@ pub(crate) fn strided_cases() -> Vec<Case> {
                         sink_logits: Some(&s),
                         ..DecodeOptions::default()
                     };
-                    sdpa_decode_strided(&c, &q, &k, &v, &out, 8, &o)
+                    let ws = workspace(&c, &q, &k, None)?;
+                    sdpa_decode_strided(&c, &q, &k, &v, &out, 8, &o, &ws)
                 }),
             ))
         },

@@ -28,7 +28,8 @@ fn mq_case(
                 .collect();
             visible_vs_reference(ctx, rng, &t, &rows, [hq, hkv, stride, d], vis, |o| {
                 let o = DecodeOptions { splits, ..*o };
-                sdpa_multi_query(ctx, &t.q, &t.k, &t.v, &t.out, base, causal, &o)
+                let ws = workspace(ctx, &t.q, &t.k, splits)?;
+                sdpa_multi_query(ctx, &t.q, &t.k, &t.v, &t.out, base, causal, &o, &ws)
             })
         },
     )
@@ -48,7 +49,18 @@ fn mq_bad(
     Ok((
         out.clone(),
         Box::new(move || {
-            sdpa_multi_query(&c, &q, &k, &v, &out, base, true, &DecodeOptions::default())
+            let ws = workspace(&c, &q, &k, None)?;
+            sdpa_multi_query(
+                &c,
+                &q,
+                &k,
+                &v,
+                &out,
+                base,
+                true,
+                &DecodeOptions::default(),
+                &ws,
+            )
         }),
     ))
 }
@@ -74,7 +86,8 @@ fn mq_with_options(
                 splits,
                 ..DecodeOptions::default()
             };
-            sdpa_multi_query(&c, &q, &k, &v, &out, 0, true, &o)
+            let ws = workspace(&c, &q, &k, None)?;
+            sdpa_multi_query(&c, &q, &k, &v, &out, 0, true, &o, &ws)
         }),
     ))
 }
@@ -149,7 +162,18 @@ pub(crate) fn mq_cases() -> Vec<Case> {
             Ok((
                 out.clone(),
                 Box::new(move || {
-                    sdpa_multi_query(&c, &q, &k, &v, &out, 0, true, &DecodeOptions::default())
+                    let ws = workspace(&c, &q, &k, None)?;
+                    sdpa_multi_query(
+                        &c,
+                        &q,
+                        &k,
+                        &v,
+                        &out,
+                        0,
+                        true,
+                        &DecodeOptions::default(),
+                        &ws,
+                    )
                 }),
             ))
         },
@@ -188,10 +212,9 @@ pub(crate) fn mq_cases() -> Vec<Case> {
                 Box::new(move || {
                     let o = DecodeOptions {
                         splits: Some(2),
-                        workspace: Some(&ws),
                         ..DecodeOptions::default()
                     };
-                    sdpa_multi_query(&c, &q, &k, &v, &out, 0, true, &o)
+                    sdpa_multi_query(&c, &q, &k, &v, &out, 0, true, &o, &ws)
                 }),
             ))
         },
@@ -209,7 +232,18 @@ pub(crate) fn mq_cases() -> Vec<Case> {
             Ok((
                 out.clone(),
                 Box::new(move || {
-                    sdpa_multi_query(&c, &q, &k, &v, &out, 0, true, &DecodeOptions::default())
+                    let ws = workspace(&c, &q, &k, None)?;
+                    sdpa_multi_query(
+                        &c,
+                        &q,
+                        &k,
+                        &v,
+                        &out,
+                        0,
+                        true,
+                        &DecodeOptions::default(),
+                        &ws,
+                    )
                 }),
             ))
         },
@@ -256,16 +290,13 @@ pub(crate) fn mq_benches() -> Vec<BenchCase> {
                     0,
                     None,
                 );
-                let splits = 8 * ctx.info().compute_units.max(1) as usize;
-                let ws = DecodeWorkspace::new(ctx, nq, hq, d, splits).map_err(err)?;
+                let ws = DecodeWorkspace::for_cache(ctx, nq, hq, d, stride).map_err(err)?;
                 let (c, out) = (ctx.clone(), t.out.clone());
                 Ok(PreparedBench {
                     launch: Box::new(move || {
-                        let o = DecodeOptions {
-                            workspace: Some(&ws),
-                            ..DecodeOptions::default()
-                        };
-                        sdpa_multi_query(&c, &t.q, &t.k, &t.v, &t.out, base, true, &o).map_err(err)
+                        let o = DecodeOptions::default();
+                        sdpa_multi_query(&c, &t.q, &t.k, &t.v, &t.out, base, true, &o, &ws)
+                            .map_err(err)
                     }),
                     output: out,
                     reference: want,

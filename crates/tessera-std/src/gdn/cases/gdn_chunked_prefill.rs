@@ -16,9 +16,7 @@ use crate::gdn::prefill_recurrent::gdn_recurrent_prefill_kernel;
 use crate::gdn::prefill_workspace::{equal_sequences, GdnPrefillWorkspace, PrefillShape};
 use crate::gdn::reference::{recurrent, GdnInputs, GdnShape};
 use crate::registry::{BenchCase, Case, CaseKind, KernelUse, Outcome, PreparedBench};
-use crate::testing::{
-    compare, err, expect_rejection, merge, tolerance, upload, CaseRng, Tolerance,
-};
+use crate::testing::{accuracy, compare, err, expect_rejection, merge, upload, CaseRng, Tolerance};
 use crate::validate::FLOAT_DTYPES;
 use tessera_ir::{Literal, Specialization};
 use tessera_runtime::{Context, DType, Tensor};
@@ -45,19 +43,10 @@ impl Pre {
     }
 }
 
-/// The tolerance of a prefill output: f16/bf16 products go through the staging type, f32
-/// runs the recurrence in f32.
-pub(crate) fn prefill_tolerance(t: DType) -> Tolerance {
-    let p = if t == DType::F32 {
-        tolerance(t)
-    } else {
-        tolerance(staging_dtype(t))
-    };
-    let own = tolerance(t);
-    Tolerance {
-        atol: 2.0 * p.atol.max(own.atol),
-        rtol: 2.0 * p.rtol.max(own.rtol),
-    }
+/// The tolerance of a prefill output (o and the final state alike): the op's declared
+/// accuracy for its activations' dtype.
+pub(crate) fn prefill_tolerance(t: DType) -> Result<Tolerance, String> {
+    accuracy("gdn_chunked_prefill", t)
 }
 
 /// Random rows of unit L2 norm (as q and k are in models), `rows × d`.
@@ -213,13 +202,13 @@ pub(crate) fn check_prefill(
     let o = compare(
         &x.o.to_f64_vec().map_err(err)?,
         &want_o,
-        prefill_tolerance(p.t),
+        prefill_tolerance(p.t)?,
     )
     .map_err(|e| format!("o: {e}"))?;
     let s = compare(
         &x.fin.to_f64_vec().map_err(err)?,
         &want_s,
-        prefill_tolerance(p.t),
+        prefill_tolerance(p.t)?,
     )
     .map_err(|e| format!("final state: {e}"))?;
     Ok(merge(o, s))
@@ -323,7 +312,7 @@ fn then_decode(t: DType) -> Case {
             .map_err(err)?;
             let mut got = o1.to_f64_vec().map_err(err)?;
             got.extend(o2.to_f64_vec().map_err(err)?);
-            compare(&got, &want_o, prefill_tolerance(t))
+            compare(&got, &want_o, prefill_tolerance(t)?)
         }),
     }
 }

@@ -16,12 +16,12 @@ fn decode_case(d: Dec) -> Case {
             let o = compare(
                 &set.t[7].to_f64_vec().map_err(err)?,
                 &set.want_o,
-                tolerance(d.t),
+                accuracy("gdn_decode_step", d.t)?,
             )?;
             let s = compare(
                 &set.t[6].to_f64_vec().map_err(err)?,
                 &set.want_s,
-                tolerance(d.s),
+                accuracy("gdn_decode_step", d.s)?,
             )?;
             Ok(merge(o, s))
         }),

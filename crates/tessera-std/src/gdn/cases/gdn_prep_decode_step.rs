@@ -85,12 +85,12 @@ fn prep_case(d: Dec) -> Case {
             let o = compare(
                 &set.t[9].to_f64_vec().map_err(err)?,
                 &set.want_o,
-                tolerance(d.t),
+                accuracy("gdn_prep_decode_step", d.t)?,
             )?;
             let s = compare(
                 &set.t[8].to_f64_vec().map_err(err)?,
                 &set.want_s,
-                tolerance(d.s),
+                accuracy("gdn_prep_decode_step", d.s)?,
             )?;
             Ok(merge(o, s))
         }),

@@ -11,7 +11,7 @@ use super::reference::{prep, recurrent, GdnInputs, GdnShape};
 use super::validate::decode_lanes;
 use crate::registry::{BenchCase, Case, CaseKind, KernelUse, PreparedBench};
 use crate::testing::{
-    compare, err, expect_rejection, merge, random_tensor, tolerance, zeros, CaseRng,
+    accuracy, compare, err, expect_rejection, merge, random_tensor, zeros, CaseRng,
 };
 use crate::validate::FLOAT_DTYPES;
 use tessera_ir::{KernelDef, Literal, Specialization};

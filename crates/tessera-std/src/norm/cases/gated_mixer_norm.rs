@@ -17,7 +17,7 @@ fn gated_case(dtype: DType, rows: usize, n: usize) -> Case {
             gated_mixer_norm(ctx, &y, &z, &w, &out, EPS).map_err(err)?;
             let got = out.to_f64_vec().map_err(err)?;
             let want = reference::gated_mixer_norm(&yv, &zv, &wv, n, EPS as f64);
-            compare(&got, &want, tolerance(dtype))
+            compare(&got, &want, accuracy("gated_mixer_norm", dtype)?)
         }),
     }
 }

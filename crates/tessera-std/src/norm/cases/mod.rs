@@ -19,7 +19,7 @@ use super::softmax::{logsumexp, logsumexp_kernel, softmax, softmax_kernel};
 use crate::error::OpError;
 use crate::registry::{BenchCase, Case, CaseKind, KernelUse, PreparedBench};
 use crate::testing::{
-    compare, err, expect_rejection, random_tensor, rejection, tolerance, zeros, CaseRng, Refused,
+    accuracy, compare, err, expect_rejection, random_tensor, rejection, zeros, CaseRng, Refused,
 };
 use crate::validate::FLOAT_DTYPES;
 use tessera_ir::{KernelDef, Literal, Specialization};
@@ -44,7 +44,7 @@ pub(super) fn rms_case(op: &'static str, f: RmsFn, dtype: DType, rows: usize, n:
             compare(
                 &got,
                 &reference::rms_norm(&xv, &wv, n, EPS as f64),
-                tolerance(dtype),
+                accuracy(op, dtype)?,
             )
         }),
     }
@@ -300,7 +300,7 @@ fn case(op: &'static str, dt: DType, rows: usize, n: usize, body: Body) -> Case 
         run: Box::new(move |ctx, rng| {
             let mut total = crate::registry::Outcome::default();
             for (got, want) in body(ctx, rng, dt, rows, n)? {
-                let o = compare(&got, &want, tolerance(dt))?;
+                let o = compare(&got, &want, accuracy(op, dt)?)?;
                 total.checked += o.checked;
                 total.max_abs_err = total.max_abs_err.max(o.max_abs_err);
                 total.max_rel_err = total.max_rel_err.max(o.max_rel_err);

@@ -8,7 +8,7 @@ use super::reference;
 use super::table::{RopeConfig, RopeLayout, RopeScaling, RopeTable};
 use crate::registry::{BenchCase, Case, CaseKind, KernelUse, PreparedBench};
 use crate::testing::{
-    compare, err, expect_rejection, random_tensor, rejection, tolerance, zeros, CaseRng, Refused,
+    accuracy, compare, err, expect_rejection, random_tensor, rejection, zeros, CaseRng, Refused,
 };
 use crate::validate::FLOAT_DTYPES;
 use tessera_ir::{Literal, Specialization};

@@ -31,7 +31,7 @@ fn qk_case(
             got.extend(ko.to_f64_vec().map_err(err)?);
             let mut want = reference::norm_rope(&qv, &qwv, &pv, hq, d, EPS as f64, &c);
             want.extend(reference::norm_rope(&kv, &kwv, &pv, hk, d, EPS as f64, &c));
-            compare(&got, &want, tolerance(dt))
+            compare(&got, &want, accuracy("qk_norm_rope", dt)?)
         }),
     }
 }

@@ -24,7 +24,11 @@ fn rope_case(
             let out = ctx.full_nan(dt, &[tokens, heads, d]).map_err(err)?;
             rope(ctx, &x, &pos, &table, &out).map_err(err)?;
             let want = reference::rope(&xv, &pv, heads, d, &c);
-            compare(&out.to_f64_vec().map_err(err)?, &want, tolerance(dt))
+            compare(
+                &out.to_f64_vec().map_err(err)?,
+                &want,
+                accuracy("rope", dt)?,
+            )
         }),
     }
 }
