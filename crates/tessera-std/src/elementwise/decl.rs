@@ -1,12 +1,15 @@
 //! The declarations of the elementwise ops.
 
-use super::add;
+#[cfg(feature = "cases")]
+use super::activation::Activation;
+use super::{add, gated, GeluApproximation};
 #[cfg(feature = "cases")]
 use super::{cases, reference};
 #[cfg(feature = "cases")]
 use crate::decl::RefArgs;
 use crate::decl::{
-    Break, DtypeRule, Example, OpArgs, OpDecl, OutputDecl, Rejection, ShapeFrom, TensorDecl, FLOATS,
+    Break, DtypeRule, Example, OpArgs, OpDecl, OutputDecl, ParamDecl, ParamDefault, ParamKind,
+    Rejection, ShapeFrom, TensorDecl, FLOATS,
 };
 use crate::error::OpError;
 use tessera_runtime::{Context, DType};
@@ -44,10 +47,227 @@ inventory::submit! {
         #[cfg(feature = "cases")]
         reference,
         #[cfg(feature = "cases")]
-        kernels: cases::kernels,
+        kernels: cases::add_kernels,
         #[cfg(feature = "cases")]
-        cases: cases::cases,
+        cases: cases::add_cases,
         #[cfg(feature = "cases")]
-        benches: cases::benches,
+        benches: cases::add_benches,
+    }
+}
+
+// ── gated activations ────────────────────────────────────────────────────────────────
+
+const GATE: TensorDecl = TensorDecl {
+    name: "gate",
+    shape: &["rows…", "d"],
+    dtype: DtypeRule::OneOf(FLOATS),
+    optional: false,
+    doc: "the gate projection",
+};
+const UP: TensorDecl = TensorDecl {
+    name: "up",
+    shape: &["rows…", "d"],
+    dtype: DtypeRule::Like("gate"),
+    optional: false,
+    doc: "the up projection",
+};
+const GATE_UP: TensorDecl = TensorDecl {
+    name: "gate_up",
+    shape: &["rows…", "2·d"],
+    dtype: DtypeRule::OneOf(FLOATS),
+    optional: false,
+    doc: "each row the gate (first d) then the up projection (last d)",
+};
+
+const SEPARATE_INVARIANTS: [&str; 3] = [
+    "gate, up and out share one float dtype and one non-empty shape [rows…, d]",
+    "out does not alias gate or up",
+    "the element count is below 2^31",
+];
+const PACKED_INVARIANTS: [&str; 3] = [
+    "gate_up is a non-empty float [rows…, 2·d] with an even last dimension; out is [rows…, d] in its dtype",
+    "out does not alias gate_up",
+    "gate_up's element count is below 2^31",
+];
+
+const APPROXIMATE: ParamDecl = ParamDecl {
+    name: "approximate",
+    kind: ParamKind::Choice(&["none", "tanh"]),
+    default: ParamDefault::Value("none"),
+    doc: "none: x/2·(1 + erf(x/√2)); tanh: x/2·(1 + tanh(√(2/π)·(x + 0.044715·x³))), as PyTorch's gelu",
+};
+
+fn approximation(a: &OpArgs) -> Result<GeluApproximation, OpError> {
+    Ok(match a.params.choice("approximate")? {
+        "tanh" => GeluApproximation::Tanh,
+        _ => GeluApproximation::None,
+    })
+}
+
+/// `[rows…, d]` from `gate_up`'s `[rows…, 2·d]`.
+fn half_width(a: &OpArgs) -> Result<Vec<usize>, OpError> {
+    let mut shape = a.input("gate_up")?.shape().to_vec();
+    match shape.last_mut() {
+        Some(last) if last.is_multiple_of(2) => *last /= 2,
+        _ => {
+            return Err(OpError::invalid(
+                a.op.name,
+                "the last dimension of `gate_up` must be even (gate then up, d each)",
+            ))
+        }
+    }
+    Ok(shape)
+}
+
+#[cfg(feature = "cases")]
+fn gelu_of(r: &RefArgs) -> Result<fn(f64) -> f64, OpError> {
+    Ok(match r.params.choice("approximate")? {
+        "tanh" => reference::gelu_tanh,
+        _ => reference::gelu_erf,
+    })
+}
+
+#[cfg(feature = "cases")]
+fn packed_reference(r: &RefArgs, f: fn(f64) -> f64) -> Result<Vec<Vec<f64>>, OpError> {
+    let width = r.shape("gate_up")?.last().copied().unwrap_or(0);
+    Ok(vec![reference::act_mul_packed(
+        f,
+        r.data("gate_up")?,
+        width / 2,
+    )])
+}
+
+const SEPARATE_REJECTIONS: &[Rejection] = &[
+    Rejection {
+        invariant: 0,
+        by: Break::InputDim("up", "d", 38),
+        reason: "`up` must have shape",
+    },
+    Rejection {
+        invariant: 0,
+        by: Break::Dtype("gate", DType::U32),
+        reason: "`gate` must be one of",
+    },
+    Rejection {
+        invariant: 0,
+        by: Break::Dtype("up", DType::F16),
+        reason: "`up` must be f32",
+    },
+    Rejection {
+        invariant: 1,
+        by: Break::Alias("out", "up"),
+        reason: "aliases `up`",
+    },
+];
+const PACKED_REJECTIONS: &[Rejection] = &[
+    Rejection {
+        invariant: 0,
+        by: Break::Dtype("gate_up", DType::I32),
+        reason: "`gate_up` must be one of",
+    },
+    Rejection {
+        invariant: 1,
+        by: Break::Alias("out", "gate_up"),
+        reason: "aliases `gate_up`",
+    },
+];
+
+inventory::submit! {
+    OpDecl {
+        name: "silu_mul",
+        family: "elementwise",
+        summary: "out = silu(gate) · up, gate and up as two tensors (SwiGLU)",
+        inputs: &[GATE, UP],
+        outputs: &[OutputDecl { name: "out", shape: &["rows…", "d"], dtype: DtypeRule::Like("gate"), shape_from: ShapeFrom::Like("gate"), doc: "silu(gate) · up" }],
+        params: &[],
+        invariants: &SEPARATE_INVARIANTS,
+        rejections: SEPARATE_REJECTIONS,
+        variants: &[],
+        example: Example { dims: &[("rows", 3), ("d", 37)], params: &[], ranges: &[], with: &[] },
+        workspace: None,
+        call: |ctx, a| gated::silu_mul(ctx, a.input("gate")?, a.input("up")?, a.output("out")?),
+        #[cfg(feature = "cases")]
+        reference: |r| Ok(vec![reference::act_mul(reference::silu, r.data("gate")?, r.data("up")?)]),
+        #[cfg(feature = "cases")]
+        kernels: || cases::gated_kernels(&[Activation::Silu]),
+        #[cfg(feature = "cases")]
+        cases: || cases::gated_cases(cases::SILU),
+        #[cfg(feature = "cases")]
+        benches: || cases::gated_benches(cases::SILU),
+    }
+}
+
+inventory::submit! {
+    OpDecl {
+        name: "silu_mul_packed",
+        family: "elementwise",
+        summary: "out = silu(gate) · up from one [rows…, 2·d] tensor, gate first (vLLM's silu_and_mul)",
+        inputs: &[GATE_UP],
+        outputs: &[OutputDecl { name: "out", shape: &["rows…", "d"], dtype: DtypeRule::Like("gate_up"), shape_from: ShapeFrom::Derived(half_width), doc: "silu(gate) · up" }],
+        params: &[],
+        invariants: &PACKED_INVARIANTS,
+        rejections: PACKED_REJECTIONS,
+        variants: &[],
+        example: Example { dims: &[("rows", 3), ("d", 37)], params: &[], ranges: &[], with: &[] },
+        workspace: None,
+        call: |ctx, a| gated::silu_mul_packed(ctx, a.input("gate_up")?, a.output("out")?),
+        #[cfg(feature = "cases")]
+        reference: |r| packed_reference(r, reference::silu),
+        #[cfg(feature = "cases")]
+        kernels: || cases::gated_packed_kernels(&[Activation::Silu]),
+        #[cfg(feature = "cases")]
+        cases: || cases::gated_packed_cases(cases::SILU),
+        #[cfg(feature = "cases")]
+        benches: || cases::gated_packed_benches(cases::SILU),
+    }
+}
+
+inventory::submit! {
+    OpDecl {
+        name: "gelu_mul",
+        family: "elementwise",
+        summary: "out = gelu(gate) · up (erf or tanh GELU), gate and up as two tensors (GeGLU)",
+        inputs: &[GATE, UP],
+        outputs: &[OutputDecl { name: "out", shape: &["rows…", "d"], dtype: DtypeRule::Like("gate"), shape_from: ShapeFrom::Like("gate"), doc: "gelu(gate) · up" }],
+        params: &[APPROXIMATE],
+        invariants: &SEPARATE_INVARIANTS,
+        rejections: SEPARATE_REJECTIONS,
+        variants: &[],
+        example: Example { dims: &[("rows", 3), ("d", 37)], params: &[("approximate", "tanh")], ranges: &[], with: &[] },
+        workspace: None,
+        call: |ctx, a| gated::gelu_mul(ctx, a.input("gate")?, a.input("up")?, a.output("out")?, approximation(a)?),
+        #[cfg(feature = "cases")]
+        reference: |r| Ok(vec![reference::act_mul(gelu_of(r)?, r.data("gate")?, r.data("up")?)]),
+        #[cfg(feature = "cases")]
+        kernels: || cases::gated_kernels(&[Activation::GeluErf, Activation::GeluTanh]),
+        #[cfg(feature = "cases")]
+        cases: || [cases::gated_cases(cases::GELU_ERF), cases::gated_cases(cases::GELU_TANH)].into_iter().flatten().collect(),
+        #[cfg(feature = "cases")]
+        benches: || [cases::gated_benches(cases::GELU_ERF), cases::gated_benches(cases::GELU_TANH)].into_iter().flatten().collect(),
+    }
+}
+
+inventory::submit! {
+    OpDecl {
+        name: "gelu_mul_packed",
+        family: "elementwise",
+        summary: "out = gelu(gate) · up (erf or tanh GELU) from one [rows…, 2·d] tensor, gate first (vLLM's gelu_and_mul)",
+        inputs: &[GATE_UP],
+        outputs: &[OutputDecl { name: "out", shape: &["rows…", "d"], dtype: DtypeRule::Like("gate_up"), shape_from: ShapeFrom::Derived(half_width), doc: "gelu(gate) · up" }],
+        params: &[APPROXIMATE],
+        invariants: &PACKED_INVARIANTS,
+        rejections: PACKED_REJECTIONS,
+        variants: &[],
+        example: Example { dims: &[("rows", 3), ("d", 37)], params: &[], ranges: &[], with: &[] },
+        workspace: None,
+        call: |ctx, a| gated::gelu_mul_packed(ctx, a.input("gate_up")?, a.output("out")?, approximation(a)?),
+        #[cfg(feature = "cases")]
+        reference: |r| packed_reference(r, gelu_of(r)?),
+        #[cfg(feature = "cases")]
+        kernels: || cases::gated_packed_kernels(&[Activation::GeluErf, Activation::GeluTanh]),
+        #[cfg(feature = "cases")]
+        cases: || [cases::gated_packed_cases(cases::GELU_ERF), cases::gated_packed_cases(cases::GELU_TANH)].into_iter().flatten().collect(),
+        #[cfg(feature = "cases")]
+        benches: || [cases::gated_packed_benches(cases::GELU_ERF), cases::gated_packed_benches(cases::GELU_TANH)].into_iter().flatten().collect(),
     }
 }

@@ -1,10 +1,14 @@
-//! Elementwise ops.
+//! Elementwise ops: the sum (`add`, also in place as the residual add), the gated
+//! activations of an MLP (`silu_mul`, `gelu_mul`, and their packed gate/up forms).
 
+pub mod activation;
 pub mod add;
 #[cfg(feature = "cases")]
 mod cases;
 mod decl;
+pub mod gated;
 #[cfg(feature = "cases")]
 pub mod reference;
 
 pub use add::add;
+pub use gated::{gelu_mul, gelu_mul_packed, silu_mul, silu_mul_packed, GeluApproximation};

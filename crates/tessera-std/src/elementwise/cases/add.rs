@@ -1,14 +1,11 @@
 //! Registered cases of `add`: every float dtype over several shapes, a rejection per
 //! invariant, its specialisations and bench shapes.
 
-use super::add::{add, add_kernel, OP};
-use super::reference;
+use super::*;
+use crate::elementwise::add::{add, add_kernel, OP};
 use crate::error::{runtime, OpError};
-use crate::registry::{BenchCase, Case, CaseKind, KernelUse, PreparedBench};
-use crate::testing::{compare, expect_rejection, random_tensor, tolerance};
-use crate::validate::FLOAT_DTYPES;
-use tessera_ir::Specialization;
-use tessera_runtime::{Context, DType, Tensor};
+use crate::testing::expect_rejection;
+use tessera_runtime::{Context, Tensor};
 
 fn correctness(dtype: DType, shape: Vec<usize>) -> Case {
     Case {
@@ -44,7 +41,7 @@ fn rejection(name: &str, reason: &'static str, call: BadCall) -> Case {
     }
 }
 
-pub(super) fn cases() -> Vec<Case> {
+pub(crate) fn add_cases() -> Vec<Case> {
     let mut v = Vec::new();
     for dtype in FLOAT_DTYPES {
         for shape in [vec![1], vec![1000], vec![7, 333]] {
@@ -83,7 +80,7 @@ pub(super) fn cases() -> Vec<Case> {
     v
 }
 
-pub(super) fn kernels() -> Vec<KernelUse> {
+pub(crate) fn add_kernels() -> Vec<KernelUse> {
     FLOAT_DTYPES
         .iter()
         .map(|&t| KernelUse {
@@ -93,7 +90,7 @@ pub(super) fn kernels() -> Vec<KernelUse> {
         .collect()
 }
 
-pub(super) fn benches() -> Vec<BenchCase> {
+pub(crate) fn add_benches() -> Vec<BenchCase> {
     let mut v = Vec::new();
     for dtype in FLOAT_DTYPES {
         for (n, quick) in [(1usize << 16, true), (1 << 26, false)] {
