@@ -10,5 +10,5 @@ pub mod gated;
 #[cfg(feature = "cases")]
 pub mod reference;
 
-pub use add::add;
+pub use add::{add, add_in_place};
 pub use gated::{gelu_mul, gelu_mul_packed, silu_mul, silu_mul_packed, GeluApproximation};

@@ -1,11 +1,28 @@
-//! Registered cases of `add`: every float dtype over several shapes, a rejection per
-//! invariant, its specialisations and bench shapes.
+//! Registered cases of `add` and the in-place residual add: every float dtype over shapes
+//! with a partial 16-byte run, a rejection per invariant, specialisations and benches.
 
 use super::*;
-use crate::elementwise::add::{add, add_kernel, OP};
+use crate::elementwise::add::{add, add_in_place, add_in_place_kernel, add_kernel, OP};
 use crate::error::{runtime, OpError};
 use crate::testing::expect_rejection;
 use tessera_runtime::{Context, Tensor};
+
+/// `acc += x` in place: the residual stream after a block.
+fn in_place(dtype: DType, shape: Vec<usize>) -> Case {
+    Case {
+        op: OP,
+        kind: CaseKind::Correctness,
+        dtype: Some(dtype),
+        name: format!("in place shape={shape:?}"),
+        run: Box::new(move |ctx, rng| {
+            let (acc, accv) = random_tensor(ctx, rng, dtype, &shape, -4.0, 4.0)?;
+            let (x, xv) = random_tensor(ctx, rng, dtype, &shape, -4.0, 4.0)?;
+            add_in_place(ctx, &acc, &x).map_err(|e| e.to_string())?;
+            let got = acc.to_f64_vec().map_err(|e| e.to_string())?;
+            compare(&got, &reference::add(&accv, &xv), tolerance(dtype))
+        }),
+    }
+}
 
 fn correctness(dtype: DType, shape: Vec<usize>) -> Case {
     Case {
@@ -44,8 +61,9 @@ fn rejection(name: &str, reason: &'static str, call: BadCall) -> Case {
 pub(crate) fn add_cases() -> Vec<Case> {
     let mut v = Vec::new();
     for dtype in FLOAT_DTYPES {
-        for shape in [vec![1], vec![1000], vec![7, 333]] {
-            v.push(correctness(dtype, shape));
+        for shape in [vec![1], vec![1000], vec![7, 333], vec![3, 4096], vec![5, 1]] {
+            v.push(correctness(dtype, shape.clone()));
+            v.push(in_place(dtype, shape));
         }
     }
     v.push(rejection(
@@ -73,6 +91,19 @@ pub(crate) fn add_cases() -> Vec<Case> {
         },
     ));
     v.push(rejection(
+        "in place onto its own addend",
+        "`acc` aliases `x`",
+        |ctx, a, _b, _out| add_in_place(ctx, a, a),
+    ));
+    v.push(rejection(
+        "in place with another shape",
+        "`x` must have shape",
+        |ctx, _a, _b, out| {
+            let x = ctx.zeros(DType::F32, &[65]).map_err(runtime(OP))?;
+            add_in_place(ctx, out, &x)
+        },
+    ));
+    v.push(rejection(
         "output aliases input",
         "aliases `a`",
         |ctx, a, b, _out| add(ctx, a, b, a),
@@ -81,13 +112,19 @@ pub(crate) fn add_cases() -> Vec<Case> {
 }
 
 pub(crate) fn add_kernels() -> Vec<KernelUse> {
-    FLOAT_DTYPES
-        .iter()
-        .map(|&t| KernelUse {
+    let mut v = Vec::new();
+    for t in FLOAT_DTYPES {
+        let spec = Specialization::new(vec![t], vec![]);
+        v.push(KernelUse {
             def: &add_kernel::DEF,
-            spec: Specialization::new(vec![t], vec![]),
-        })
-        .collect()
+            spec: spec.clone(),
+        });
+        v.push(KernelUse {
+            def: &add_in_place_kernel::DEF,
+            spec,
+        });
+    }
+    v
 }
 
 pub(crate) fn add_benches() -> Vec<BenchCase> {
