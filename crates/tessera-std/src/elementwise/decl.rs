@@ -2,7 +2,7 @@
 
 #[cfg(feature = "cases")]
 use super::activation::Activation;
-use super::{add, gated, GeluApproximation};
+use super::{add, cast, gated, GeluApproximation};
 #[cfg(feature = "cases")]
 use super::{cases, reference};
 #[cfg(feature = "cases")]
@@ -269,5 +269,66 @@ inventory::submit! {
         cases: || [cases::gated_packed_cases(cases::GELU_ERF), cases::gated_packed_cases(cases::GELU_TANH)].into_iter().flatten().collect(),
         #[cfg(feature = "cases")]
         benches: || [cases::gated_packed_benches(cases::GELU_ERF), cases::gated_packed_benches(cases::GELU_TANH)].into_iter().flatten().collect(),
+    }
+}
+
+// ── cast ─────────────────────────────────────────────────────────────────────────────
+
+fn cast_target(a: &OpArgs) -> Result<DType, OpError> {
+    Ok(match a.params.choice("to")? {
+        "f16" => DType::F16,
+        "bf16" => DType::BF16,
+        _ => DType::F32,
+    })
+}
+
+fn cast_call(ctx: &Context, a: &OpArgs) -> Result<(), OpError> {
+    let out = a.output("out")?;
+    let to = cast_target(a)?;
+    if out.dtype() != to {
+        return Err(OpError::invalid(
+            "cast",
+            format!("`out` must be {to} (to={to}), got {}", out.dtype()),
+        ));
+    }
+    cast::cast(ctx, a.input("x")?, out)
+}
+
+#[cfg(feature = "cases")]
+fn cast_reference(r: &RefArgs) -> Result<Vec<Vec<f64>>, OpError> {
+    let to = match r.params.choice("to")? {
+        "f16" => DType::F16,
+        "bf16" => DType::BF16,
+        _ => DType::F32,
+    };
+    Ok(vec![reference::cast(to, r.data("x")?)])
+}
+
+inventory::submit! {
+    OpDecl {
+        name: "cast",
+        family: "elementwise",
+        summary: "x converted to another float dtype: round to nearest even, NaN and ±inf kept, overflow to ±inf",
+        inputs: &[TensorDecl { name: "x", shape: &["dims…"], dtype: DtypeRule::OneOf(FLOATS), optional: false, doc: "any shape" }],
+        outputs: &[OutputDecl { name: "out", shape: &["dims…"], dtype: DtypeRule::Derived(cast_target, "the dtype `to` names"), shape_from: ShapeFrom::Like("x"), doc: "x in the dtype `to`" }],
+        params: &[ParamDecl { name: "to", kind: ParamKind::Choice(&["f32", "f16", "bf16"]), default: ParamDefault::Required, doc: "the output dtype" }],
+        invariants: &[
+            "x and out are float tensors of one shape; out's dtype is `to`",
+            "out does not alias x",
+            "x is not empty and holds fewer than 2^31 elements",
+        ],
+        rejections: &[Rejection { invariant: 0, by: Break::Dtype("x", DType::U32), reason: "`x` must be one of" }, Rejection { invariant: 0, by: Break::Param("to", "f64"), reason: "one of f32, f16, bf16" }, Rejection { invariant: 0, by: Break::Param("to", "bf16"), reason: "`out` must be bf16" }, Rejection { invariant: 1, by: Break::Alias("out", "x"), reason: "aliases `x`" }],
+        variants: &[],
+        example: Example { dims: &[("dims", 37)], params: &[("to", "f32")], ranges: &[], with: &[] },
+        workspace: None,
+        call: cast_call,
+        #[cfg(feature = "cases")]
+        reference: cast_reference,
+        #[cfg(feature = "cases")]
+        kernels: cases::cast_kernels,
+        #[cfg(feature = "cases")]
+        cases: cases::cast_cases,
+        #[cfg(feature = "cases")]
+        benches: cases::cast_benches,
     }
 }

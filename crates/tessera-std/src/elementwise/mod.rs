@@ -1,14 +1,17 @@
 //! Elementwise ops: the sum (`add`, also in place as the residual add), the gated
-//! activations of an MLP (`silu_mul`, `gelu_mul`, and their packed gate/up forms).
+//! activations of an MLP (`silu_mul`, `gelu_mul`, and their packed gate/up forms), and float
+//! casts.
 
 pub mod activation;
 pub mod add;
 #[cfg(feature = "cases")]
 mod cases;
+pub mod cast;
 mod decl;
 pub mod gated;
 #[cfg(feature = "cases")]
 pub mod reference;
 
 pub use add::{add, add_in_place};
+pub use cast::cast;
 pub use gated::{gelu_mul, gelu_mul_packed, silu_mul, silu_mul_packed, GeluApproximation};

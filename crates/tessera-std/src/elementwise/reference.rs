@@ -1,5 +1,8 @@
 //! The f64 references of the elementwise ops, written from the math.
 
+use half::{bf16, f16};
+use tessera_runtime::DType;
+
 /// `a + b` in f64.
 pub fn add(a: &[f64], b: &[f64]) -> Vec<f64> {
     a.iter().zip(b).map(|(x, y)| x + y).collect()
@@ -42,4 +45,19 @@ pub fn act_mul_packed(act: fn(f64) -> f64, gate_up: &[f64], d: usize) -> Vec<f64
             act_mul(act, gate, up)
         })
         .collect()
+}
+
+/// `v` rounded to the nearest `dtype` value, ties to even (NaN stays NaN, beyond the
+/// range is ±inf): what an IEEE conversion gives.
+pub fn round_to(dtype: DType, v: f64) -> f64 {
+    match dtype {
+        DType::F16 => f16::from_f64(v).to_f64(),
+        DType::BF16 => bf16::from_f64(v).to_f64(),
+        _ => v as f32 as f64,
+    }
+}
+
+/// Every value of `x` rounded to `dtype`.
+pub fn cast(dtype: DType, x: &[f64]) -> Vec<f64> {
+    x.iter().map(|&v| round_to(dtype, v)).collect()
 }

@@ -3,9 +3,11 @@
 //! whose non-finite inputs must reach exactly their own elements.
 
 mod add;
+mod cast;
 mod gated;
 
 pub(super) use add::{add_benches, add_cases, add_kernels};
+pub(super) use cast::{cast_benches, cast_cases, cast_kernels};
 pub(super) use gated::{
     benches as gated_benches, cases as gated_cases, kernels as gated_kernels,
     packed_benches as gated_packed_benches, packed_cases as gated_packed_cases,
