@@ -2,14 +2,14 @@
 
 #[cfg(feature = "cases")]
 use super::activation::Activation;
-use super::{add, cast, gated, GeluApproximation};
+use super::{add, cast, embedding, gated, GeluApproximation};
 #[cfg(feature = "cases")]
 use super::{cases, reference};
 #[cfg(feature = "cases")]
 use crate::decl::RefArgs;
 use crate::decl::{
     Break, DtypeRule, Example, OpArgs, OpDecl, OutputDecl, ParamDecl, ParamDefault, ParamKind,
-    Rejection, ShapeFrom, TensorDecl, FLOATS,
+    Rejection, ShapeFrom, TensorDecl, WorkspaceDecl, FLOATS,
 };
 use crate::error::OpError;
 use tessera_runtime::{Context, DType};
@@ -330,5 +330,43 @@ inventory::submit! {
         cases: cases::cast_cases,
         #[cfg(feature = "cases")]
         benches: cases::cast_benches,
+    }
+}
+
+// ── embedding ────────────────────────────────────────────────────────────────────────
+
+inventory::submit! {
+    OpDecl {
+        name: "embedding",
+        family: "elementwise",
+        summary: "out[t, :] = table[ids[t], :]; an id outside 0..vocab is refused (checked on the device) before anything is written",
+        inputs: &[
+            TensorDecl { name: "ids", shape: &["tokens"], dtype: DtypeRule::OneOf(&embedding::ID_DTYPES), optional: false, doc: "token ids, each in 0..vocab" },
+            TensorDecl { name: "table", shape: &["vocab", "d"], dtype: DtypeRule::OneOf(FLOATS), optional: false, doc: "the embedding table" },
+        ],
+        outputs: &[OutputDecl { name: "out", shape: &["tokens", "d"], dtype: DtypeRule::Like("table"), shape_from: ShapeFrom::Dims, doc: "the rows of the ids" }],
+        params: &[],
+        invariants: &[
+            "ids is i32 or u32 [tokens]; table is a float [vocab, d]; out is [tokens, d] in table's dtype; none empty",
+            "out does not alias ids or table",
+            "every id is in 0..vocab (checked on the device; the call is refused, naming the first bad token, before the gather writes anything)",
+            "table and out hold fewer than 2^31 elements",
+        ],
+        rejections: &[Rejection { invariant: 0, by: Break::Dtype("ids", DType::F32), reason: "`ids` must be one of" }, Rejection { invariant: 0, by: Break::Dtype("table", DType::U32), reason: "`table` must be one of" }, Rejection { invariant: 1, by: Break::Alias("out", "table"), reason: "aliases `table`" }],
+        variants: &[],
+        example: Example { dims: &[("tokens", 7), ("vocab", 50), ("d", 37)], params: &[], ranges: &[("ids", 0.0, 50.0)], with: &[] },
+        workspace: Some(WorkspaceDecl {
+            bytes: "4: the word the device-side id check writes",
+            make: |ctx, _| Ok(Box::new(embedding::EmbeddingCheck::new(ctx)?)),
+        }),
+        call: |ctx, a| embedding::embedding(ctx, a.input("ids")?, a.input("table")?, a.output("out")?, a.workspace::<embedding::EmbeddingCheck>()?),
+        #[cfg(feature = "cases")]
+        reference: |r| Ok(vec![reference::embedding(r.data("ids")?, r.data("table")?, r.dim("d")?)]),
+        #[cfg(feature = "cases")]
+        kernels: cases::embedding_kernels,
+        #[cfg(feature = "cases")]
+        cases: cases::embedding_cases,
+        #[cfg(feature = "cases")]
+        benches: cases::embedding_benches,
     }
 }

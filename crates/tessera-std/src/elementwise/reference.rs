@@ -61,3 +61,10 @@ pub fn round_to(dtype: DType, v: f64) -> f64 {
 pub fn cast(dtype: DType, x: &[f64]) -> Vec<f64> {
     x.iter().map(|&v| round_to(dtype, v)).collect()
 }
+
+/// Rows `ids[t]` of a `[vocab, d]` table, one after another.
+pub fn embedding(ids: &[f64], table: &[f64], d: usize) -> Vec<f64> {
+    ids.iter()
+        .flat_map(|&id| table[id as usize * d..][..d].iter().copied())
+        .collect()
+}

@@ -4,10 +4,12 @@
 
 mod add;
 mod cast;
+mod embedding;
 mod gated;
 
 pub(super) use add::{add_benches, add_cases, add_kernels};
 pub(super) use cast::{cast_benches, cast_cases, cast_kernels};
+pub(super) use embedding::{embedding_benches, embedding_cases, embedding_kernels};
 pub(super) use gated::{
     benches as gated_benches, cases as gated_cases, kernels as gated_kernels,
     packed_benches as gated_packed_benches, packed_cases as gated_packed_cases,
