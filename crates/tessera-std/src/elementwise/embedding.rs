@@ -18,7 +18,7 @@ use tessera_runtime::{Context, DType, Tensor};
 pub(super) const OP: &str = "embedding";
 
 /// The id dtypes.
-pub const ID_DTYPES: [DType; 2] = [DType::I32, DType::U32];
+pub const ID_DTYPES: [DType; 2] = [DType::U32, DType::I32];
 
 /// Records in `first_bad[0]` the smallest token whose id is not below `vocab` (a negative
 /// i32 id is above every vocab once read as u32).
