@@ -48,12 +48,15 @@ pub fn act_mul_packed(act: fn(f64) -> f64, gate_up: &[f64], d: usize) -> Vec<f64
 }
 
 /// `v` rounded to the nearest `dtype` value, ties to even (NaN stays NaN, beyond the
-/// range is ±inf): what an IEEE conversion gives.
+/// range is ±inf): what an IEEE conversion gives. `v` is a value of f32, f16 or bf16, so
+/// `v as f32` is exact and the one rounding is `half`'s from_f32 (its bf16 `from_f64`
+/// rounds down some values just above a halfway point, e.g. f32 bits 0x3d208006).
 pub fn round_to(dtype: DType, v: f64) -> f64 {
+    let exact = v as f32;
     match dtype {
-        DType::F16 => f16::from_f64(v).to_f64(),
-        DType::BF16 => bf16::from_f64(v).to_f64(),
-        _ => v as f32 as f64,
+        DType::F16 => f16::from_f32(exact).to_f64(),
+        DType::BF16 => bf16::from_f32(exact).to_f64(),
+        _ => exact as f64,
     }
 }
 

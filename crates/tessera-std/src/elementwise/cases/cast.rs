@@ -7,8 +7,10 @@ use crate::elementwise::cast::{cast, cast_kernel, cast_width, OP};
 
 /// Values that probe a conversion: ties of f16 and bf16 rounding, the edges of f16's range
 /// (65504 is its largest, 65520 the first to round to inf), subnormals of every dtype,
-/// f32's largest, and NaN and ±inf.
-const SPECIALS: [f64; 20] = [
+/// f32's largest, a value 6 f32 ulps above a bf16 halfway point (f32 bits 0x3d208006,
+/// which rounds up), and NaN and ±inf.
+const SPECIALS: [f64; 21] = [
+    0.039_184_593_2,
     0.0,
     -0.0,
     1.0 + 1.0 / 256.0,
