@@ -24,6 +24,43 @@ fn in_place(dtype: DType, shape: Vec<usize>) -> Case {
     }
 }
 
+/// NaN and ±inf in either addend reach exactly their own sums, out of place and in place.
+fn non_finite(dtype: DType) -> Case {
+    Case {
+        op: OP,
+        kind: CaseKind::Correctness,
+        dtype: Some(dtype),
+        name: "non-finite inputs".to_string(),
+        run: Box::new(move |ctx, rng| {
+            let n = 77;
+            let (_, mut av) = random_tensor(ctx, rng, dtype, &[n], -4.0, 4.0)?;
+            let (_, mut bv) = random_tensor(ctx, rng, dtype, &[n], -4.0, 4.0)?;
+            for (k, s) in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY]
+                .into_iter()
+                .enumerate()
+            {
+                av[3 + 20 * k] = s;
+                bv[10 + 20 * k] = s;
+            }
+            let (a, _) = upload(ctx, dtype, &av, &[n])?;
+            let (b, _) = upload(ctx, dtype, &bv, &[n])?;
+            let out = ctx.full_nan(dtype, &[n]).map_err(err)?;
+            add(ctx, &a, &b, &out).map_err(err)?;
+            add_in_place(ctx, &a, &b).map_err(err)?;
+            let touched: Vec<bool> = av
+                .iter()
+                .zip(&bv)
+                .map(|(x, y)| !x.is_finite() || !y.is_finite())
+                .collect();
+            let want = |i: usize| av[i] + bv[i];
+            let tol = tolerance(dtype);
+            let fresh = compare_non_finite(&out.to_f64_vec().map_err(err)?, &touched, want, tol)?;
+            let in_place = compare_non_finite(&a.to_f64_vec().map_err(err)?, &touched, want, tol)?;
+            Ok(crate::testing::merge(fresh, in_place))
+        }),
+    }
+}
+
 fn correctness(dtype: DType, shape: Vec<usize>) -> Case {
     Case {
         op: OP,
@@ -65,6 +102,7 @@ pub(crate) fn add_cases() -> Vec<Case> {
             v.push(correctness(dtype, shape.clone()));
             v.push(in_place(dtype, shape));
         }
+        v.push(non_finite(dtype));
     }
     v.push(rejection(
         "shape mismatch",
