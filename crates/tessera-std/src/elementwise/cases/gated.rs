@@ -6,8 +6,8 @@
 use super::*;
 use crate::elementwise::activation::Activation;
 use crate::elementwise::gated::{
-    act_mul, act_mul_kernel, act_mul_packed, act_mul_packed_kernel, gelu_mul_packed,
-    silu_mul_packed, vec_width, GeluApproximation,
+    act_mul, act_mul_kernel, act_mul_packed, act_mul_packed_kernel, gelu_mul, gelu_mul_packed,
+    silu_mul, silu_mul_packed, vec_width, GeluApproximation,
 };
 use crate::testing::BadCall;
 
@@ -139,6 +139,35 @@ pub(crate) fn cases(g: Gated) -> Vec<Case> {
         }
         v.push(non_finite(g, dtype));
     }
+    let empty: BadCall = if g.op == "silu_mul" {
+        |ctx| {
+            let (gate, up) = (
+                zeros(ctx, DType::F16, &[3, 0])?,
+                zeros(ctx, DType::F16, &[3, 0])?,
+            );
+            let out = zeros(ctx, DType::F16, &[3, 0])?;
+            let (c, o) = (ctx.clone(), out.clone());
+            Ok((
+                out,
+                Box::new(move || silu_mul(&c, &gate, &up, &o)) as Refused,
+            ))
+        }
+    } else {
+        |ctx| {
+            let (gate, up) = (
+                zeros(ctx, DType::F16, &[3, 0])?,
+                zeros(ctx, DType::F16, &[3, 0])?,
+            );
+            let out = zeros(ctx, DType::F16, &[3, 0])?;
+            let (c, o) = (ctx.clone(), out.clone());
+            let none = GeluApproximation::None;
+            Ok((
+                out,
+                Box::new(move || gelu_mul(&c, &gate, &up, &o, none)) as Refused,
+            ))
+        }
+    };
+    v.push(rejection(g.op, "empty rows", "must not be empty", empty));
     v
 }
 
