@@ -7,7 +7,8 @@
 //! reads that one word back and refuses the call, naming the token and its id, before
 //! the gather runs, so a refused call writes nothing to `out`. The read-back waits for
 //! the check (one small kernel over the ids), which is the price of an exact error for
-//! device data. The gather takes one 16-byte run of a row per thread.
+//! device data; nothing is uploaded per call (the gather puts the word back). The gather
+//! takes one 16-byte run of a row per thread.
 
 use super::gated::{element_count, row_vec_width, GROUP};
 use crate::error::{runtime, OpError};
@@ -39,18 +40,23 @@ pub fn embedding_check_kernel<I>(
 
 /// `out[t, :] = table[ids[t], :]`: thread `v` copies the `v`-th run of `vec` output
 /// elements, `row_vecs = d / vec` runs per row, `total` in all. Ids were checked before;
-/// an id out of range here would copy nothing rather than read out of bounds.
+/// an id out of range here would copy nothing rather than read out of bounds. Thread 0
+/// leaves the check's word at u32::MAX for the next call.
 #[kernel]
 pub fn embedding_kernel<T, I>(
     ids: Tensor<I>,
     table: Tensor<T>,
     mut out: Tensor<T>,
+    mut first_bad: Tensor<u32>,
     vocab: u32,
     row_vecs: u32,
     total: u32,
     #[constexpr] vec: u32,
 ) {
     let v = global_id();
+    if v == 0 {
+        store(first_bad[0], 4294967295u32);
+    }
     if v < total {
         let t = v / row_vecs;
         let id = load(ids[t]).cast::<u32>();
@@ -64,7 +70,8 @@ pub fn embedding_kernel<T, I>(
     }
 }
 
-/// The caller's scratch for the id check: one u32 on the device.
+/// The caller's scratch for the id check: one u32 on the device, u32::MAX between calls
+/// (the gather, or a refused call, puts it back), so a call uploads nothing.
 pub struct EmbeddingCheck {
     first_bad: Tensor,
 }
@@ -73,7 +80,7 @@ impl EmbeddingCheck {
     /// Allocates the word the check writes.
     pub fn new(ctx: &Context) -> Result<EmbeddingCheck, OpError> {
         Ok(EmbeddingCheck {
-            first_bad: ctx.zeros(DType::U32, &[1]).map_err(runtime(OP))?,
+            first_bad: ctx.tensor(&[u32::MAX], &[1]).map_err(runtime(OP))?,
         })
     }
 }
@@ -124,7 +131,6 @@ pub fn embedding(
         return Err(OpError::invalid(OP, "vocab must be below 2^31"));
     }
     let tokens32 = fits_u32(OP, "tokens", tokens)?;
-    check.first_bad.write(&[u32::MAX]).map_err(runtime(OP))?;
     embedding_check_kernel::launch(
         ctx,
         embedding_check_kernel::Args {
@@ -146,6 +152,7 @@ pub fn embedding(
         .copied()
         .unwrap_or(u32::MAX);
     if first_bad != u32::MAX {
+        check.first_bad.write(&[u32::MAX]).map_err(runtime(OP))?;
         let t = first_bad as usize;
         let id = match ids.dtype() {
             DType::I32 => ids
@@ -174,6 +181,7 @@ pub fn embedding(
             ids,
             table,
             out,
+            first_bad: &check.first_bad,
             vocab: vocab32,
             row_vecs,
             total,

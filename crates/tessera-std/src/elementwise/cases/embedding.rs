@@ -48,6 +48,45 @@ fn correctness(table_dtype: DType, id_dtype: DType, tokens: usize, vocab: usize,
     }
 }
 
+/// One `EmbeddingCheck` through a good call, a refused one and a good one again: each
+/// call finds the word as the one before left it.
+fn reused_check(dtype: DType) -> Case {
+    Case {
+        op: OP,
+        kind: CaseKind::Correctness,
+        dtype: Some(dtype),
+        name: "one check through good, refused, good".to_string(),
+        run: Box::new(move |ctx, rng| {
+            let (vocab, d, tokens) = (40, 24, 9);
+            let (table, tv) = random_tensor(ctx, rng, dtype, &[vocab, d], -2.0, 2.0)?;
+            let check = EmbeddingCheck::new(ctx).map_err(err)?;
+            let mut outcomes = Vec::new();
+            for round in 0..2 {
+                let (id, idv) = ids(ctx, rng, DType::I32, tokens, vocab)?;
+                let out = ctx.full_nan(dtype, &[tokens, d]).map_err(err)?;
+                embedding(ctx, &id, &table, &out, &check).map_err(err)?;
+                let got = out.to_f64_vec().map_err(err)?;
+                let exact = Tolerance {
+                    atol: 0.0,
+                    rtol: 0.0,
+                };
+                outcomes.push(compare(&got, &reference::embedding(&idv, &tv, d), exact)?);
+                if round == 0 {
+                    let bad = ctx.tensor(&[3i32, 40], &[2]).map_err(err)?;
+                    let out = ctx.full_nan(dtype, &[2, d]).map_err(err)?;
+                    match embedding(ctx, &bad, &table, &out, &check) {
+                        Err(e) if e.to_string().contains("token 1 has id 40") => {}
+                        other => return Err(format!("id 40 of 40 rows: {other:?}")),
+                    }
+                }
+            }
+            let second = outcomes.pop().unwrap_or_default();
+            let first = outcomes.pop().unwrap_or_default();
+            Ok(crate::testing::merge(first, second))
+        }),
+    }
+}
+
 /// The refused call of a `[10, 24]` f16 table with these ids: `out` must stay untouched.
 fn refused_gather(ctx: &Context, ids: Tensor) -> Result<(Tensor, Refused), String> {
     let table = zeros(ctx, DType::F16, &[10, 24])?;
@@ -74,6 +113,7 @@ pub(crate) fn embedding_cases() -> Vec<Case> {
                 v.push(correctness(table, id, tokens, vocab, d));
             }
         }
+        v.push(reused_check(table));
     }
     v.push(rejection(OP, "id = vocab", "token 3 has id 10", |ctx| {
         refused_gather(
