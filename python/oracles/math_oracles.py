@@ -69,6 +69,15 @@ def silu(x):
     return x / (1.0 + np.exp(-x))
 
 
+def gelu(x, approximate):
+    """Hendrycks & Gimpel 2016: x·Φ(x) (`none`), or its tanh approximation."""
+    if HAVE_TORCH:
+        return F.gelu(_t(x), approximate=approximate).numpy()
+    if approximate == "tanh":
+        return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
+    return 0.5 * x * np.vectorize(math.erfc)(-x / math.sqrt(2.0))
+
+
 def gated_mixer_norm(y, z, w, eps):
     """Mamba-2 / Qwen3-Next gated norm: rms_norm(y, w) · silu(z)."""
     return rms_norm(y, w, eps) * silu(z)

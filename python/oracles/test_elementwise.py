@@ -1,11 +1,11 @@
-"""add and matmul against PyTorch / NumPy float64."""
+"""add, the gated activations, cast, embedding and matmul against PyTorch / NumPy float64."""
 
 import numpy as np
 import pytest
 
 import math_oracles as M
 from conftest import CASES
-from harness import DTYPE_MAX, cast, run, assert_close, as_f64
+from harness import DTYPE_MAX, DTYPES as NP_DTYPES, cast, run, assert_close, as_f64
 
 DTYPES = ["f32", "f16", "bf16"]
 
@@ -30,6 +30,61 @@ def test_add_near_the_range(dtype, rng):
     # Overflow goes to ±inf as IEEE says; everything else is exact here.
     want = as_f64(cast(as_f64(a) + as_f64(b), dtype))
     assert_close(got["out"], want, dtype, "add near the range", repro=got["_cmd"])
+
+
+ACTS = {
+    "silu": lambda x: M.silu(x),
+    "erf": lambda x: M.gelu(x, "none"),
+    "tanh": lambda x: M.gelu(x, "tanh"),
+}
+
+
+def _gated_call(act, packed):
+    op = ("silu_mul" if act == "silu" else "gelu_mul") + ("_packed" if packed else "")
+    params = {} if act == "silu" else {"approximate": "none" if act == "erf" else "tanh"}
+    return op, params
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", range(CASES))
+@pytest.mark.parametrize("act", ["silu", "erf", "tanh"])
+def test_gated_random(act, dtype, case, rng):
+    rows, d = int(rng.integers(1, 9)), int(rng.integers(1, 300))
+    gate = cast(rng.standard_normal((rows, d)) * 3, dtype)
+    up = cast(rng.standard_normal((rows, d)), dtype)
+    op, params = _gated_call(act, False)
+    got = run(op, {"gate": gate, "up": up}, params)
+    want = ACTS[act](as_f64(gate)) * as_f64(up)
+    assert_close(got["out"], want, dtype, f"{op} {act} {rows}x{d}", terms=8, repro=got["_cmd"])
+    op, params = _gated_call(act, True)
+    got = run(op, {"gate_up": cast(np.concatenate([as_f64(gate), as_f64(up)], axis=1), dtype)}, params)
+    assert_close(got["out"], want, dtype, f"{op} {act} {rows}x{d}", terms=8, repro=got["_cmd"])
+
+
+@pytest.mark.parametrize("src", DTYPES)
+@pytest.mark.parametrize("dst", DTYPES)
+def test_cast_rounds_as_ieee(src, dst, rng):
+    x = rng.standard_normal(500) * np.exp2(rng.integers(-30, 30, size=500))
+    x[:6] = [np.nan, np.inf, -np.inf, 65520.0, 1.0 + 2.0**-8, 3e38]
+    x = cast(x, src)
+    got = run("cast", {"x": x}, {"to": dst})["out"]
+    with np.errstate(over="ignore"):
+        want = as_f64(as_f64(x).astype(np.float32).astype(NP_DTYPES[dst]))
+    same = (got == want) | (np.isnan(got) & np.isnan(want))
+    assert same.all(), f"cast {src}->{dst}: {got[~same][:4]} != {want[~same][:4]}"
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_embedding_gathers_rows(dtype, rng):
+    vocab, d, tokens = int(rng.integers(1, 200)), int(rng.integers(1, 100)), int(rng.integers(1, 50))
+    table = cast(rng.standard_normal((vocab, d)), dtype)
+    ids = rng.integers(0, vocab, size=tokens).astype(np.int32)
+    got = run("embedding", {"ids": ids, "table": table})["out"]
+    assert (got == as_f64(table)[ids]).all(), "embedding rows differ"
+    bad = ids.copy()
+    bad[-1] = vocab
+    with pytest.raises(Exception, match="out of range"):
+        run("embedding", {"ids": bad, "table": table})
 
 
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])  # the matmuls take 2-byte inputs only

@@ -41,6 +41,15 @@ impl Accuracy {
         keyed_by: "",
     };
 
+    /// Outputs that are copies or single correctly rounded conversions of the inputs
+    /// (gathers, casts): equal to the reference's value rounded to the output dtype.
+    pub const EXACT: Accuracy = Accuracy {
+        f32: Tolerance { atol: 0.0, rtol: 0.0 },
+        f16: Tolerance { atol: 0.0, rtol: 0.0 },
+        bf16: Tolerance { atol: 0.0, rtol: 0.0 },
+        keyed_by: "",
+    };
+
     /// The tolerance for `dtype` (integer outputs are exact within f32's).
     pub fn of(&self, dtype: DType) -> Tolerance {
         match dtype {
