@@ -10,30 +10,16 @@ use files::HostArray;
 use std::path::{Path, PathBuf};
 use tessera_runtime::DType;
 
+mod common;
+
+use common::npy_bytes;
+
 fn dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tessera-files-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).expect("temp dir");
-    d
+    common::dir("files", name)
 }
 
 fn s(p: &Path) -> String {
     p.display().to_string()
-}
-
-/// An `.npy` file laid out as NumPy 2 writes it: magic, version 1.0, the header length,
-/// the header dict padded with spaces to a multiple of 64 bytes and ended by a newline,
-/// then the data.
-fn npy_bytes(descr: &str, shape: &str, data: &[u8]) -> Vec<u8> {
-    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
-    while (10 + header.len() + 1) % 64 != 0 {
-        header.push(' ');
-    }
-    header.push('\n');
-    let mut b = b"\x93NUMPY\x01\x00".to_vec();
-    b.extend((header.len() as u16).to_le_bytes());
-    b.extend(header.as_bytes());
-    b.extend(data);
-    b
 }
 
 /// The bytes `np.save(f, np.array([1.5, -2.0, 3.25], dtype=ml_dtypes.bfloat16))` writes

@@ -3,31 +3,16 @@
 //! are `true/false/1/0`, and an unwritable output is refused before the op runs.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use tessera_std::norm::reference as norm;
 use tessera_std::rope::reference as rope;
 use tessera_std::rope::{RopeConfig, RopeLayout, RopeScaling};
 
+mod common;
+
+use common::{assert_refused, npy_bytes, run_op, stderr, values};
+
 fn dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tessera-conv-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).expect("temp dir");
-    d
-}
-
-fn p(path: &Path) -> String {
-    path.display().to_string()
-}
-
-fn tessera(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args(args)
-        .env("TESSERA_BACKEND", "cpu")
-        .output()
-        .expect("runs")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
+    common::dir("conv", name)
 }
 
 /// An `.npy` as NumPy writes it (header padded to 64 bytes).
@@ -38,16 +23,7 @@ fn npy(path: &Path, descr: &str, shape: &[usize], data: &[u8]) {
     } else {
         format!("({})", dims.join(", "))
     };
-    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
-    while (10 + header.len() + 1) % 64 != 0 {
-        header.push(' ');
-    }
-    header.push('\n');
-    let mut b = b"\x93NUMPY\x01\x00".to_vec();
-    b.extend((header.len() as u16).to_le_bytes());
-    b.extend(header.as_bytes());
-    b.extend(data);
-    std::fs::write(path, b).expect("write npy");
+    std::fs::write(path, npy_bytes(descr, &shape, data)).expect("write npy");
 }
 
 /// The descr and data of an `.npy` file.
@@ -64,18 +40,6 @@ fn read_npy(path: &Path) -> (String, Vec<u8>) {
     (descr, b[10 + len..].to_vec())
 }
 
-/// Deterministic values in [-1, 1).
-fn values(n: usize, seed: u32) -> Vec<f32> {
-    (0..n)
-        .map(|i| {
-            let h = (i as u32)
-                .wrapping_mul(2654435761)
-                .wrapping_add(seed.wrapping_mul(40503));
-            (h >> 8) as f32 / (1u32 << 24) as f32 * 2.0 - 1.0
-        })
-        .collect()
-}
-
 fn to_bf16(v: &[f32]) -> (Vec<u8>, Vec<f64>) {
     let b: Vec<half::bf16> = v.iter().map(|&x| half::bf16::from_f32(x)).collect();
     (
@@ -88,6 +52,11 @@ fn f32_bytes(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
+/// RMSNorm's inputs, from `x.npy` and `w.npy`.
+const XW: [(&str, &str); 2] = [("x", "x.npy"), ("w", "w.npy")];
+/// RoPE's inputs, from `x.npy` and `pos.npy`.
+const ROPE_INPUTS: [(&str, &str); 2] = [("x", "x.npy"), ("positions", "pos.npy")];
+
 #[test]
 fn bf16_rms_norm_stays_bf16_through_npy() {
     let d = dir("bf16");
@@ -97,16 +66,7 @@ fn bf16_rms_norm_stays_bf16_through_npy() {
     npy(&d.join("x.npy"), "<V2", &[rows, n], &xb);
     npy(&d.join("w.npy"), "<V2", &[n], &wb);
     let out = d.join("out.npy");
-    let r = tessera(&[
-        "run",
-        "rms_norm",
-        "--input",
-        &format!("x={}", p(&d.join("x.npy"))),
-        "--input",
-        &format!("w={}", p(&d.join("w.npy"))),
-        "--output",
-        &format!("out={}", p(&out)),
-    ]);
+    let r = run_op("rms_norm", (&d, &XW), &[], &out, &[]);
     assert!(r.status.success(), "{}", stderr(&r));
     let (descr, data) = read_npy(&out);
     assert_eq!(descr, "<V2", "bf16 out, as ml_dtypes.bfloat16");
@@ -134,16 +94,7 @@ fn rope_takes_i64_positions_from_arange() {
     let pos_bytes: Vec<u8> = positions.iter().flat_map(|v| v.to_le_bytes()).collect();
     npy(&d.join("pos.npy"), "<i8", &[tokens], &pos_bytes);
     let out = d.join("out.npy");
-    let r = tessera(&[
-        "run",
-        "rope",
-        "--input",
-        &format!("x={}", p(&d.join("x.npy"))),
-        "--input",
-        &format!("positions={}", p(&d.join("pos.npy"))),
-        "--output",
-        &format!("out={}", p(&out)),
-    ]);
+    let r = run_op("rope", (&d, &ROPE_INPUTS), &[], &out, &[]);
     assert!(r.status.success(), "{}", stderr(&r));
     let (descr, data) = read_npy(&out);
     assert_eq!(descr, "<f4");
@@ -167,16 +118,7 @@ fn rope_takes_i64_positions_from_arange() {
         .collect();
     npy(&d.join("pos.npy"), "<i8", &[tokens], &bad);
     std::fs::remove_file(&out).ok();
-    let r = tessera(&[
-        "run",
-        "rope",
-        "--input",
-        &format!("x={}", p(&d.join("x.npy"))),
-        "--input",
-        &format!("positions={}", p(&d.join("pos.npy"))),
-        "--output",
-        &format!("out={}", p(&out)),
-    ]);
+    let r = run_op("rope", (&d, &ROPE_INPUTS), &[], &out, &[]);
     assert!(!r.status.success());
     assert!(!out.exists());
     std::fs::remove_dir_all(&d).ok();
@@ -199,20 +141,9 @@ fn booleans_take_words_and_digits() {
     }
     let run = |causal: &str| {
         let out = d.join(format!("out-{causal}.npy"));
-        let r = tessera(&[
-            "run",
-            "sdpa_prefill",
-            "--input",
-            &format!("q={}", p(&d.join("q.npy"))),
-            "--input",
-            &format!("k={}", p(&d.join("k.npy"))),
-            "--input",
-            &format!("v={}", p(&d.join("v.npy"))),
-            "--param",
-            &format!("causal={causal}"),
-            "--output",
-            &format!("out={}", p(&out)),
-        ]);
+        let qkv = [("q", "q.npy"), ("k", "k.npy"), ("v", "v.npy")];
+        let causal = format!("causal={causal}");
+        let r = run_op("sdpa_prefill", (&d, &qkv), &[&causal], &out, &[]);
         (r, out)
     };
     let mut outputs = Vec::new();
@@ -225,13 +156,7 @@ fn booleans_take_words_and_digits() {
     assert_eq!(outputs[2], outputs[3], "causal=0 is causal=false");
     assert_ne!(outputs[0], outputs[2], "causal changes the answer");
     let (r, out) = run("yes");
-    assert!(!r.status.success());
-    assert!(
-        stderr(&r).contains("expected true, false, 1 or 0"),
-        "{}",
-        stderr(&r)
-    );
-    assert!(!out.exists());
+    assert_refused(&r, "expected true, false, 1 or 0", &out);
     std::fs::remove_dir_all(&d).ok();
 }
 
@@ -246,19 +171,9 @@ fn an_unwritable_output_is_refused_before_the_op_runs() {
     );
     npy(&d.join("w.npy"), "<f4", &[64], &f32_bytes(&values(64, 2)));
     let missing = d.join("no-such-folder").join("out.npy");
-    let r = tessera(&[
-        "run",
-        "rms_norm",
-        "--input",
-        &format!("x={}", p(&d.join("x.npy"))),
-        "--input",
-        &format!("w={}", p(&d.join("w.npy"))),
-        "--output",
-        &format!("out={}", p(&missing)),
-        // An unknown backend: the refusal must come before any device is opened.
-        "--backend",
-        "no-such-backend",
-    ]);
+    // An unknown backend: the refusal must come before any device is opened.
+    let backend = ["--backend", "no-such-backend"];
+    let r = run_op("rms_norm", (&d, &XW), &[], &missing, &backend);
     assert!(!r.status.success());
     assert!(stderr(&r).contains("does not exist"), "{}", stderr(&r));
     std::fs::remove_dir_all(&d).ok();

@@ -3,15 +3,19 @@
 
 use npyz::WriterBuilder;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use tessera_std::attention::reference as attn;
 use tessera_std::norm::reference as norm;
 
+mod common;
+
+use common::{assert_refused, run_op, stderr, tessera, values};
+
 fn dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tessera-run-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).expect("temp dir");
-    d
+    common::dir("run", name)
 }
+
+/// RMSNorm's inputs, from `x.npy` and `w.npy`.
+const XW: [(&str, &str); 2] = [("x", "x.npy"), ("w", "w.npy")];
 
 fn write(path: &Path, shape: &[u64], data: &[f32]) {
     let f = std::fs::File::create(path).expect("create");
@@ -32,30 +36,6 @@ fn read(path: &Path) -> (Vec<u64>, Vec<f32>) {
     (shape, npy.into_vec::<f32>().expect("f32 data"))
 }
 
-/// Deterministic values in [-1, 1).
-fn values(n: usize, seed: u32) -> Vec<f32> {
-    (0..n)
-        .map(|i| {
-            let h = (i as u32)
-                .wrapping_mul(2654435761)
-                .wrapping_add(seed.wrapping_mul(40503));
-            (h >> 8) as f32 / (1u32 << 24) as f32 * 2.0 - 1.0
-        })
-        .collect()
-}
-
-fn tessera(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args(args)
-        .env("TESSERA_BACKEND", "cpu")
-        .output()
-        .expect("runs")
-}
-
-fn p(path: &Path) -> String {
-    path.display().to_string()
-}
-
 #[test]
 fn decode_sdpa_round_trips_through_npy() {
     let d = dir("sdpa");
@@ -67,21 +47,9 @@ fn decode_sdpa_round_trips_through_npy() {
     write(&d.join("k.npy"), &[hkv as u64, n as u64, hd as u64], &k);
     write(&d.join("v.npy"), &[hkv as u64, n as u64, hd as u64], &v);
     let out = d.join("out.npy");
-    let r = tessera(&[
-        "run",
-        "sdpa_decode",
-        "--backend",
-        "cpu",
-        "--input",
-        &format!("q={}", p(&d.join("q.npy"))),
-        "--input",
-        &format!("k={}", p(&d.join("k.npy"))),
-        "--input",
-        &format!("v={}", p(&d.join("v.npy"))),
-        "--output",
-        &format!("out={}", p(&out)),
-    ]);
-    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let qkv = [("q", "q.npy"), ("k", "k.npy"), ("v", "v.npy")];
+    let r = run_op("sdpa_decode", (&d, &qkv), &[], &out, &["--backend", "cpu"]);
+    assert!(r.status.success(), "{}", stderr(&r));
     let (shape, got) = read(&out);
     assert_eq!(shape, vec![hq as u64, hd as u64]);
     let f = |x: &[f32]| x.iter().map(|&a| a as f64).collect::<Vec<f64>>();
@@ -113,19 +81,8 @@ fn rms_norm_round_trips_through_npy() {
     write(&d.join("x.npy"), &[rows as u64, n as u64], &x);
     write(&d.join("w.npy"), &[n as u64], &w);
     let out = d.join("out.npy");
-    let r = tessera(&[
-        "run",
-        "rms_norm",
-        "--input",
-        &format!("x={}", p(&d.join("x.npy"))),
-        "--input",
-        &format!("w={}", p(&d.join("w.npy"))),
-        "--param",
-        "eps=1e-5",
-        "--output",
-        &format!("out={}", p(&out)),
-    ]);
-    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let r = run_op("rms_norm", (&d, &XW), &["eps=1e-5"], &out, &[]);
+    assert!(r.status.success(), "{}", stderr(&r));
     let (shape, got) = read(&out);
     assert_eq!(shape, vec![rows as u64, n as u64]);
     let f = |x: &[f32]| x.iter().map(|&a| a as f64).collect::<Vec<f64>>();
@@ -142,41 +99,20 @@ fn bad_inputs_are_refused_and_write_nothing() {
     // Not an npy file.
     std::fs::write(d.join("x.npy"), b"not numpy").expect("write");
     write(&d.join("w.npy"), &[64], &values(64, 1));
-    let r = tessera(&[
-        "run",
-        "rms_norm",
-        "--input",
-        &format!("x={}", p(&d.join("x.npy"))),
-        "--input",
-        &format!("w={}", p(&d.join("w.npy"))),
-        "--output",
-        &format!("out={}", p(&out)),
-    ]);
-    assert!(!r.status.success());
-    assert!(String::from_utf8_lossy(&r.stderr).contains("not a valid .npy file"));
-    assert!(!out.exists());
+    let r = run_op("rms_norm", (&d, &XW), &[], &out, &[]);
+    assert_refused(&r, "not a valid .npy file", &out);
     // A weight of the wrong length: the op's own check, before anything runs.
     write(&d.join("x.npy"), &[2, 64], &values(128, 2));
     write(&d.join("w.npy"), &[32], &values(32, 3));
+    let r = run_op("rms_norm", (&d, &XW), &[], &out, &[]);
+    assert_refused(&r, "`w` must have shape [64]", &out);
+    // A missing input is named.
     let r = tessera(&[
         "run",
         "rms_norm",
-        "--input",
-        &format!("x={}", p(&d.join("x.npy"))),
-        "--input",
-        &format!("w={}", p(&d.join("w.npy"))),
         "--output",
-        &format!("out={}", p(&out)),
+        &format!("out={}", common::p(&out)),
     ]);
-    assert!(!r.status.success());
-    assert!(
-        String::from_utf8_lossy(&r.stderr).contains("`w` must have shape [64]"),
-        "{}",
-        String::from_utf8_lossy(&r.stderr)
-    );
-    assert!(!out.exists());
-    // A missing input is named.
-    let r = tessera(&["run", "rms_norm", "--output", &format!("out={}", p(&out))]);
-    assert!(String::from_utf8_lossy(&r.stderr).contains("missing --input x=FILE"));
+    assert!(stderr(&r).contains("missing --input x=FILE"));
     assert!(!out.exists());
 }

@@ -61,7 +61,7 @@ const PARAMS: &[ParamSig] = &[
     },
 ];
 
-fn sig(name: &'static str) -> KernelSignature {
+const fn sig(name: &'static str) -> KernelSignature {
     KernelSignature {
         name,
         path: "",
@@ -76,17 +76,7 @@ fn sig(name: &'static str) -> KernelSignature {
 }
 
 static SCALED: KernelDef = KernelDef {
-    signature: KernelSignature {
-        name: "scaled",
-        path: "",
-        doc: "test kernel",
-        generics: &["T"],
-        params: PARAMS,
-        constexprs: &[ConstexprSig {
-            name: "n",
-            ty: Scalar::U32,
-        }],
-    },
+    signature: sig("scaled"),
     build: |s| build(s, false, 0),
 };
 
@@ -142,32 +132,35 @@ fn rejected(s: &Setup, r: Result<(), RuntimeError>, needles: &[&str]) {
     );
 }
 
+/// Binds the scaled kernels' `x`, `out` and `scale`.
+fn scaled_args<'a>(
+    l: tessera_runtime::Launch<'a>,
+    (x, out): (&'a Tensor, &'a Tensor),
+    scale: f32,
+) -> tessera_runtime::Launch<'a> {
+    l.arg("x", x).arg("out", out).scalar("scale", scale)
+}
+
 #[test]
 fn a_valid_launch_runs_infers_the_dtype_and_is_cached() {
     let s = setup();
     for _ in 0..2 {
-        s.ctx
-            .launch(&SCALED)
-            .constexpr("n", 3u32)
-            .arg("x", &s.x)
-            .arg("out", &s.out)
-            .scalar("scale", 2.0f32)
-            .grid([2, 1, 1])
-            .group_size(32)
-            .run()
-            .unwrap();
+        scaled_args(
+            s.ctx.launch(&SCALED).constexpr("n", 3u32),
+            (&s.x, &s.out),
+            2.0,
+        )
+        .grid([2, 1, 1])
+        .group_size(32)
+        .run()
+        .unwrap();
     }
     let want: Vec<f32> = (0..64).map(|i| i as f32 * 2.0 + 3.0).collect();
     assert_eq!(s.out.to_vec::<f32>().unwrap(), want);
     assert_eq!(s.ctx.cached_kernels(), 1);
     // A new constexpr value is a new specialisation.
-    s.ctx
-        .launch(&SCALED)
-        .dtype("T", DType::F32)
-        .constexpr("n", 4u32)
-        .arg("x", &s.x)
-        .arg("out", &s.out)
-        .scalar("scale", 2.0f32)
+    let l = s.ctx.launch(&SCALED).dtype("T", DType::F32);
+    scaled_args(l.constexpr("n", 4u32), (&s.x, &s.out), 2.0)
         .grid([1, 1, 1])
         .group_size(64)
         .run()
@@ -179,16 +172,15 @@ fn a_valid_launch_runs_infers_the_dtype_and_is_cached() {
 fn a_kernel_with_a_declared_occupancy_runs_at_its_group_size() {
     let s = setup();
     let bounded = bounded_def();
-    s.ctx
-        .launch(&bounded)
-        .constexpr("n", 1u32)
-        .arg("x", &s.x)
-        .arg("out", &s.out)
-        .scalar("scale", -1.0f32)
-        .grid([2, 1, 1])
-        .group_size(32)
-        .run()
-        .unwrap();
+    scaled_args(
+        s.ctx.launch(&bounded).constexpr("n", 1u32),
+        (&s.x, &s.out),
+        -1.0,
+    )
+    .grid([2, 1, 1])
+    .group_size(32)
+    .run()
+    .unwrap();
     let want: Vec<f32> = (0..64).map(|i| 1.0 - i as f32).collect();
     assert_eq!(s.out.to_vec::<f32>().unwrap(), want);
 }
@@ -199,11 +191,7 @@ fn half_tensors_specialise_the_generic() {
     let xs: Vec<half::f16> = (0..32).map(|i| half::f16::from_f32(i as f32)).collect();
     let x = ctx.tensor(&xs, &[32]).unwrap();
     let out = ctx.full_nan(DType::F16, &[32]).unwrap();
-    ctx.launch(&SCALED)
-        .constexpr("n", 1u32)
-        .arg("x", &x)
-        .arg("out", &out)
-        .scalar("scale", 0.5f32)
+    scaled_args(ctx.launch(&SCALED).constexpr("n", 1u32), (&x, &out), 0.5)
         .grid([1, 1, 1])
         .group_size(32)
         .run()
@@ -217,72 +205,61 @@ fn base<'a>(s: &'a Setup, def: &'a KernelDef) -> tessera_runtime::Launch<'a> {
     s.ctx.launch(def).constexpr("n", 3u32)
 }
 
+/// One binding-error check's bindings, on a launch of `SCALED`.
+type Bind = for<'a> fn(tessera_runtime::Launch<'a>, &'a Setup) -> tessera_runtime::Launch<'a>;
+
 #[test]
 fn binding_errors_name_the_parameters() {
     let s = setup();
     let launch = |l: tessera_runtime::Launch<'_>| l.grid([2, 1, 1]).group_size(32).run();
-    // Unknown name.
-    rejected(
-        &s,
-        launch(
-            base(&s, &SCALED)
-                .arg("x", &s.x)
-                .arg("out", &s.out)
-                .scalar("scale", 1.0f32)
-                .scalar("eps", 1.0f32),
+    let checks: [(Bind, &[&str]); 6] = [
+        // Unknown name.
+        (
+            |l, s| {
+                l.arg("x", &s.x)
+                    .arg("out", &s.out)
+                    .scalar("scale", 1.0f32)
+                    .scalar("eps", 1.0f32)
+            },
+            &["`eps`", "x (tensor)", "out (mut tensor)", "scale (scalar)"],
         ),
-        &["`eps`", "x (tensor)", "out (mut tensor)", "scale (scalar)"],
-    );
-    // Missing.
-    rejected(
-        &s,
-        launch(base(&s, &SCALED).arg("x", &s.x).arg("out", &s.out)),
-        &["`scale` is not bound", ".scalar(\"scale\""],
-    );
-    // Twice.
-    rejected(
-        &s,
-        launch(
-            base(&s, &SCALED)
-                .arg("x", &s.x)
-                .arg("x", &s.x)
-                .arg("out", &s.out)
-                .scalar("scale", 1.0f32),
+        // Missing.
+        (
+            |l, s| l.arg("x", &s.x).arg("out", &s.out),
+            &["`scale` is not bound", ".scalar(\"scale\""],
         ),
-        &["`x` is bound twice"],
-    );
-    // Tensor for a scalar, scalar for a tensor.
-    rejected(
-        &s,
-        launch(
-            base(&s, &SCALED)
-                .arg("x", &s.x)
-                .arg("out", &s.out)
-                .arg("scale", &s.x),
+        // Twice.
+        (
+            |l, s| {
+                l.arg("x", &s.x)
+                    .arg("x", &s.x)
+                    .arg("out", &s.out)
+                    .scalar("scale", 1.0f32)
+            },
+            &["`x` is bound twice"],
         ),
-        &["`scale` is a scalar"],
-    );
-    rejected(
-        &s,
-        launch(
-            base(&s, &SCALED)
-                .scalar("x", 1.0f32)
-                .arg("out", &s.out)
-                .scalar("scale", 1.0f32),
+        // Tensor for a scalar, scalar for a tensor.
+        (
+            |l, s| l.arg("x", &s.x).arg("out", &s.out).arg("scale", &s.x),
+            &["`scale` is a scalar"],
         ),
-        &["`x` is a tensor"],
-    );
-    // Scalar of the wrong type.
-    rejected(
-        &s,
-        launch(
-            base(&s, &SCALED)
-                .arg("x", &s.x)
-                .arg("out", &s.out)
-                .scalar("scale", 1u32),
+        (
+            |l, s| {
+                l.scalar("x", 1.0f32)
+                    .arg("out", &s.out)
+                    .scalar("scale", 1.0f32)
+            },
+            &["`x` is a tensor"],
         ),
-        &["`scale` must be f32, got u32"],
-    );
+        // Scalar of the wrong type.
+        (
+            |l, s| l.arg("x", &s.x).arg("out", &s.out).scalar("scale", 1u32),
+            &["`scale` must be f32, got u32"],
+        ),
+    ];
+    for (bind, needles) in checks {
+        rejected(&s, launch(bind(base(&s, &SCALED), &s)), needles);
+    }
 }
 
 #[test]
@@ -301,28 +278,14 @@ fn dtype_errors_are_reported() {
         launch(base(&s, &SCALED).arg("x", &xh).arg("out", &s.out)),
         &["generic `T` is f16", "`out` is f32"],
     );
-    // Explicit dtype against the tensors.
-    rejected(
-        &s,
-        launch(
-            base(&s, &SCALED)
-                .dtype("T", DType::BF16)
-                .arg("x", &s.x)
-                .arg("out", &s.out),
-        ),
-        &["generic `T`", "bf16", "f32"],
-    );
-    // Unknown generic.
-    rejected(
-        &s,
-        launch(
-            base(&s, &SCALED)
-                .dtype("U", DType::F32)
-                .arg("x", &s.x)
-                .arg("out", &s.out),
-        ),
-        &["names no generic", "[T]"],
-    );
+    // Explicit dtype against the tensors; an unknown generic.
+    for (generic, dtype, needles) in [
+        ("T", DType::BF16, &["generic `T`", "bf16", "f32"][..]),
+        ("U", DType::F32, &["names no generic", "[T]"]),
+    ] {
+        let l = base(&s, &SCALED).dtype(generic, dtype);
+        rejected(&s, launch(l.arg("x", &s.x).arg("out", &s.out)), needles);
+    }
     // Constexprs: missing, wrong type, unknown.
     rejected(
         &s,

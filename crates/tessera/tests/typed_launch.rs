@@ -63,6 +63,14 @@ fn round_through<T>(x: Tensor<f32>, mut out: Tensor<f32>, n: u32) {
 
 const N: usize = 300;
 
+/// A CPU context, seeded random values and an f32 tensor of them.
+fn cpu_input(seed: u64) -> (Context, Vec<f32>, Tensor) {
+    let ctx = Context::cpu();
+    let xs = random(seed);
+    let x = ctx.tensor(&xs, &[N]).unwrap();
+    (ctx, xs, x)
+}
+
 fn random(seed: u64) -> Vec<f32> {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     (0..N).map(|_| rng.random_range(-8.0f32..8.0)).collect()
@@ -91,9 +99,7 @@ fn run_transform(ctx: &Context, which: &str, x: &Tensor, out: &Tensor) -> Result
 
 #[test]
 fn kernels_of_one_name_in_two_modules_keep_their_own_code() {
-    let ctx = Context::cpu();
-    let xs = random(1);
-    let x = ctx.tensor(&xs, &[N]).unwrap();
+    let (ctx, xs, x) = cpu_input(1);
     // Alternate, so that a cache keyed by the bare name would hand the second kernel the
     // first one's code (and back).
     for which in ["doubling", "negating", "doubling", "negating"] {
@@ -123,6 +129,16 @@ fn kernels_of_one_name_in_two_modules_keep_their_own_code() {
     );
 }
 
+/// `out = x · a + k` over `n` elements through the typed launcher, in groups of 128.
+fn scale_add_on(ctx: &Context, (x, out): (&Tensor, &Tensor), a: f32, n: u32, k: u32) {
+    let args = scale_add::Args { x, out, a, n };
+    scale_add::launch(ctx, args, scale_add::Consts { k })
+        .grid([n.div_ceil(128), 1, 1])
+        .group_size(128)
+        .run()
+        .unwrap();
+}
+
 #[test]
 fn typed_launch_computes_what_the_host_does_per_dtype_and_constexpr() {
     let ctx = Context::cpu();
@@ -133,17 +149,7 @@ fn typed_launch_computes_what_the_host_does_per_dtype_and_constexpr() {
         // f32
         let x = ctx.tensor(&xs, &[N]).unwrap();
         let out = ctx.full_nan(DType::F32, &[N]).unwrap();
-        let args = scale_add::Args {
-            x: &x,
-            out: &out,
-            a,
-            n,
-        };
-        scale_add::launch(&ctx, args, scale_add::Consts { k })
-            .grid([n.div_ceil(128), 1, 1])
-            .group_size(128)
-            .run()
-            .unwrap();
+        scale_add_on(&ctx, (&x, &out), a, n, k);
         let got = out.to_vec::<f32>().unwrap();
         for (&x, &g) in xs.iter().zip(&got) {
             let want = x as f64 * a as f64 + k as f64;
@@ -153,17 +159,7 @@ fn typed_launch_computes_what_the_host_does_per_dtype_and_constexpr() {
         let xh: Vec<f16> = xs.iter().map(|&v| f16::from_f32(v)).collect();
         let x = ctx.tensor(&xh, &[N]).unwrap();
         let out = ctx.full_nan(DType::F16, &[N]).unwrap();
-        let args = scale_add::Args {
-            x: &x,
-            out: &out,
-            a,
-            n,
-        };
-        scale_add::launch(&ctx, args, scale_add::Consts { k })
-            .grid([n.div_ceil(128), 1, 1])
-            .group_size(128)
-            .run()
-            .unwrap();
+        scale_add_on(&ctx, (&x, &out), a, n, k);
         let got = out.to_vec::<f16>().unwrap();
         for (&x, &g) in xh.iter().zip(&got) {
             let want = x.to_f64() * a as f64 + k as f64;
@@ -176,10 +172,8 @@ fn typed_launch_computes_what_the_host_does_per_dtype_and_constexpr() {
 
 #[test]
 fn typed_launch_still_checks_dtypes_and_aliasing_at_run() {
-    let ctx = Context::cpu();
-    let xs = random(3);
+    let (ctx, xs, x) = cpu_input(3);
     let n = N as u32;
-    let x = ctx.tensor(&xs, &[N]).unwrap();
     let out16 = ctx.full_nan(DType::F16, &[N]).unwrap();
     let before = out16.to_vec::<f16>().unwrap();
     let err = scale_add::launch(
@@ -285,10 +279,8 @@ fn a_generic_scalar_is_a_literal_checked_against_the_tensors() {
 
 #[test]
 fn a_generic_no_argument_carries_is_a_consts_field() {
-    let ctx = Context::cpu();
-    let xs = random(4);
+    let (ctx, xs, x) = cpu_input(4);
     let n = N as u32;
-    let x = ctx.tensor(&xs, &[N]).unwrap();
     for (dtype, round) in [
         (
             DType::F16,

@@ -8,9 +8,7 @@ use super::causal_conv1d::{
 };
 use super::reference::conv1d;
 use crate::registry::{BenchCase, Case, CaseKind, KernelUse, PreparedBench};
-use crate::testing::{
-    accuracy, compare, err, expect_rejection, merge, random_tensor, zeros, CaseRng,
-};
+use crate::testing::{accuracy, compare, err, merge, random_tensor, rejection_of, zeros, CaseRng};
 use crate::validate::FLOAT_DTYPES;
 use tessera_ir::{KernelDef, Literal, Specialization};
 use tessera_runtime::{Context, DType, Tensor};
@@ -148,24 +146,21 @@ type Tamper = fn(&Context, &mut [Tensor; 6]) -> Result<(), String>;
 
 fn reject(op: &'static str, what: &str, reason: &'static str, tamper: Tamper) -> Case {
     let decode = op == "causal_conv1d_update";
-    Case {
-        op,
-        kind: CaseKind::Rejection,
-        dtype: None,
-        name: what.to_string(),
-        run: Box::new(move |ctx, rng| {
-            let mut s = set(ctx, rng, DType::F32, (2, 5, 16, 4), decode, true)?;
-            tamper(ctx, &mut s.t)?;
-            let out = s.t[4].clone();
-            expect_rejection(&out, reason, || {
+    rejection_of(op, what, reason, move |ctx, rng| {
+        let mut s = set(ctx, rng, DType::F32, (2, 5, 16, 4), decode, true)?;
+        tamper(ctx, &mut s.t)?;
+        let (c, t, untouched) = (ctx.clone(), s.t.clone(), s.t[4].clone());
+        Ok((
+            untouched,
+            Box::new(move || {
                 if decode {
-                    causal_conv1d_update(ctx, &args(&s.t), true)
+                    causal_conv1d_update(&c, &args(&t), true)
                 } else {
-                    causal_conv1d(ctx, &args(&s.t), true)
+                    causal_conv1d(&c, &args(&t), true)
                 }
-            })
-        }),
-    }
+            }),
+        ))
+    })
 }
 
 fn rejections(op: &'static str) -> Vec<Case> {

@@ -44,9 +44,18 @@ impl Accuracy {
     /// Outputs that are copies or single correctly rounded conversions of the inputs
     /// (gathers, casts): equal to the reference's value rounded to the output dtype.
     pub const EXACT: Accuracy = Accuracy {
-        f32: Tolerance { atol: 0.0, rtol: 0.0 },
-        f16: Tolerance { atol: 0.0, rtol: 0.0 },
-        bf16: Tolerance { atol: 0.0, rtol: 0.0 },
+        f32: Tolerance {
+            atol: 0.0,
+            rtol: 0.0,
+        },
+        f16: Tolerance {
+            atol: 0.0,
+            rtol: 0.0,
+        },
+        bf16: Tolerance {
+            atol: 0.0,
+            rtol: 0.0,
+        },
         keyed_by: "",
     };
 

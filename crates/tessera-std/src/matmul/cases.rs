@@ -6,7 +6,7 @@ use super::reference;
 use super::tiled::{matmul, matmul_bt, matmul_tiled_kernel, MATMUL_DTYPES};
 use crate::error::OpError;
 use crate::registry::{BenchCase, Case, CaseKind, KernelUse, PreparedBench};
-use crate::testing::{accuracy, compare, err, expect_rejection, random_tensor, zeros};
+use crate::testing::{accuracy, compare, err, random_tensor, rejection, zeros};
 use tessera_ir::{Literal, Specialization};
 use tessera_runtime::{Context, DType, Tensor};
 
@@ -50,16 +50,11 @@ type Bad = fn(&Context) -> Result<[Tensor; 3], String>;
 
 fn reject(bt: bool, what: &str, reason: &'static str, bad: Bad) -> Case {
     let (op, call) = f(bt);
-    Case {
-        op,
-        kind: CaseKind::Rejection,
-        dtype: None,
-        name: what.to_string(),
-        run: Box::new(move |ctx, _| {
-            let [a, b, c] = bad(ctx)?;
-            expect_rejection(&c, reason, || call(ctx, &a, &b, &c))
-        }),
-    }
+    rejection(op, what, reason, move |ctx| {
+        let [a, b, c] = bad(ctx)?;
+        let (cx, untouched) = (ctx.clone(), c.clone());
+        Ok((untouched, Box::new(move || call(&cx, &a, &b, &c))))
+    })
 }
 
 fn cases(bt: bool) -> Vec<Case> {

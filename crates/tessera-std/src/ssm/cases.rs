@@ -5,7 +5,7 @@
 use super::reference::{selective_scan_step as reference, ScanStep};
 use super::selective_scan::{selective_scan_step, selective_scan_step_kernel, ScanArgs};
 use crate::registry::{BenchCase, Case, CaseKind, KernelUse, Outcome, PreparedBench};
-use crate::testing::{accuracy, compare, err, expect_rejection, random_tensor, zeros, CaseRng};
+use crate::testing::{accuracy, compare, err, random_tensor, rejection_of, zeros, CaseRng};
 use crate::validate::FLOAT_DTYPES;
 use tessera_ir::{Literal, Specialization};
 use tessera_runtime::{Context, DType, Tensor};
@@ -100,18 +100,15 @@ fn correct(t: DType, s: DType, dims: (usize, usize, usize)) -> Case {
 type Tamper = fn(&Context, &mut [Tensor; 11]) -> Result<(), String>;
 
 fn reject(what: &str, reason: &'static str, tamper: Tamper) -> Case {
-    Case {
-        op: "selective_scan_step",
-        kind: CaseKind::Rejection,
-        dtype: None,
-        name: what.to_string(),
-        run: Box::new(move |ctx, rng| {
-            let mut s = set(ctx, rng, DType::F32, DType::F32, (2, 8, 4))?;
-            tamper(ctx, &mut s.t)?;
-            let out = s.t[10].clone();
-            expect_rejection(&out, reason, || selective_scan_step(ctx, &args(&s.t)))
-        }),
-    }
+    rejection_of("selective_scan_step", what, reason, move |ctx, rng| {
+        let mut s = set(ctx, rng, DType::F32, DType::F32, (2, 8, 4))?;
+        tamper(ctx, &mut s.t)?;
+        let (c, t, untouched) = (ctx.clone(), s.t.clone(), s.t[10].clone());
+        Ok((
+            untouched,
+            Box::new(move || selective_scan_step(&c, &args(&t))),
+        ))
+    })
 }
 
 pub(super) fn cases() -> Vec<Case> {

@@ -8,6 +8,8 @@ mod inputs;
 mod rejection;
 
 pub use compare::{accuracy, compare, Tolerance};
-pub use fixtures::{err, merge, rejection, zeros, BadCall, Refused};
+pub use fixtures::{
+    err, kernel_use, merge, rejection, rejection_of, replaced, zeros, zeros_of, Refused, Spec,
+};
 pub use inputs::{random_tensor, upload, CaseRng};
 pub use rejection::expect_rejection;

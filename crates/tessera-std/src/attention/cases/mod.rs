@@ -17,11 +17,12 @@ use super::reference;
 use crate::error::OpError;
 use crate::registry::{BenchCase, Case, CaseKind, KernelUse, PreparedBench};
 use crate::testing::{
-    accuracy, compare, err, random_tensor, rejection, upload, zeros, CaseRng, Refused,
+    accuracy, compare, err, kernel_use, random_tensor, rejection, replaced, upload, zeros_of,
+    CaseRng, Spec,
 };
 use crate::validate::FLOAT_DTYPES;
-use tessera_ir::{Literal, Specialization};
 use tessera_runtime::{Context, DType, Tensor};
+use DType::{BF16, F16, F32, U32};
 
 /// Random q `[rows, hq, d]`, k and v `[caches, hkv, stride, d]`, a NaN-poisoned out.
 struct Qkv {
@@ -94,122 +95,178 @@ fn correctness(
     }
 }
 
+/// A rejection of an attention call over zero tensors of `specs`, its output last: `call`
+/// gets the context and the tensors, and must be refused without writing the output.
+fn rejection_over<const N: usize>(
+    op: &'static str,
+    (what, reason): (&str, &'static str),
+    specs: [Spec; N],
+    call: impl Fn(&Context, &[Tensor; N]) -> Result<(), OpError> + Copy + Send + Sync + 'static,
+) -> Case {
+    rejection(op, what, reason, move |ctx| {
+        let t = zeros_of(ctx, specs)?;
+        let (c, untouched) = (ctx.clone(), t[N - 1].clone());
+        Ok((untouched, Box::new(move || call(&c, &t))))
+    })
+}
+
+/// f32 q `q`, k and v `kv`, out of q's shape: a decode or prefill call's tensors.
+const fn qkv_specs(q: &'static [usize], kv: &'static [usize]) -> [Spec; 4] {
+    [(F32, q), (F32, kv), (F32, kv), (F32, q)]
+}
+
+/// The good single-sequence decode call: q [4, 64] over a cache [2, 8, 64].
+const DECODE_GOOD: [Spec; 4] = qkv_specs(&[4, 64], &[2, 8, 64]);
+
 /// Rejections every single-sequence decode entry point shares (`f` adapts the call).
-macro_rules! decode_rejections {
-    ($op:expr, $f:expr) => {{
-        const F: DecodeFn = $f;
-        vec![
-            rejection(
-                $op,
-                "integer dtype",
-                "`q` must be one of f32, f16, bf16",
-                |ctx| {
-                    let q = zeros(ctx, DType::U32, &[4, 64])?;
-                    let k = zeros(ctx, DType::U32, &[2, 8, 64])?;
-                    let (v, out) = (k.clone(), zeros(ctx, DType::U32, &[4, 64])?);
-                    let c = ctx.clone();
-                    Ok((out.clone(), Box::new(move || F(&c, &q, &k, &v, &out))))
-                },
-            ),
-            rejection($op, "k dtype != q dtype", "`k` must be f32", |ctx| {
-                let q = zeros(ctx, DType::F32, &[4, 64])?;
-                let k = zeros(ctx, DType::F16, &[2, 8, 64])?;
-                let v = zeros(ctx, DType::F32, &[2, 8, 64])?;
-                let out = zeros(ctx, DType::F32, &[4, 64])?;
-                let c = ctx.clone();
-                Ok((out.clone(), Box::new(move || F(&c, &q, &k, &v, &out))))
+fn decode_rejections(op: &'static str, f: DecodeFn) -> Vec<Case> {
+    let call = move |c: &Context, [q, k, v, out]: &[Tensor; 4]| f(c, q, k, v, out);
+    let table = [
+        (
+            "k dtype != q dtype",
+            "`k` must be f32",
+            replaced(DECODE_GOOD, 1, (F16, &[2, 8, 64])),
+        ),
+        (
+            "v shape != k shape",
+            "`v` must have shape [2, 8, 64]",
+            replaced(DECODE_GOOD, 2, (F32, &[2, 9, 64])),
+        ),
+        (
+            "out shape != q shape",
+            "`out` must have shape [4, 64]",
+            replaced(DECODE_GOOD, 3, (F32, &[2, 64])),
+        ),
+        (
+            "head_dim 80 unsupported",
+            "head_dim 80 is not supported",
+            qkv_specs(&[4, 80], &[2, 8, 80]),
+        ),
+        (
+            "k head_dim != q head_dim",
+            "k's head_dim is 128 but q says 64",
+            qkv_specs(&[4, 64], &[2, 8, 128]),
+        ),
+        (
+            "q heads not a multiple of kv heads",
+            "must be a multiple of n_kv_heads = 3",
+            qkv_specs(&[4, 64], &[3, 8, 64]),
+        ),
+        ("q is 1-D", "`q` must be 2-D", qkv_specs(&[64], &[1, 8, 64])),
+        (
+            "empty cache",
+            "must not be empty",
+            qkv_specs(&[4, 64], &[2, 0, 64]),
+        ),
+    ];
+    let mut v = vec![rejection(
+        op,
+        "integer dtype",
+        "`q` must be one of f32, f16, bf16",
+        move |ctx| {
+            let [q, k, out] =
+                zeros_of(ctx, [(U32, &[4, 64]), (U32, &[2, 8, 64]), (U32, &[4, 64])])?;
+            let (v, c, untouched) = (k.clone(), ctx.clone(), out.clone());
+            Ok((untouched, Box::new(move || f(&c, &q, &k, &v, &out))))
+        },
+    )];
+    v.extend(table.map(|(what, reason, specs)| rejection_over(op, (what, reason), specs, call)));
+    v.push(rejection(
+        op,
+        "out aliases q",
+        "`out` aliases `q`",
+        move |ctx| {
+            let [q, k, v] = zeros_of(ctx, [DECODE_GOOD[0], DECODE_GOOD[1], DECODE_GOOD[2]])?;
+            let (out, c, untouched) = (q.clone(), ctx.clone(), q.clone());
+            Ok((untouched, Box::new(move || f(&c, &q, &k, &v, &out))))
+        },
+    ));
+    v
+}
+
+/// The two sink-logit rejections: logits one per query head short (`[2]` for the 4 heads
+/// of `good`'s q) and logits of `other`, a dtype not q's (`dtype_reason`). `call` gets
+/// `[q, k, v, sink_logits, out]`.
+fn sink_logit_rejections(
+    op: &'static str,
+    good: [Spec; 4],
+    (other, dtype_reason): (DType, &'static str),
+    call: fn(&Context, &[Tensor; 5]) -> Result<(), OpError>,
+) -> [Case; 2] {
+    let [q, k, v, out] = good;
+    let short = ("sink logits shape", "`sink_logits` must have shape [4]");
+    [
+        rejection_over(op, short, [q, k, v, (q.0, &[2]), out], call),
+        rejection_over(
+            op,
+            ("sink logits dtype", dtype_reason),
+            [q, k, v, (other, &[4]), out],
+            call,
+        ),
+    ]
+}
+
+/// A call on zero tensors of `specs` with a workspace of `[batch, hq, d, splits]` too small
+/// for it (and `splits` forced where given), which must be refused for `reason`.
+fn small_workspace_rejection(
+    (op, what, reason): (&'static str, &str, &'static str),
+    specs: [Spec; 4],
+    [batch, hq, d, ws_splits]: [usize; 4],
+    splits: Option<u32>,
+    call: fn(&Context, &[Tensor; 4], &DecodeOptions, &DecodeWorkspace) -> Result<(), OpError>,
+) -> Case {
+    rejection(op, what, reason, move |ctx| {
+        let t = zeros_of(ctx, specs)?;
+        let ws = DecodeWorkspace::new(ctx, batch, hq, d, ws_splits).map_err(err)?;
+        let (c, untouched) = (ctx.clone(), t[3].clone());
+        Ok((
+            untouched,
+            Box::new(move || {
+                let o = DecodeOptions {
+                    splits,
+                    ..DecodeOptions::default()
+                };
+                call(&c, &t, &o, &ws)
             }),
-            rejection(
-                $op,
-                "v shape != k shape",
-                "`v` must have shape [2, 8, 64]",
-                |ctx| {
-                    let q = zeros(ctx, DType::F32, &[4, 64])?;
-                    let k = zeros(ctx, DType::F32, &[2, 8, 64])?;
-                    let v = zeros(ctx, DType::F32, &[2, 9, 64])?;
-                    let out = zeros(ctx, DType::F32, &[4, 64])?;
-                    let c = ctx.clone();
-                    Ok((out.clone(), Box::new(move || F(&c, &q, &k, &v, &out))))
-                },
-            ),
-            rejection(
-                $op,
-                "out shape != q shape",
-                "`out` must have shape [4, 64]",
-                |ctx| {
-                    let q = zeros(ctx, DType::F32, &[4, 64])?;
-                    let k = zeros(ctx, DType::F32, &[2, 8, 64])?;
-                    let v = zeros(ctx, DType::F32, &[2, 8, 64])?;
-                    let out = zeros(ctx, DType::F32, &[2, 64])?;
-                    let c = ctx.clone();
-                    Ok((out.clone(), Box::new(move || F(&c, &q, &k, &v, &out))))
-                },
-            ),
-            rejection(
-                $op,
-                "head_dim 80 unsupported",
-                "head_dim 80 is not supported",
-                |ctx| {
-                    let q = zeros(ctx, DType::F32, &[4, 80])?;
-                    let k = zeros(ctx, DType::F32, &[2, 8, 80])?;
-                    let v = zeros(ctx, DType::F32, &[2, 8, 80])?;
-                    let out = zeros(ctx, DType::F32, &[4, 80])?;
-                    let c = ctx.clone();
-                    Ok((out.clone(), Box::new(move || F(&c, &q, &k, &v, &out))))
-                },
-            ),
-            rejection(
-                $op,
-                "k head_dim != q head_dim",
-                "k's head_dim is 128 but q says 64",
-                |ctx| {
-                    let q = zeros(ctx, DType::F32, &[4, 64])?;
-                    let k = zeros(ctx, DType::F32, &[2, 8, 128])?;
-                    let v = zeros(ctx, DType::F32, &[2, 8, 128])?;
-                    let out = zeros(ctx, DType::F32, &[4, 64])?;
-                    let c = ctx.clone();
-                    Ok((out.clone(), Box::new(move || F(&c, &q, &k, &v, &out))))
-                },
-            ),
-            rejection(
-                $op,
-                "q heads not a multiple of kv heads",
-                "must be a multiple of n_kv_heads = 3",
-                |ctx| {
-                    let q = zeros(ctx, DType::F32, &[4, 64])?;
-                    let k = zeros(ctx, DType::F32, &[3, 8, 64])?;
-                    let v = zeros(ctx, DType::F32, &[3, 8, 64])?;
-                    let out = zeros(ctx, DType::F32, &[4, 64])?;
-                    let c = ctx.clone();
-                    Ok((out.clone(), Box::new(move || F(&c, &q, &k, &v, &out))))
-                },
-            ),
-            rejection($op, "q is 1-D", "`q` must be 2-D", |ctx| {
-                let q = zeros(ctx, DType::F32, &[64])?;
-                let k = zeros(ctx, DType::F32, &[1, 8, 64])?;
-                let v = zeros(ctx, DType::F32, &[1, 8, 64])?;
-                let out = zeros(ctx, DType::F32, &[64])?;
-                let c = ctx.clone();
-                Ok((out.clone(), Box::new(move || F(&c, &q, &k, &v, &out))))
-            }),
-            rejection($op, "empty cache", "must not be empty", |ctx| {
-                let q = zeros(ctx, DType::F32, &[4, 64])?;
-                let k = zeros(ctx, DType::F32, &[2, 0, 64])?;
-                let v = zeros(ctx, DType::F32, &[2, 0, 64])?;
-                let out = zeros(ctx, DType::F32, &[4, 64])?;
-                let c = ctx.clone();
-                Ok((out.clone(), Box::new(move || F(&c, &q, &k, &v, &out))))
-            }),
-            rejection($op, "out aliases q", "`out` aliases `q`", |ctx| {
-                let q = zeros(ctx, DType::F32, &[4, 64])?;
-                let k = zeros(ctx, DType::F32, &[2, 8, 64])?;
-                let v = zeros(ctx, DType::F32, &[2, 8, 64])?;
-                let c = ctx.clone();
-                let out = q.clone();
-                Ok((q.clone(), Box::new(move || F(&c, &q, &k, &v, &out))))
-            }),
-        ]
-    }};
+        ))
+    })
+}
+
+/// The f64 reference of a decode of `t` over `rows` (each (cache, visible length)) with
+/// the visibility `vis` and, where it has them, the sink logits `sinks`.
+fn decode_reference(
+    t: &Qkv,
+    rows: &[(usize, usize)],
+    [hq, hkv, stride, d]: [usize; 4],
+    vis: Visibility,
+    sinks: Option<&[f64]>,
+) -> Vec<f64> {
+    let (q, k, v) = (&t.qv, &t.kv, &t.vv);
+    let scale = scale_of(d);
+    reference::decode(
+        q, k, v, rows, hq, hkv, stride, d, scale, vis.window, vis.n_sink, sinks,
+    )
+}
+
+/// A decode-shaped bench's preparation: random q `q_shape` against k and v `kv_shape`, the
+/// reference over `rows`, a workspace for `batch` query rows at eight splits per compute
+/// unit, and `launch` with that workspace.
+fn decode_bench_prepare(
+    (ctx, rng): (&Context, &mut CaseRng),
+    (dt, q_shape, kv_shape): (DType, &[usize], &[usize]),
+    (rows, dims, batch): (&[(usize, usize)], [usize; 4], usize),
+    launch: impl Fn(&Context, &Qkv, &DecodeOptions, &DecodeWorkspace) -> Result<(), OpError> + 'static,
+) -> Result<PreparedBench, String> {
+    let t = qkv(ctx, rng, dt, q_shape, kv_shape)?;
+    let reference = decode_reference(&t, rows, dims, Visibility::default(), None);
+    let splits = 8 * ctx.info().compute_units.max(1) as usize;
+    let ws = DecodeWorkspace::new(ctx, batch, dims[0], dims[3], splits).map_err(err)?;
+    let (c, output) = (ctx.clone(), t.out.clone());
+    Ok(PreparedBench {
+        launch: Box::new(move || launch(&c, &t, &DecodeOptions::default(), &ws).map_err(err)),
+        output,
+        reference,
+    })
 }
 
 /// Which keys a decode case shows beyond the lengths: a window, sinks, and random sink
@@ -240,21 +297,23 @@ fn visible_vs_reference(
         ..DecodeOptions::default()
     };
     op(&opts).map_err(err)?;
-    let want = reference::decode(
-        &t.qv,
-        &t.kv,
-        &t.vv,
-        rows,
-        hq,
-        hkv,
-        stride,
-        d,
-        scale_of(d),
-        vis.window,
-        vis.n_sink,
-        vis.logit.then_some(&sv[..]),
-    );
+    let want = decode_reference(t, rows, [hq, hkv, stride, d], vis, vis.logit.then_some(&sv));
     Ok((t.out.to_f64_vec().map_err(err)?, want))
+}
+
+/// A single-sequence decode case: random q `[hq, d]` against k and v `[hkv, stride, d]`,
+/// `call` over the first `len` keys with `vis` as its options, checked by the reference.
+fn visible_case(
+    (op, dt, name): (&'static str, DType, String),
+    [hq, hkv, stride, len, d]: [usize; 5],
+    vis: Visibility,
+    call: impl Fn(&Context, &Qkv, &DecodeOptions) -> Result<(), OpError> + Send + Sync + 'static,
+) -> Case {
+    correctness(op, dt, name, move |ctx, rng| {
+        let t = qkv(ctx, rng, dt, &[hq, d], &[hkv, stride, d])?;
+        let dims = [hq, hkv, stride, d];
+        visible_vs_reference(ctx, rng, &t, &[(0, len)], dims, vis, |o| call(ctx, &t, o))
+    })
 }
 
 /// The decode specialisations: every head_dim × dtype at the Llama (4) and MHA (1) GQA
@@ -265,31 +324,15 @@ fn decode_kernel_uses(partial: bool) -> Vec<KernelUse> {
         for d in DECODE_HEAD_DIMS {
             for gqa in [1, 4, 8] {
                 let g = geometry(dt, d, gqa);
-                let mut c = vec![
-                    Literal::U32(d),
-                    Literal::U32(g.epl),
-                    Literal::U32(g.hpt),
-                    Literal::U32(g.sgs),
-                    Literal::U32(g.lg),
-                ];
-                let def = if partial {
-                    for per_row in [0, 1] {
-                        let mut c = c.clone();
-                        c.push(Literal::U32(per_row));
-                        c.push(Literal::U32(g.unroll));
-                        v.push(KernelUse {
-                            def: &sdpa_decode_partial_kernel::DEF,
-                            spec: Specialization::new(vec![dt], c),
-                        });
-                    }
+                let c = [d, g.epl, g.hpt, g.sgs, g.lg];
+                if !partial {
+                    v.push(kernel_use(&sdpa_decode_kernel::DEF, dt, &c));
                     continue;
-                } else {
-                    &sdpa_decode_kernel::DEF
-                };
-                v.push(KernelUse {
-                    def,
-                    spec: Specialization::new(vec![dt], std::mem::take(&mut c)),
-                });
+                }
+                for per_row in [0, 1] {
+                    let c = [&c[..], &[per_row, g.unroll]].concat();
+                    v.push(kernel_use(&sdpa_decode_partial_kernel::DEF, dt, &c));
+                }
             }
         }
     }
@@ -301,22 +344,12 @@ fn decode_kernel_uses(partial: bool) -> Vec<KernelUse> {
 /// 1, 2, 4 and 8 heads.
 fn mma_uses() -> Vec<KernelUse> {
     let mut v = Vec::new();
-    for dt in [DType::F16, DType::BF16] {
+    for dt in [F16, BF16] {
         for d in MMA_HEAD_DIMS {
             for (per_row, hpr) in [(0, 16), (1, 16), (0, 1), (0, 2), (0, 4), (0, 8)] {
                 for direct in [0, 1] {
-                    v.push(KernelUse {
-                        def: &sdpa_decode_mma_kernel::DEF,
-                        spec: Specialization::new(
-                            vec![dt],
-                            vec![
-                                Literal::U32(d),
-                                Literal::U32(per_row),
-                                Literal::U32(hpr),
-                                Literal::U32(direct),
-                            ],
-                        ),
-                    });
+                    let c = [d, per_row, hpr, direct];
+                    v.push(kernel_use(&sdpa_decode_mma_kernel::DEF, dt, &c));
                 }
             }
         }
@@ -329,13 +362,11 @@ fn combine_uses() -> Vec<KernelUse> {
     for dt in FLOAT_DTYPES {
         for d in DECODE_HEAD_DIMS {
             for slices in COMBINE_SLICES {
-                v.push(KernelUse {
-                    def: &sdpa_decode_combine_kernel::DEF,
-                    spec: Specialization::new(
-                        vec![dt],
-                        vec![Literal::U32(d), Literal::U32(slices)],
-                    ),
-                });
+                v.push(kernel_use(
+                    &sdpa_decode_combine_kernel::DEF,
+                    dt,
+                    &[d, slices],
+                ));
             }
         }
     }

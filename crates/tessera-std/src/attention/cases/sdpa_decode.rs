@@ -7,114 +7,72 @@ use super::*;
 fn decode_vs_reference(
     ctx: &Context,
     t: &Qkv,
-    hq: usize,
-    hkv: usize,
-    n: usize,
-    d: usize,
+    [hq, hkv, n, d]: [usize; 4],
 ) -> Result<(Vec<f64>, Vec<f64>), String> {
     let ws = workspace(ctx, &t.q, &t.k, None).map_err(err)?;
     sdpa_decode(ctx, &t.q, &t.k, &t.v, &t.out, None, &ws).map_err(err)?;
-    Ok((
-        t.out.to_f64_vec().map_err(err)?,
-        plain_decode_reference(t, hq, hkv, n, d),
-    ))
+    let want = decode_reference(t, &[(0, n)], [hq, hkv, n, d], Visibility::default(), None);
+    Ok((t.out.to_f64_vec().map_err(err)?, want))
 }
 
-/// The f64 reference of a plain decode over all `n` keys of `t` (no window, no sinks).
-fn plain_decode_reference(t: &Qkv, hq: usize, hkv: usize, n: usize, d: usize) -> Vec<f64> {
-    reference::decode(
-        &t.qv,
-        &t.kv,
-        &t.vv,
-        &[(0, n)],
-        hq,
-        hkv,
-        n,
-        d,
-        scale_of(d),
-        0,
-        0,
-        None,
-    )
-}
-
-fn decode_case(dt: DType, hq: usize, hkv: usize, n: usize, d: usize) -> Case {
-    correctness(
-        "sdpa_decode",
-        dt,
-        format!("hq={hq} hkv={hkv} n_kv={n} d={d}"),
-        move |ctx, rng| {
-            let t = qkv(ctx, rng, dt, &[hq, d], &[hkv, n, d])?;
-            decode_vs_reference(ctx, &t, hq, hkv, n, d)
-        },
-    )
+fn decode_case(dt: DType, [hq, hkv, n, d]: [usize; 4]) -> Case {
+    let name = format!("hq={hq} hkv={hkv} n_kv={n} d={d}");
+    correctness("sdpa_decode", dt, name, move |ctx, rng| {
+        let t = qkv(ctx, rng, dt, &[hq, d], &[hkv, n, d])?;
+        decode_vs_reference(ctx, &t, [hq, hkv, n, d])
+    })
 }
 
 /// Scores that jump late in the cache: the keys at `n/2` and `n − 3` are the first KV
 /// head's query 0 times 3 and 6, so their scores pass the running max by far more than the
 /// fragment kernel's rescale margin, after it has settled on the early keys' max.
-fn decode_rising_case(dt: DType, hq: usize, hkv: usize, n: usize, d: usize) -> Case {
-    correctness(
-        "sdpa_decode",
-        dt,
-        format!("hq={hq} hkv={hkv} n_kv={n} d={d} rising scores"),
-        move |ctx, rng| {
-            let mut t = qkv(ctx, rng, dt, &[hq, d], &[hkv, n, d])?;
-            let mut kv = t.kv.clone();
-            for (j, c) in [(n / 2, 3.0), (n - 3, 6.0)] {
-                for e in 0..d {
-                    kv[j * d + e] = t.qv[e] * c;
-                }
+fn decode_rising_case(dt: DType, [hq, hkv, n, d]: [usize; 4]) -> Case {
+    let name = format!("hq={hq} hkv={hkv} n_kv={n} d={d} rising scores");
+    correctness("sdpa_decode", dt, name, move |ctx, rng| {
+        let mut t = qkv(ctx, rng, dt, &[hq, d], &[hkv, n, d])?;
+        let mut kv = t.kv.clone();
+        for (j, c) in [(n / 2, 3.0), (n - 3, 6.0)] {
+            for e in 0..d {
+                kv[j * d + e] = t.qv[e] * c;
             }
-            (t.k, t.kv) = upload(ctx, dt, &kv, &[hkv, n, d])?;
-            decode_vs_reference(ctx, &t, hq, hkv, n, d)
-        },
-    )
+        }
+        (t.k, t.kv) = upload(ctx, dt, &kv, &[hkv, n, d])?;
+        decode_vs_reference(ctx, &t, [hq, hkv, n, d])
+    })
 }
 
 pub(crate) fn decode_cases() -> Vec<Case> {
     let mut v = Vec::new();
     for dt in FLOAT_DTYPES {
-        for (hq, hkv, n, d) in [
-            (4, 2, 37, 64),
-            (3, 1, 29, 96),
-            (8, 2, 70, 128),
-            (2, 2, 21, 192),
-            (4, 1, 45, 256),
+        for shape in [
+            [4, 2, 37, 64],
+            [3, 1, 29, 96],
+            [8, 2, 70, 128],
+            [2, 2, 21, 192],
+            [4, 1, 45, 256],
         ] {
-            v.push(decode_case(dt, hq, hkv, n, d));
+            v.push(decode_case(dt, shape));
         }
     }
     // Long enough that the shape picks split-KV.
-    v.push(decode_case(DType::F16, 4, 1, 700, 128));
-    v.push(decode_case(DType::BF16, 8, 2, 1500, 64));
+    v.push(decode_case(F16, [4, 1, 700, 128]));
+    v.push(decode_case(BF16, [8, 2, 1500, 64]));
     // GQA groups of 16 (one fragment block) and 20 (a full and a partial block).
-    v.push(decode_case(DType::F16, 32, 2, 150, 64));
-    v.push(decode_case(DType::BF16, 40, 2, 300, 128));
-    v.push(decode_case(DType::F16, 20, 1, 90, 256));
-    for dt in [DType::F16, DType::BF16] {
-        v.push(decode_rising_case(dt, 8, 2, 400, 128));
+    v.push(decode_case(F16, [32, 2, 150, 64]));
+    v.push(decode_case(BF16, [40, 2, 300, 128]));
+    v.push(decode_case(F16, [20, 1, 90, 256]));
+    for dt in [F16, BF16] {
+        v.push(decode_rising_case(dt, [8, 2, 400, 128]));
     }
-    v.extend(decode_rejections!("sdpa_decode", |c, q, k, v, o| {
+    v.extend(decode_rejections("sdpa_decode", |c, q, k, v, o| {
         sdpa_decode(c, q, k, v, o, None, &workspace(c, q, k, None)?)
     }));
-    v.push(rejection(
+    v.push(rejection_over(
         "sdpa_decode",
-        "scale is NaN",
-        "`scale` must be finite",
-        |ctx| {
-            let q = zeros(ctx, DType::F32, &[4, 64])?;
-            let k = zeros(ctx, DType::F32, &[2, 8, 64])?;
-            let v = zeros(ctx, DType::F32, &[2, 8, 64])?;
-            let out = zeros(ctx, DType::F32, &[4, 64])?;
-            let c = ctx.clone();
-            Ok((
-                out.clone(),
-                Box::new(move || {
-                    let ws = workspace(&c, &q, &k, None)?;
-                    sdpa_decode(&c, &q, &k, &v, &out, Some(f32::NAN), &ws)
-                }),
-            ))
+        ("scale is NaN", "`scale` must be finite"),
+        DECODE_GOOD,
+        |c, [q, k, v, out]| {
+            sdpa_decode(c, q, k, v, out, Some(f32::NAN), &workspace(c, q, k, None)?)
         },
     ));
     v
@@ -132,10 +90,7 @@ pub(crate) fn decode_uses() -> Vec<KernelUse> {
 fn decode_bench(
     kernel: &'static str,
     dt: DType,
-    hq: usize,
-    hkv: usize,
-    n: usize,
-    d: usize,
+    [hq, hkv, n, d]: [usize; 4],
     quick: bool,
 ) -> BenchCase {
     let es = dt.size_bytes();
@@ -148,16 +103,10 @@ fn decode_bench(
         flops: (4 * hq * n * d) as u64,
         quick,
         prepare: Box::new(move |ctx, rng| {
-            let t = qkv(ctx, rng, dt, &[hq, d], &[hkv, n, d])?;
-            let want = plain_decode_reference(&t, hq, hkv, n, d);
-            let ws = DecodeWorkspace::for_cache(ctx, 1, hq, d, n).map_err(err)?;
-            let (c, out) = (ctx.clone(), t.out.clone());
-            Ok(PreparedBench {
-                launch: Box::new(move || {
-                    sdpa_decode(&c, &t.q, &t.k, &t.v, &t.out, None, &ws).map_err(err)
-                }),
-                output: out,
-                reference: want,
+            let shapes = (dt, &[hq, d][..], &[hkv, n, d][..]);
+            let reference = (&[(0, n)][..], [hq, hkv, n, d], 1);
+            decode_bench_prepare((ctx, rng), shapes, reference, move |c, t, _, ws| {
+                sdpa_decode(c, &t.q, &t.k, &t.v, &t.out, None, ws)
             })
         }),
     }
@@ -166,14 +115,14 @@ fn decode_bench(
 pub(crate) fn decode_benches() -> Vec<BenchCase> {
     let mut v = Vec::new();
     for dt in FLOAT_DTYPES {
-        let kernel = if dt == DType::F32 {
+        let kernel = if dt == F32 {
             "sdpa_decode_kernel"
         } else {
             "sdpa_decode_mma_kernel"
         };
-        v.push(decode_bench(kernel, dt, 8, 2, 256, 128, true));
+        v.push(decode_bench(kernel, dt, [8, 2, 256, 128], true));
     }
-    for dt in [DType::F16, DType::BF16] {
+    for dt in [F16, BF16] {
         // Llama-3 8B: 32 q heads, 8 kv heads; 70B: 64/8; Qwen3: 32/4 and 64/4.
         for (hq, hkv, n) in [
             (32, 8, 1024),
@@ -188,21 +137,15 @@ pub(crate) fn decode_benches() -> Vec<BenchCase> {
             v.push(decode_bench(
                 "sdpa_decode_mma_kernel",
                 dt,
-                hq,
-                hkv,
-                n,
-                128,
+                [hq, hkv, n, 128],
                 false,
             ));
         }
     }
     v.push(decode_bench(
         "sdpa_decode_mma_kernel",
-        DType::F16,
-        16,
-        2,
-        32768,
-        256,
+        F16,
+        [16, 2, 32768, 256],
         false,
     ));
     v

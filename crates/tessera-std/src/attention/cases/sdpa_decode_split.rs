@@ -3,116 +3,85 @@
 
 use super::*;
 
-#[allow(clippy::too_many_arguments)]
+/// Split-KV decode of `[hq, hkv, stride, len, d]` in `splits` chunks, with a window and
+/// sinks (and their logits where there are sinks).
 fn split_case(
     dt: DType,
-    hq: usize,
-    hkv: usize,
-    stride: usize,
-    len: usize,
-    d: usize,
+    [hq, hkv, stride, len, d]: [usize; 5],
     splits: u32,
-    window: usize,
-    n_sink: usize,
+    (window, n_sink): (usize, usize),
 ) -> Case {
     let name = format!(
         "hq={hq} hkv={hkv} len={len}/{stride} d={d} splits={splits} window={window} sinks={n_sink}"
     );
-    correctness("sdpa_decode_split", dt, name, move |ctx, rng| {
-        let t = qkv(ctx, rng, dt, &[hq, d], &[hkv, stride, d])?;
-        let vis = Visibility {
-            window,
-            n_sink,
-            logit: n_sink > 0,
-        };
-        visible_vs_reference(ctx, rng, &t, &[(0, len)], [hq, hkv, stride, d], vis, |o| {
-            let ws = workspace(ctx, &t.q, &t.k, Some(splits))?;
-            sdpa_decode_split(ctx, &t.q, &t.k, &t.v, &t.out, len, splits, o, &ws)
-        })
-    })
+    let vis = Visibility {
+        window,
+        n_sink,
+        logit: n_sink > 0,
+    };
+    visible_case(
+        ("sdpa_decode_split", dt, name),
+        [hq, hkv, stride, len, d],
+        vis,
+        move |c, t, o| {
+            let ws = workspace(c, &t.q, &t.k, Some(splits))?;
+            sdpa_decode_split(c, &t.q, &t.k, &t.v, &t.out, len, splits, o, &ws)
+        },
+    )
 }
 
 pub(crate) fn split_cases() -> Vec<Case> {
     let mut v = Vec::new();
     for dt in FLOAT_DTYPES {
-        v.push(split_case(dt, 8, 2, 300, 290, 128, 3, 0, 0));
-        v.push(split_case(dt, 2, 1, 200, 200, 64, 5, 40, 3));
+        v.push(split_case(dt, [8, 2, 300, 290, 128], 3, (0, 0)));
+        v.push(split_case(dt, [2, 1, 200, 200, 64], 5, (40, 3)));
         // More splits than one combine step folds (128 per thread slice), most of them
         // empty, with sinks.
-        v.push(split_case(dt, 4, 2, 700, 650, 128, 300, 0, 2));
+        v.push(split_case(dt, [4, 2, 700, 650, 128], 300, (0, 2)));
     }
     // More chunks than keys: empty chunks must combine to nothing.
-    v.push(split_case(DType::F32, 4, 4, 30, 20, 256, 8, 0, 0));
-    v.extend(decode_rejections!("sdpa_decode_split", |c, q, k, v, o| {
-        let ws = workspace(c, q, k, Some(2))?;
-        sdpa_decode_split(c, q, k, v, o, 8, 2, &DecodeOptions::default(), &ws)
+    v.push(split_case(F32, [4, 4, 30, 20, 256], 8, (0, 0)));
+    v.extend(decode_rejections("sdpa_decode_split", |c, q, k, v, o| {
+        sdpa_decode_split(
+            c,
+            q,
+            k,
+            v,
+            o,
+            8,
+            2,
+            &DecodeOptions::default(),
+            &workspace(c, q, k, None)?,
+        )
     }));
-    v.push(rejection(
-        "sdpa_decode_split",
-        "zero splits",
-        "`splits` must be in 1..=1024, got 0",
-        |ctx| {
-            let q = zeros(ctx, DType::F32, &[4, 64])?;
-            let k = zeros(ctx, DType::F32, &[2, 8, 64])?;
-            let v = zeros(ctx, DType::F32, &[2, 8, 64])?;
-            let out = zeros(ctx, DType::F32, &[4, 64])?;
-            let c = ctx.clone();
-            Ok((
-                out.clone(),
-                Box::new(move || {
-                    let ws = workspace(&c, &q, &k, None)?;
-                    sdpa_decode_split(&c, &q, &k, &v, &out, 8, 0, &DecodeOptions::default(), &ws)
-                }),
-            ))
-        },
-    ));
-    v.push(rejection(
-        "sdpa_decode_split",
-        "too many splits",
-        "`splits` must be in 1..=1024, got 5000",
-        |ctx| {
-            let q = zeros(ctx, DType::F32, &[4, 64])?;
-            let k = zeros(ctx, DType::F32, &[2, 8, 64])?;
-            let v = zeros(ctx, DType::F32, &[2, 8, 64])?;
-            let out = zeros(ctx, DType::F32, &[4, 64])?;
-            let c = ctx.clone();
-            Ok((
-                out.clone(),
-                Box::new(move || {
-                    let ws = workspace(&c, &q, &k, None)?;
-                    sdpa_decode_split(
-                        &c,
-                        &q,
-                        &k,
-                        &v,
-                        &out,
-                        8,
-                        5000,
-                        &DecodeOptions::default(),
-                        &ws,
-                    )
-                }),
-            ))
-        },
-    ));
-    v.push(rejection(
-        "sdpa_decode_split",
-        "workspace too small",
-        "the workspace holds 4 partial outputs",
-        |ctx| {
-            let q = zeros(ctx, DType::F32, &[4, 64])?;
-            let k = zeros(ctx, DType::F32, &[2, 8, 64])?;
-            let v = zeros(ctx, DType::F32, &[2, 8, 64])?;
-            let out = zeros(ctx, DType::F32, &[4, 64])?;
-            let ws = DecodeWorkspace::new(ctx, 1, 4, 64, 1).map_err(err)?;
-            let c = ctx.clone();
-            Ok((
-                out.clone(),
-                Box::new(move || {
-                    sdpa_decode_split(&c, &q, &k, &v, &out, 8, 4, &DecodeOptions::default(), &ws)
-                }),
-            ))
-        },
+    for (splits, what, reason) in [
+        (0, "zero splits", "`splits` must be in 1..=1024, got 0"),
+        (
+            5000,
+            "too many splits",
+            "`splits` must be in 1..=1024, got 5000",
+        ),
+    ] {
+        v.push(rejection_over(
+            "sdpa_decode_split",
+            (what, reason),
+            DECODE_GOOD,
+            move |c, [q, k, v, out]| {
+                let ws = workspace(c, q, k, Some(splits))?;
+                sdpa_decode_split(c, q, k, v, out, 8, splits, &DecodeOptions::default(), &ws)
+            },
+        ));
+    }
+    v.push(small_workspace_rejection(
+        (
+            "sdpa_decode_split",
+            "workspace too small",
+            "the workspace holds 4 partial outputs",
+        ),
+        DECODE_GOOD,
+        [1, 4, 64, 1],
+        None,
+        |c, [q, k, v, out], o, ws| sdpa_decode_split(c, q, k, v, out, 8, 4, o, ws),
     ));
     v
 }

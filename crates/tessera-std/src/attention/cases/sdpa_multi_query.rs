@@ -35,61 +35,44 @@ fn mq_case(
     )
 }
 
-fn mq_bad(
-    ctx: &Context,
-    q_shape: &[usize],
-    k_shape: &[usize],
-    base: usize,
-) -> Result<(Tensor, Refused), String> {
-    let q = zeros(ctx, DType::BF16, q_shape)?;
-    let k = zeros(ctx, DType::BF16, k_shape)?;
-    let v = zeros(ctx, DType::BF16, k_shape)?;
-    let out = zeros(ctx, DType::BF16, q_shape)?;
-    let c = ctx.clone();
-    Ok((
-        out.clone(),
-        Box::new(move || {
-            let ws = workspace(&c, &q, &k, None)?;
-            sdpa_multi_query(
-                &c,
-                &q,
-                &k,
-                &v,
-                &out,
-                base,
-                true,
-                &DecodeOptions::default(),
-                &ws,
-            )
-        }),
-    ))
+/// bf16 q `q`, k and v `kv`, out of q's shape: a multi-query call's tensors.
+const fn mq_specs(q: &'static [usize], kv: &'static [usize]) -> [Spec; 4] {
+    [(BF16, q), (BF16, kv), (BF16, kv), (BF16, q)]
 }
 
-/// A multi-query call on zeros (bf16, 4 query heads) with sink logits of `sink` (dtype,
-/// shape) and a forced split count, for the option rejections.
-fn mq_with_options(
-    ctx: &Context,
-    sink: Option<(DType, &[usize])>,
+/// The good multi-query call: 2 query rows of 4 heads over a cache [2, 16, 128].
+const MQ_GOOD: [Spec; 4] = mq_specs(&[2, 4, 128], &[2, 16, 128]);
+
+/// A causal multi-query call at `base` on zero tensors of `specs` with `splits` forced
+/// where given, which must be refused.
+fn mq_rejection(
+    (what, reason): (&str, &'static str),
+    specs: [Spec; 4],
+    base: usize,
     splits: Option<u32>,
-) -> Result<(Tensor, Refused), String> {
-    let q = zeros(ctx, DType::BF16, &[2, 4, 128])?;
-    let k = zeros(ctx, DType::BF16, &[2, 16, 128])?;
-    let v = zeros(ctx, DType::BF16, &[2, 16, 128])?;
-    let out = zeros(ctx, DType::BF16, &[2, 4, 128])?;
-    let sinks = sink.map(|(dt, shape)| zeros(ctx, dt, shape)).transpose()?;
-    let c = ctx.clone();
-    Ok((
-        out.clone(),
-        Box::new(move || {
+) -> Case {
+    rejection_over(
+        "sdpa_multi_query",
+        (what, reason),
+        specs,
+        move |c, [q, k, v, out]| {
             let o = DecodeOptions {
-                sink_logits: sinks.as_ref(),
                 splits,
                 ..DecodeOptions::default()
             };
-            let ws = workspace(&c, &q, &k, None)?;
-            sdpa_multi_query(&c, &q, &k, &v, &out, 0, true, &o, &ws)
-        }),
-    ))
+            sdpa_multi_query(
+                c,
+                q,
+                k,
+                v,
+                out,
+                base,
+                true,
+                &o,
+                &workspace(c, q, k, splits)?,
+            )
+        },
+    )
 }
 
 pub(crate) fn mq_cases() -> Vec<Case> {
@@ -111,7 +94,7 @@ pub(crate) fn mq_cases() -> Vec<Case> {
     // whole groups and a partial last one, rows whose visible keys end inside a block or
     // a block apart (head_dim 256 walks 16-key blocks), 1 to 8 heads per group, full and
     // causal, and forced splits that leave some rows no key in some chunks.
-    for dt in [DType::F16, DType::BF16] {
+    for dt in [F16, BF16] {
         v.push(mq_case(dt, [7, 45, 64, 8, 2, 128], true, plain, None));
         v.push(mq_case(dt, [20, 3, 40, 4, 4, 64], true, plain, None));
         v.push(mq_case(dt, [9, 30, 48, 4, 1, 256], true, plain, None));
@@ -119,134 +102,77 @@ pub(crate) fn mq_cases() -> Vec<Case> {
         v.push(mq_case(dt, [11, 97, 128, 8, 1, 128], true, plain, Some(9)));
         v.push(mq_case(dt, [16, 0, 16, 2, 2, 64], true, plain, Some(4)));
     }
-    v.push(rejection(
+    let table = [
+        (
+            "block past the cache depth",
+            "base_kv + n_query = 17 exceeds the cache depth kv_stride = 16",
+            mq_specs(&[5, 4, 128], &[2, 16, 128]),
+            12,
+        ),
+        (
+            "q heads not a multiple of kv heads",
+            "must be a multiple of n_kv_heads = 3",
+            mq_specs(&[2, 4, 128], &[3, 16, 128]),
+            0,
+        ),
+        (
+            "head_dim unsupported",
+            "head_dim 100 is not supported",
+            mq_specs(&[2, 4, 100], &[2, 16, 100]),
+            0,
+        ),
+        (
+            "k head_dim != q head_dim",
+            "k's head_dim is 64 but q says 128",
+            mq_specs(&[2, 4, 128], &[2, 16, 64]),
+            0,
+        ),
+        (
+            "q is 2-D",
+            "`q` must be 3-D",
+            mq_specs(&[4, 128], &[2, 16, 128]),
+            0,
+        ),
+        (
+            "v shape != k shape",
+            "`v` must have shape [2, 16, 128]",
+            replaced(MQ_GOOD, 2, (BF16, &[2, 8, 128])),
+            0,
+        ),
+        (
+            "v dtype",
+            "`v` must be bf16",
+            replaced(MQ_GOOD, 2, (F16, &[2, 16, 128])),
+            0,
+        ),
+    ];
+    for (what, reason, specs, base) in table {
+        v.push(mq_rejection((what, reason), specs, base, None));
+    }
+    v.extend(sink_logit_rejections(
         "sdpa_multi_query",
-        "block past the cache depth",
-        "base_kv + n_query = 17 exceeds the cache depth kv_stride = 16",
-        |ctx| mq_bad(ctx, &[5, 4, 128], &[2, 16, 128], 12),
-    ));
-    v.push(rejection(
-        "sdpa_multi_query",
-        "q heads not a multiple of kv heads",
-        "must be a multiple of n_kv_heads = 3",
-        |ctx| mq_bad(ctx, &[2, 4, 128], &[3, 16, 128], 0),
-    ));
-    v.push(rejection(
-        "sdpa_multi_query",
-        "head_dim unsupported",
-        "head_dim 100 is not supported",
-        |ctx| mq_bad(ctx, &[2, 4, 100], &[2, 16, 100], 0),
-    ));
-    v.push(rejection(
-        "sdpa_multi_query",
-        "k head_dim != q head_dim",
-        "k's head_dim is 64 but q says 128",
-        |ctx| mq_bad(ctx, &[2, 4, 128], &[2, 16, 64], 0),
-    ));
-    v.push(rejection(
-        "sdpa_multi_query",
-        "q is 2-D",
-        "`q` must be 3-D",
-        |ctx| mq_bad(ctx, &[4, 128], &[2, 16, 128], 0),
-    ));
-    v.push(rejection(
-        "sdpa_multi_query",
-        "v shape != k shape",
-        "`v` must have shape [2, 16, 128]",
-        |ctx| {
-            let q = zeros(ctx, DType::BF16, &[2, 4, 128])?;
-            let k = zeros(ctx, DType::BF16, &[2, 16, 128])?;
-            let v = zeros(ctx, DType::BF16, &[2, 8, 128])?;
-            let out = zeros(ctx, DType::BF16, &[2, 4, 128])?;
-            let c = ctx.clone();
-            Ok((
-                out.clone(),
-                Box::new(move || {
-                    let ws = workspace(&c, &q, &k, None)?;
-                    sdpa_multi_query(
-                        &c,
-                        &q,
-                        &k,
-                        &v,
-                        &out,
-                        0,
-                        true,
-                        &DecodeOptions::default(),
-                        &ws,
-                    )
-                }),
-            ))
+        MQ_GOOD,
+        (F16, "`sink_logits` must be bf16"),
+        |c, [q, k, v, s, out]| {
+            let o = DecodeOptions {
+                sink_logits: Some(s),
+                ..DecodeOptions::default()
+            };
+            sdpa_multi_query(c, q, k, v, out, 0, true, &o, &workspace(c, q, k, None)?)
         },
     ));
-    v.push(rejection(
-        "sdpa_multi_query",
-        "sink logits shape",
-        "`sink_logits` must have shape [4]",
-        |ctx| mq_with_options(ctx, Some((DType::BF16, &[2])), None),
-    ));
-    v.push(rejection(
-        "sdpa_multi_query",
-        "sink logits dtype",
-        "`sink_logits` must be bf16",
-        |ctx| mq_with_options(ctx, Some((DType::F16, &[4])), None),
-    ));
-    v.push(rejection(
-        "sdpa_multi_query",
-        "zero splits",
-        "`splits` must be in 1..=1024, got 0",
-        |ctx| mq_with_options(ctx, None, Some(0)),
-    ));
-    v.push(rejection(
-        "sdpa_multi_query",
-        "workspace for fewer query rows",
-        "the workspace holds 8 partial outputs, this call needs 32",
-        |ctx| {
-            let q = zeros(ctx, DType::BF16, &[4, 4, 128])?;
-            let k = zeros(ctx, DType::BF16, &[2, 16, 128])?;
-            let v = zeros(ctx, DType::BF16, &[2, 16, 128])?;
-            let out = zeros(ctx, DType::BF16, &[4, 4, 128])?;
-            let ws = DecodeWorkspace::new(ctx, 1, 4, 128, 2).map_err(err)?;
-            let c = ctx.clone();
-            Ok((
-                out.clone(),
-                Box::new(move || {
-                    let o = DecodeOptions {
-                        splits: Some(2),
-                        ..DecodeOptions::default()
-                    };
-                    sdpa_multi_query(&c, &q, &k, &v, &out, 0, true, &o, &ws)
-                }),
-            ))
-        },
-    ));
-    v.push(rejection(
-        "sdpa_multi_query",
-        "v dtype",
-        "`v` must be bf16",
-        |ctx| {
-            let q = zeros(ctx, DType::BF16, &[2, 4, 128])?;
-            let k = zeros(ctx, DType::BF16, &[2, 16, 128])?;
-            let v = zeros(ctx, DType::F16, &[2, 16, 128])?;
-            let out = zeros(ctx, DType::BF16, &[2, 4, 128])?;
-            let c = ctx.clone();
-            Ok((
-                out.clone(),
-                Box::new(move || {
-                    let ws = workspace(&c, &q, &k, None)?;
-                    sdpa_multi_query(
-                        &c,
-                        &q,
-                        &k,
-                        &v,
-                        &out,
-                        0,
-                        true,
-                        &DecodeOptions::default(),
-                        &ws,
-                    )
-                }),
-            ))
-        },
+    let reason = "`splits` must be in 1..=1024, got 0";
+    v.push(mq_rejection(("zero splits", reason), MQ_GOOD, 0, Some(0)));
+    v.push(small_workspace_rejection(
+        (
+            "sdpa_multi_query",
+            "workspace for fewer query rows",
+            "the workspace holds 8 partial outputs, this call needs 32",
+        ),
+        mq_specs(&[4, 4, 128], &[2, 16, 128]),
+        [1, 4, 128, 2],
+        Some(2),
+        |c, [q, k, v, out], o, ws| sdpa_multi_query(c, q, k, v, out, 0, true, o, ws),
     ));
     v
 }
@@ -254,10 +180,10 @@ pub(crate) fn mq_cases() -> Vec<Case> {
 pub(crate) fn mq_benches() -> Vec<BenchCase> {
     let mut v = Vec::new();
     for (dt, nq, base, hq, hkv, d, quick) in [
-        (DType::F16, 4, 60, 4, 2, 128, true),
-        (DType::BF16, 8, 4096, 32, 8, 128, false),
-        (DType::BF16, 16, 32768, 32, 8, 128, false),
-        (DType::F16, 8, 8192, 16, 4, 256, false),
+        (F16, 4, 60, 4, 2, 128, true),
+        (BF16, 8, 4096, 32, 8, 128, false),
+        (BF16, 16, 32768, 32, 8, 128, false),
+        (F16, 8, 8192, 16, 4, 256, false),
     ] {
         let es = dt.size_bytes();
         let stride = base + nq;
@@ -274,32 +200,11 @@ pub(crate) fn mq_benches() -> Vec<BenchCase> {
             flops: (4 * nq * hq * stride * d) as u64,
             quick,
             prepare: Box::new(move |ctx, rng| {
-                let t = qkv(ctx, rng, dt, &[nq, hq, d], &[hkv, stride, d])?;
                 let rows: Vec<(usize, usize)> = (0..nq).map(|r| (0, base + r + 1)).collect();
-                let want = reference::decode(
-                    &t.qv,
-                    &t.kv,
-                    &t.vv,
-                    &rows,
-                    hq,
-                    hkv,
-                    stride,
-                    d,
-                    scale_of(d),
-                    0,
-                    0,
-                    None,
-                );
-                let ws = DecodeWorkspace::for_cache(ctx, nq, hq, d, stride).map_err(err)?;
-                let (c, out) = (ctx.clone(), t.out.clone());
-                Ok(PreparedBench {
-                    launch: Box::new(move || {
-                        let o = DecodeOptions::default();
-                        sdpa_multi_query(&c, &t.q, &t.k, &t.v, &t.out, base, true, &o, &ws)
-                            .map_err(err)
-                    }),
-                    output: out,
-                    reference: want,
+                let shapes = (dt, &[nq, hq, d][..], &[hkv, stride, d][..]);
+                let reference = (&rows[..], [hq, hkv, stride, d], nq);
+                decode_bench_prepare((ctx, rng), shapes, reference, move |c, t, o, ws| {
+                    sdpa_multi_query(c, &t.q, &t.k, &t.v, &t.out, base, true, o, ws)
                 })
             }),
         });

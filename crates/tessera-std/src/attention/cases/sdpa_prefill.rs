@@ -3,16 +3,7 @@
 
 use super::*;
 
-#[allow(clippy::too_many_arguments)]
-fn prefill_case(
-    dt: DType,
-    nq: usize,
-    nkv: usize,
-    hq: usize,
-    hkv: usize,
-    d: usize,
-    causal: bool,
-) -> Case {
+fn prefill_case(dt: DType, [nq, nkv, hq, hkv, d]: [usize; 5], causal: bool) -> Case {
     correctness(
         "sdpa_prefill",
         dt,
@@ -54,109 +45,89 @@ fn prefill_vs_reference(
     causal: bool,
 ) -> Result<(Vec<f64>, Vec<f64>), String> {
     sdpa_prefill(ctx, &t.q, &t.k, &t.v, &t.out, causal, None).map_err(err)?;
-    let want = reference::prefill(
-        &t.qv,
-        &t.kv,
-        &t.vv,
-        nq,
-        nkv,
-        hq,
-        hkv,
-        d,
-        scale_of(d),
-        causal,
-    );
+    let want = prefill_reference(t, [nq, nkv, hq, hkv, d], causal);
     Ok((t.out.to_f64_vec().map_err(err)?, want))
 }
 
-fn prefill_bad(
-    ctx: &Context,
-    q_shape: &[usize],
-    k_shape: &[usize],
-) -> Result<(Tensor, Refused), String> {
-    let q = zeros(ctx, DType::F32, q_shape)?;
-    let k = zeros(ctx, DType::F32, k_shape)?;
-    let v = zeros(ctx, DType::F32, k_shape)?;
-    let out = zeros(ctx, DType::F32, q_shape)?;
-    let c = ctx.clone();
-    Ok((
-        out.clone(),
-        Box::new(move || sdpa_prefill(&c, &q, &k, &v, &out, true, None)),
-    ))
+/// The f64 reference of a prefill of `t`.
+fn prefill_reference(t: &Qkv, [nq, nkv, hq, hkv, d]: [usize; 5], causal: bool) -> Vec<f64> {
+    let (q, k, v) = (&t.qv, &t.kv, &t.vv);
+    reference::prefill(q, k, v, nq, nkv, hq, hkv, d, scale_of(d), causal)
 }
 
 pub(crate) fn prefill_cases() -> Vec<Case> {
     let mut v = Vec::new();
     for dt in FLOAT_DTYPES {
-        v.push(prefill_case(dt, 19, 19, 4, 2, 64, true));
-        v.push(prefill_case(dt, 7, 40, 2, 1, 128, true));
-        v.push(prefill_case(dt, 9, 13, 2, 2, 256, false));
+        v.push(prefill_case(dt, [19, 19, 4, 2, 64], true));
+        v.push(prefill_case(dt, [7, 40, 2, 1, 128], true));
+        v.push(prefill_case(dt, [9, 13, 2, 2, 256], false));
     }
     // The fragment kernel (f16/bf16): several query blocks, more keys than queries, key
     // counts off the block size, GQA 1 to 4, full and causal; head_dim 192 and 256 split
     // the head in two column parts.
-    for dt in [DType::F16, DType::BF16] {
-        v.push(prefill_case(dt, 130, 130, 4, 1, 128, true));
-        v.push(prefill_case(dt, 70, 200, 2, 2, 64, true));
-        v.push(prefill_case(dt, 65, 97, 4, 2, 128, false));
-        v.push(prefill_case(dt, 1, 45, 2, 1, 64, false));
+    for dt in [F16, BF16] {
+        v.push(prefill_case(dt, [130, 130, 4, 1, 128], true));
+        v.push(prefill_case(dt, [70, 200, 2, 2, 64], true));
+        v.push(prefill_case(dt, [65, 97, 4, 2, 128], false));
+        v.push(prefill_case(dt, [1, 45, 2, 1, 64], false));
         v.push(prefill_rising_case(dt, [80, 150, 2, 1, 128], true));
         v.push(prefill_rising_case(dt, [33, 100, 2, 2, 64], false));
-        v.push(prefill_case(dt, 70, 90, 4, 2, 256, true));
-        v.push(prefill_case(dt, 33, 33, 2, 1, 192, false));
-        v.push(prefill_case(dt, 40, 75, 2, 2, 96, true));
+        v.push(prefill_case(dt, [70, 90, 4, 2, 256], true));
+        v.push(prefill_case(dt, [33, 33, 2, 1, 192], false));
+        v.push(prefill_case(dt, [40, 75, 2, 2, 96], true));
         v.push(prefill_rising_case(dt, [45, 120, 2, 1, 256], true));
     }
-    v.push(prefill_case(DType::F16, 5, 5, 2, 1, 96, true));
-    v.push(prefill_case(DType::F32, 3, 20, 1, 1, 192, true));
-    v.push(rejection(
-        "sdpa_prefill",
-        "fewer keys than queries",
-        "n_kv = 4 must be at least n_q = 5",
-        |ctx| prefill_bad(ctx, &[5, 2, 64], &[4, 2, 64]),
-    ));
-    v.push(rejection(
-        "sdpa_prefill",
-        "head_dim 512 unsupported",
-        "head_dim 512 is not supported",
-        |ctx| prefill_bad(ctx, &[2, 2, 512], &[2, 2, 512]),
-    ));
-    v.push(rejection(
-        "sdpa_prefill",
-        "q heads not a multiple of kv heads",
-        "must be a multiple of n_kv_heads = 2",
-        |ctx| prefill_bad(ctx, &[2, 3, 64], &[2, 2, 64]),
-    ));
-    v.push(rejection(
-        "sdpa_prefill",
-        "k head_dim != q head_dim",
-        "k's head_dim is 128 but q says 64",
-        |ctx| prefill_bad(ctx, &[2, 2, 64], &[2, 2, 128]),
-    ));
-    v.push(rejection(
-        "sdpa_prefill",
-        "empty prompt",
-        "must not be empty",
-        |ctx| prefill_bad(ctx, &[0, 2, 64], &[2, 2, 64]),
-    ));
-    v.push(rejection(
-        "sdpa_prefill",
-        "q is 4-D",
-        "`q` must be 3-D",
-        |ctx| prefill_bad(ctx, &[1, 2, 2, 64], &[2, 2, 64]),
-    ));
+    v.push(prefill_case(F16, [5, 5, 2, 1, 96], true));
+    v.push(prefill_case(F32, [3, 20, 1, 1, 192], true));
+    let table = [
+        (
+            "fewer keys than queries",
+            "n_kv = 4 must be at least n_q = 5",
+            qkv_specs(&[5, 2, 64], &[4, 2, 64]),
+        ),
+        (
+            "head_dim 512 unsupported",
+            "head_dim 512 is not supported",
+            qkv_specs(&[2, 2, 512], &[2, 2, 512]),
+        ),
+        (
+            "q heads not a multiple of kv heads",
+            "must be a multiple of n_kv_heads = 2",
+            qkv_specs(&[2, 3, 64], &[2, 2, 64]),
+        ),
+        (
+            "k head_dim != q head_dim",
+            "k's head_dim is 128 but q says 64",
+            qkv_specs(&[2, 2, 64], &[2, 2, 128]),
+        ),
+        (
+            "empty prompt",
+            "must not be empty",
+            qkv_specs(&[0, 2, 64], &[2, 2, 64]),
+        ),
+        (
+            "q is 4-D",
+            "`q` must be 3-D",
+            qkv_specs(&[1, 2, 2, 64], &[2, 2, 64]),
+        ),
+    ];
+    for (what, reason, specs) in table {
+        v.push(rejection_over(
+            "sdpa_prefill",
+            (what, reason),
+            specs,
+            |c, [q, k, v, out]| sdpa_prefill(c, q, k, v, out, true, None),
+        ));
+    }
     v.push(rejection(
         "sdpa_prefill",
         "out aliases k",
         "`out` aliases `k`",
         |ctx| {
-            let q = zeros(ctx, DType::F32, &[2, 2, 64])?;
-            let k = zeros(ctx, DType::F32, &[2, 2, 64])?;
-            let v = zeros(ctx, DType::F32, &[2, 2, 64])?;
-            let c = ctx.clone();
-            let out = k.clone();
+            let [q, k, v] = zeros_of(ctx, [(F32, &[2, 2, 64]); 3])?;
+            let (c, out, untouched) = (ctx.clone(), k.clone(), k.clone());
             Ok((
-                k.clone(),
+                untouched,
                 Box::new(move || sdpa_prefill(&c, &q, &k, &v, &out, true, None)),
             ))
         },
@@ -168,22 +139,16 @@ pub(crate) fn prefill_uses() -> Vec<KernelUse> {
     let mut v = Vec::new();
     for dt in FLOAT_DTYPES {
         for d in PREFILL_HEAD_DIMS {
-            let c = prefill_constexprs(d)
-                .iter()
-                .map(|&x| Literal::U32(x))
-                .collect();
-            v.push(KernelUse {
-                def: &sdpa_prefill_kernel::DEF,
-                spec: Specialization::new(vec![dt], c),
-            });
+            v.push(kernel_use(
+                &sdpa_prefill_kernel::DEF,
+                dt,
+                &prefill_constexprs(d),
+            ));
         }
     }
-    for dt in [DType::F16, DType::BF16] {
+    for dt in [F16, BF16] {
         for d in PREFILL_HEAD_DIMS {
-            v.push(KernelUse {
-                def: &sdpa_prefill_mma_kernel::DEF,
-                spec: Specialization::new(vec![dt], vec![Literal::U32(d)]),
-            });
+            v.push(kernel_use(&sdpa_prefill_mma_kernel::DEF, dt, &[d]));
         }
     }
     v
@@ -192,12 +157,12 @@ pub(crate) fn prefill_uses() -> Vec<KernelUse> {
 pub(crate) fn prefill_benches() -> Vec<BenchCase> {
     let mut v = Vec::new();
     for (dt, n, hq, hkv, d, quick) in [
-        (DType::F16, 64, 4, 2, 64, true),
-        (DType::F16, 1024, 32, 8, 128, false),
-        (DType::BF16, 2048, 32, 8, 128, false),
-        (DType::BF16, 4096, 32, 8, 128, false),
-        (DType::BF16, 2048, 16, 16, 64, false),
-        (DType::BF16, 2048, 16, 2, 256, false),
+        (F16, 64, 4, 2, 64, true),
+        (F16, 1024, 32, 8, 128, false),
+        (BF16, 2048, 32, 8, 128, false),
+        (BF16, 4096, 32, 8, 128, false),
+        (BF16, 2048, 16, 16, 64, false),
+        (BF16, 2048, 16, 2, 256, false),
     ] {
         let es = dt.size_bytes();
         v.push(BenchCase {
@@ -211,8 +176,7 @@ pub(crate) fn prefill_benches() -> Vec<BenchCase> {
             quick,
             prepare: Box::new(move |ctx, rng| {
                 let t = qkv(ctx, rng, dt, &[n, hq, d], &[n, hkv, d])?;
-                let want =
-                    reference::prefill(&t.qv, &t.kv, &t.vv, n, n, hq, hkv, d, scale_of(d), true);
+                let want = prefill_reference(&t, [n, n, hq, hkv, d], true);
                 let (c, out) = (ctx.clone(), t.out.clone());
                 Ok(PreparedBench {
                     launch: Box::new(move || {

@@ -9,7 +9,10 @@ use crate::elementwise::gated::{
     act_mul, act_mul_kernel, act_mul_packed, act_mul_packed_kernel, gelu_mul, gelu_mul_packed,
     silu_mul, silu_mul_packed, vec_width, GeluApproximation,
 };
-use crate::testing::BadCall;
+use tessera_runtime::{Context, Tensor};
+
+/// Builds a refused call's tensors: the output it must leave untouched, and the call.
+type BadCall = fn(&Context) -> Result<(Tensor, Refused), String>;
 
 /// One op's name, its activation and the f64 activation of the reference.
 #[derive(Clone, Copy)]
@@ -67,7 +70,11 @@ fn separate(g: Gated, dtype: DType, shape: Vec<usize>) -> Case {
             let out = ctx.full_nan(dtype, &shape).map_err(err)?;
             act_mul(g.op, ctx, &gate, &up, &out, g.act).map_err(err)?;
             let got = out.to_f64_vec().map_err(err)?;
-            compare(&got, &reference::act_mul(g.f, &gv, &uv), accuracy(g.op, dtype)?)
+            compare(
+                &got,
+                &reference::act_mul(g.f, &gv, &uv),
+                accuracy(g.op, dtype)?,
+            )
         }),
     }
 }
@@ -119,7 +126,12 @@ fn non_finite(g: Gated, dtype: DType) -> Case {
                 .zip(&uv)
                 .map(|(a, b)| !a.is_finite() || !b.is_finite())
                 .collect();
-            compare_non_finite(&got, &touched, |i| (g.f)(gv[i]) * uv[i], accuracy(g.op, dtype)?)
+            compare_non_finite(
+                &got,
+                &touched,
+                |i| (g.f)(gv[i]) * uv[i],
+                accuracy(g.op, dtype)?,
+            )
         }),
     }
 }

@@ -209,28 +209,20 @@ pub(crate) fn decode_benches() -> Vec<BenchCase> {
                     b,
                     shape: qwen(),
                 };
-                v.push(BenchCase {
-                    op: "gdn_decode_step",
-                    kernel: "gdn_decode_kernel",
-                    dtype: t,
-                    shape: d.name(),
-                    bytes: decode_bytes(d),
-                    flops: (4 * b * qwen().state_len()) as u64,
-                    quick: b == 1,
-                    prepare: Box::new(move |ctx, rng| {
-                        let set = decode_set(ctx, rng, d)?;
-                        let (c, scale) = (ctx.clone(), set.scale);
-                        let output = set.t[7].clone();
-                        let tensors = set.t;
-                        Ok(PreparedBench {
-                            launch: Box::new(move || {
-                                gdn_decode_step(&c, &decode_args(&tensors), scale).map_err(err)
-                            }),
-                            output,
-                            reference: set.want_o,
-                        })
-                    }),
-                });
+                let names = ("gdn_decode_step", "gdn_decode_kernel");
+                v.push(decode_bench(names, d, move |ctx, rng| {
+                    let set = decode_set(ctx, rng, d)?;
+                    let (c, scale) = (ctx.clone(), set.scale);
+                    let output = set.t[7].clone();
+                    let tensors = set.t;
+                    Ok(PreparedBench {
+                        launch: Box::new(move || {
+                            gdn_decode_step(&c, &decode_args(&tensors), scale).map_err(err)
+                        }),
+                        output,
+                        reference: set.want_o,
+                    })
+                }));
             }
         }
     }

@@ -237,35 +237,22 @@ pub(crate) fn prep_benches() -> Vec<BenchCase> {
                 b,
                 shape: qwen(),
             };
-            v.push(BenchCase {
-                op: "gdn_prep_decode_step",
-                kernel: "gdn_prep_decode_kernel",
-                dtype: t,
-                shape: d.name(),
-                bytes: decode_bytes(d),
-                flops: (4 * b * qwen().state_len()) as u64,
-                quick: b == 1,
-                prepare: Box::new(move |ctx, rng| {
-                    let set = prep_set(ctx, rng, d)?;
-                    let (c, scale) = (ctx.clone(), set.scale);
-                    let output = set.t[9].clone();
-                    let tensors = set.t;
-                    Ok(PreparedBench {
-                        launch: Box::new(move || {
-                            gdn_prep_decode_step(
-                                &c,
-                                &prep_args(&tensors),
-                                pshape(d.shape),
-                                EPS,
-                                scale,
-                            )
-                            .map_err(err)
-                        }),
-                        output,
-                        reference: set.want_o,
-                    })
-                }),
-            });
+            let names = ("gdn_prep_decode_step", "gdn_prep_decode_kernel");
+            v.push(decode_bench(names, d, move |ctx, rng| {
+                let set = prep_set(ctx, rng, d)?;
+                let (c, scale) = (ctx.clone(), set.scale);
+                let output = set.t[9].clone();
+                let tensors = set.t;
+                let launch = move || {
+                    let shape = pshape(d.shape);
+                    gdn_prep_decode_step(&c, &prep_args(&tensors), shape, EPS, scale).map_err(err)
+                };
+                Ok(PreparedBench {
+                    launch: Box::new(launch),
+                    output,
+                    reference: set.want_o,
+                })
+            }));
         }
     }
     v

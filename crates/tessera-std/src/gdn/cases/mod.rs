@@ -169,6 +169,26 @@ fn all_cfgs() -> Vec<(usize, GdnShape)> {
     c
 }
 
+/// A decode-step bench of `op` at `d` (quick at batch 1): `prepare` makes its tensors and
+/// the launch.
+fn decode_bench(
+    (op, kernel): (&'static str, &'static str),
+    d: Dec,
+    prepare: impl Fn(&Context, &mut CaseRng) -> Result<PreparedBench, String> + Send + Sync + 'static,
+) -> BenchCase {
+    BenchCase {
+        op,
+        kernel,
+        dtype: d.t,
+        shape: d.name(),
+        bytes: decode_bytes(d),
+        flops: (4 * d.b * d.shape.state_len()) as u64,
+        quick: d.b == 1,
+        prepare: Box::new(prepare),
+    }
+}
+
+/// The state read and written once, the activations once.
 fn decode_bytes(d: Dec) -> u64 {
     let s = d.shape;
     let state = 2 * d.b * s.state_len() * d.s.size_bytes();

@@ -3,40 +3,32 @@
 
 use super::*;
 
-fn gated_case(dtype: DType, rows: usize, n: usize) -> Case {
-    Case {
-        op: "gated_mixer_norm",
-        kind: CaseKind::Correctness,
-        dtype: Some(dtype),
-        name: format!("rows={rows} n={n}"),
-        run: Box::new(move |ctx, rng| {
-            let (y, yv) = random_tensor(ctx, rng, DType::F32, &[rows, n], -3.0, 3.0)?;
-            let (z, zv) = random_tensor(ctx, rng, dtype, &[rows, n], -4.0, 4.0)?;
-            let (w, wv) = random_tensor(ctx, rng, dtype, &[n], 0.5, 1.5)?;
-            let out = ctx.full_nan(dtype, &[rows, n]).map_err(err)?;
-            gated_mixer_norm(ctx, &y, &z, &w, &out, EPS).map_err(err)?;
-            let got = out.to_f64_vec().map_err(err)?;
-            let want = reference::gated_mixer_norm(&yv, &zv, &wv, n, EPS as f64);
-            compare(&got, &want, accuracy("gated_mixer_norm", dtype)?)
-        }),
-    }
+fn gated_prepare(ctx: &Context, rng: &mut CaseRng, dt: DType, [rows, n]: [usize; 2]) -> Prepared {
+    let (y, yv) = random_tensor(ctx, rng, DType::F32, &[rows, n], -3.0, 3.0)?;
+    let (z, zv) = random_tensor(ctx, rng, dt, &[rows, n], -4.0, 4.0)?;
+    let (w, wv) = random_tensor(ctx, rng, dt, &[n], 0.5, 1.5)?;
+    let out = ctx.full_nan(dt, &[rows, n]).map_err(err)?;
+    let (c, o) = (ctx.clone(), out.clone());
+    Ok(RowRun {
+        launch: Box::new(move || gated_mixer_norm(&c, &y, &z, &w, &o, EPS).map_err(err)),
+        outputs: vec![(
+            out,
+            reference::gated_mixer_norm(&yv, &zv, &wv, n, EPS as f64),
+        )],
+    })
 }
 
 type GatedInputs = fn(&Context) -> Result<[Tensor; 4], String>;
 
 fn gated_reject(what: &str, reason: &'static str, inputs: GatedInputs) -> Case {
-    Case {
-        op: "gated_mixer_norm",
-        kind: CaseKind::Rejection,
-        dtype: None,
-        name: what.to_string(),
-        run: Box::new(move |ctx, _rng| {
-            let [y, z, w, out] = inputs(ctx)?;
-            expect_rejection(&out, reason, || {
-                gated_mixer_norm(ctx, &y, &z, &w, &out, EPS)
-            })
-        }),
-    }
+    rejection("gated_mixer_norm", what, reason, move |ctx| {
+        let [y, z, w, out] = inputs(ctx)?;
+        let (c, untouched) = (ctx.clone(), out.clone());
+        Ok((
+            untouched,
+            Box::new(move || gated_mixer_norm(&c, &y, &z, &w, &out, EPS)),
+        ))
+    })
 }
 
 fn gated_inputs(
@@ -56,12 +48,11 @@ fn gated_inputs(
 }
 
 pub(crate) fn gated_cases() -> Vec<Case> {
-    let mut v = Vec::new();
-    for t in FLOAT_DTYPES {
-        for (rows, n) in [(3, 128), (2, 4096), (4, 512)] {
-            v.push(gated_case(t, rows, n));
-        }
-    }
+    let mut v = row_cases(
+        "gated_mixer_norm",
+        &[(3, 128), (2, 4096), (4, 512)],
+        gated_prepare,
+    );
     v.push(gated_reject("y not f32", "`y` must be f32", |ctx| {
         gated_inputs(ctx, DType::F16, DType::F16, 128, 2, 128)
     }));
@@ -99,35 +90,10 @@ pub(crate) fn gated_cases() -> Vec<Case> {
 }
 
 pub(crate) fn gated_benches() -> Vec<BenchCase> {
-    let mut v = Vec::new();
-    for t in FLOAT_DTYPES {
-        for (rows, n, quick) in [(64, 128, true), (32768, 128, false), (8192, 4096, false)] {
-            v.push(BenchCase {
-                op: "gated_mixer_norm",
-                kernel: "gated_mixer_norm_kernel",
-                dtype: t,
-                shape: format!("rows={rows} n={n}"),
-                bytes: (rows * n * (4 + 2 * t.size_bytes()) + n * t.size_bytes()) as u64,
-                flops: 0,
-                quick,
-                prepare: Box::new(move |ctx, rng| {
-                    let (y, yv) = random_tensor(ctx, rng, DType::F32, &[rows, n], -3.0, 3.0)?;
-                    let (z, zv) = random_tensor(ctx, rng, t, &[rows, n], -4.0, 4.0)?;
-                    let (w, wv) = random_tensor(ctx, rng, t, &[n], 0.5, 1.5)?;
-                    let out = ctx.full_nan(t, &[rows, n]).map_err(err)?;
-                    let (c, o) = (ctx.clone(), out.clone());
-                    Ok(PreparedBench {
-                        launch: Box::new(move || {
-                            gated_mixer_norm(&c, &y, &z, &w, &o, EPS).map_err(err)
-                        }),
-                        output: out,
-                        reference: reference::gated_mixer_norm(&yv, &zv, &wv, n, EPS as f64),
-                    })
-                }),
-            });
-        }
-    }
-    v
+    let shapes = [(64, 128, true), (32768, 128, false), (8192, 4096, false)];
+    let bytes = |t: DType, rows, n| rows * n * (4 + 2 * t.size_bytes()) + n * t.size_bytes();
+    let names = ("gated_mixer_norm", "gated_mixer_norm_kernel");
+    row_benches(names, bytes, &shapes, gated_prepare)
 }
 
 pub(crate) fn gated_mixer_norm_kernels() -> Vec<KernelUse> {

@@ -19,11 +19,13 @@ use super::softmax::{logsumexp, logsumexp_kernel, softmax, softmax_kernel};
 use crate::error::OpError;
 use crate::registry::{BenchCase, Case, CaseKind, KernelUse, PreparedBench};
 use crate::testing::{
-    accuracy, compare, err, expect_rejection, random_tensor, rejection, zeros, CaseRng, Refused,
+    accuracy, compare, err, kernel_use, merge, random_tensor, rejection, rejection_of, replaced,
+    zeros, zeros_of, CaseRng, Spec,
 };
 use crate::validate::FLOAT_DTYPES;
-use tessera_ir::{KernelDef, Literal, Specialization};
+use tessera_ir::KernelDef;
 use tessera_runtime::{Context, DType, Tensor};
+use DType::{F16, F32, U32};
 
 pub(super) type RmsFn = fn(&Context, &Tensor, &Tensor, &Tensor, f32) -> Result<(), OpError>;
 
@@ -50,26 +52,49 @@ pub(super) fn rms_case(op: &'static str, f: RmsFn, dtype: DType, rows: usize, n:
     }
 }
 
-/// Inputs for a rejection case: (x, w, out, eps), any of them deliberately wrong.
-type BadInputs = fn(&Context, &mut CaseRng) -> Result<(Tensor, Tensor, Tensor, f32), String>;
+/// How an RMSNorm rejection spoils the good call (random f32 x [2, 128] and w [128], a
+/// NaN-poisoned out, eps [`EPS`]): another `w`, another `out`, another eps, `out` being
+/// `x`, or zero tensors `[x, w, out]` of its own.
+#[derive(Clone, Copy)]
+enum Spoil {
+    W(Spec),
+    Out(Spec),
+    Eps(f32),
+    OutIsX,
+    Zeros([Spec; 3]),
+}
 
+/// The spoiled call's `(x, w, out, eps)`.
+fn spoiled(ctx: &Context, rng: &mut CaseRng, spoil: Spoil) -> Result<RmsCall, String> {
+    if let Spoil::Zeros(specs) = spoil {
+        let [x, w, out] = zeros_of(ctx, specs)?;
+        return Ok((x, w, out, EPS));
+    }
+    let (x, w, out) = good(ctx, rng, 2, 128)?;
+    Ok(match spoil {
+        Spoil::W((dt, shape)) => (x, zeros(ctx, dt, shape)?, out, EPS),
+        Spoil::Out((dt, shape)) => (x, w, ctx.full_nan(dt, shape).map_err(err)?, EPS),
+        Spoil::Eps(eps) => (x, w, out, eps),
+        Spoil::OutIsX => (x.clone(), w, x, EPS),
+        Spoil::Zeros(_) => return Err("zero tensors are made above".into()),
+    })
+}
+
+/// An RMSNorm call's `(x, w, out, eps)`.
+type RmsCall = (Tensor, Tensor, Tensor, f32);
+
+/// A rejection of `f` called with the `(x, w, out, eps)` that `inputs` makes.
 fn rms_reject(
-    op: &'static str,
-    f: RmsFn,
+    (op, f): (&'static str, RmsFn),
     what: &str,
     reason: &'static str,
-    inputs: BadInputs,
+    inputs: impl Fn(&Context, &mut CaseRng) -> Result<RmsCall, String> + Send + Sync + 'static,
 ) -> Case {
-    Case {
-        op,
-        kind: CaseKind::Rejection,
-        dtype: None,
-        name: what.to_string(),
-        run: Box::new(move |ctx, rng| {
-            let (x, w, out, eps) = inputs(ctx, rng)?;
-            expect_rejection(&out, reason, || f(ctx, &x, &w, &out, eps))
-        }),
-    }
+    rejection_of(op, what, reason, move |ctx, rng| {
+        let (x, w, out, eps) = inputs(ctx, rng)?;
+        let (c, untouched) = (ctx.clone(), out.clone());
+        Ok((untouched, Box::new(move || f(&c, &x, &w, &out, eps))))
+    })
 }
 
 fn good(
@@ -84,146 +109,83 @@ fn good(
     Ok((x, w, out))
 }
 
+/// Zero u32 tensors of the good call's shapes.
+const INTEGER: [Spec; 3] = [(U32, &[2, 128]), (U32, &[128]), (U32, &[2, 128])];
+/// An input with no rows.
+const NO_ROWS: [Spec; 3] = [(F32, &[0, 128]), (F32, &[128]), (F32, &[0, 128])];
+/// A 0-d input.
+const SCALAR: [Spec; 3] = [(F32, &[]), (F32, &[1]), (F32, &[])];
+
 /// Rejections every RMSNorm entry point shares.
 pub(super) fn common_rejections(op: &'static str, f: RmsFn) -> Vec<Case> {
-    vec![
-        rms_reject(
-            op,
-            f,
+    use Spoil::*;
+    let table = [
+        (
             "weight length != n",
             "`w` must have shape [128]",
-            |ctx, rng| {
-                let (x, _, out) = good(ctx, rng, 2, 128)?;
-                let w = ctx.zeros(DType::F32, &[64]).map_err(err)?;
-                Ok((x, w, out, EPS))
-            },
+            W((F32, &[64])),
         ),
-        rms_reject(
-            op,
-            f,
+        (
             "out shape != x shape",
             "`out` must have shape [2, 128]",
-            |ctx, rng| {
-                let (x, w, _) = good(ctx, rng, 2, 128)?;
-                let out = ctx.full_nan(DType::F32, &[3, 128]).map_err(err)?;
-                Ok((x, w, out, EPS))
-            },
+            Out((F32, &[3, 128])),
         ),
-        rms_reject(
-            op,
-            f,
+        (
             "weight dtype != x dtype",
             "`w` must be f32",
-            |ctx, rng| {
-                let (x, _, out) = good(ctx, rng, 2, 128)?;
-                let w = ctx.zeros(DType::F16, &[128]).map_err(err)?;
-                Ok((x, w, out, EPS))
-            },
+            W((F16, &[128])),
         ),
-        rms_reject(
-            op,
-            f,
+        (
             "integer dtype",
             "`x` must be one of f32, f16, bf16",
-            |ctx, _rng| {
-                let x = ctx.zeros(DType::U32, &[2, 128]).map_err(err)?;
-                let w = ctx.zeros(DType::U32, &[128]).map_err(err)?;
-                let out = ctx.zeros(DType::U32, &[2, 128]).map_err(err)?;
-                Ok((x, w, out, EPS))
-            },
+            Zeros(INTEGER),
         ),
-        rms_reject(op, f, "eps is NaN", "`eps` must be finite", |ctx, rng| {
-            let (x, w, out) = good(ctx, rng, 2, 128)?;
-            Ok((x, w, out, f32::NAN))
-        }),
-        rms_reject(
-            op,
-            f,
-            "negative eps",
-            "`eps` must be finite and >= 0",
-            |ctx, rng| {
-                let (x, w, out) = good(ctx, rng, 2, 128)?;
-                Ok((x, w, out, -1e-5))
-            },
-        ),
-        rms_reject(op, f, "out aliases x", "`out` aliases `x`", |ctx, rng| {
-            let (x, w, _) = good(ctx, rng, 2, 128)?;
-            Ok((x.clone(), w, x, EPS))
-        }),
-        rms_reject(op, f, "no rows", "must not be empty", |ctx, _rng| {
-            let x = ctx.zeros(DType::F32, &[0, 128]).map_err(err)?;
-            let w = ctx.zeros(DType::F32, &[128]).map_err(err)?;
-            let out = ctx.zeros(DType::F32, &[0, 128]).map_err(err)?;
-            Ok((x, w, out, EPS))
-        }),
-        rms_reject(
-            op,
-            f,
-            "scalar input",
-            "at least one dimension",
-            |ctx, _rng| {
-                let x = ctx.zeros(DType::F32, &[]).map_err(err)?;
-                let w = ctx.zeros(DType::F32, &[1]).map_err(err)?;
-                let out = ctx.zeros(DType::F32, &[]).map_err(err)?;
-                Ok((x, w, out, EPS))
-            },
-        ),
-    ]
+        ("eps is NaN", "`eps` must be finite", Eps(f32::NAN)),
+        ("negative eps", "`eps` must be finite and >= 0", Eps(-1e-5)),
+        ("out aliases x", "`out` aliases `x`", OutIsX),
+        ("no rows", "must not be empty", Zeros(NO_ROWS)),
+        ("scalar input", "at least one dimension", Zeros(SCALAR)),
+    ];
+    let case = |(what, reason, spoil)| {
+        rms_reject((op, f), what, reason, move |ctx, rng| {
+            spoiled(ctx, rng, spoil)
+        })
+    };
+    table.into_iter().map(case).collect()
 }
 
 pub(super) fn length_rejection(op: &'static str, f: RmsFn, n: usize, reason: &'static str) -> Case {
-    Case {
-        op,
-        kind: CaseKind::Rejection,
-        dtype: None,
-        name: format!("n = {n} unsupported"),
-        run: Box::new(move |ctx, rng| {
+    rms_reject(
+        (op, f),
+        &format!("n = {n} unsupported"),
+        reason,
+        move |ctx, rng| {
             let (x, w, out) = good(ctx, rng, 2, n)?;
-            expect_rejection(&out, reason, || f(ctx, &x, &w, &out, EPS))
-        }),
-    }
+            Ok((x, w, out, EPS))
+        },
+    )
 }
 
 fn specs(def: &'static KernelDef, ns: &[u32]) -> Vec<KernelUse> {
     let mut v = Vec::new();
     for t in FLOAT_DTYPES {
         if ns.is_empty() {
-            v.push(KernelUse {
-                def,
-                spec: Specialization::new(vec![t], vec![]),
-            });
+            v.push(kernel_use(def, t, &[]));
         }
         for &n in ns {
-            v.push(KernelUse {
-                def,
-                spec: Specialization::new(vec![t], vec![Literal::U32(n)]),
-            });
+            v.push(kernel_use(def, t, &[n]));
         }
     }
     v
 }
 
-fn rms_bench(
-    op: &'static str,
-    kernel: &'static str,
+/// The bench of an RMSNorm entry point `f` at `[rows, n]`, with `tag` appended to the shape
+/// name (a layout variant of one shape).
+pub(super) fn rms_bench(
+    (op, kernel): (&'static str, &'static str),
     f: RmsFn,
     dtype: DType,
-    rows: usize,
-    n: usize,
-    quick: bool,
-) -> BenchCase {
-    rms_bench_named(op, kernel, f, dtype, rows, n, quick, "")
-}
-
-/// [`rms_bench`] with `tag` appended to the shape name (a layout variant of one shape).
-#[allow(clippy::too_many_arguments)]
-pub(super) fn rms_bench_named(
-    op: &'static str,
-    kernel: &'static str,
-    f: RmsFn,
-    dtype: DType,
-    rows: usize,
-    n: usize,
+    [rows, n]: [usize; 2],
     quick: bool,
     tag: &str,
 ) -> BenchCase {
@@ -256,13 +218,7 @@ pub(super) fn row_layout_uses(def: &'static KernelDef, ns: &[u32]) -> Vec<Kernel
     for t in FLOAT_DTYPES {
         for &n in ns {
             if let Some(VecLayout::Row { epl, vec, .. }) = vec_layout(t, n) {
-                v.push(KernelUse {
-                    def,
-                    spec: Specialization::new(
-                        vec![t],
-                        vec![Literal::U32(n), Literal::U32(epl), Literal::U32(vec)],
-                    ),
-                });
+                v.push(kernel_use(def, t, &[n, epl, vec]));
             }
         }
     }
@@ -276,61 +232,109 @@ pub(super) fn none_benches() -> Vec<BenchCase> {
 const SHAPES: [(usize, usize); 4] = [(3, 4096), (5, 100), (2, 5120), (7, 33)];
 
 fn uses(def: &'static KernelDef) -> Vec<KernelUse> {
-    FLOAT_DTYPES
-        .iter()
-        .map(|&t| KernelUse {
-            def,
-            spec: Specialization::new(vec![t], vec![]),
-        })
-        .collect()
+    FLOAT_DTYPES.map(|t| kernel_use(def, t, &[])).into()
 }
 
-/// Each output a case produced, with its reference.
-type Outputs = Result<Vec<(Vec<f64>, Vec<f64>)>, String>;
+/// A row op's call made ready: inputs uploaded, outputs poisoned with NaN, the launch, and
+/// each output with its f64 reference (the output a bench checks last).
+struct RowRun {
+    launch: Box<dyn FnMut() -> Result<(), String>>,
+    outputs: Vec<(Tensor, Vec<f64>)>,
+}
 
-/// Runs a case body and compares every output it returns with its reference.
-type Body = fn(&Context, &mut CaseRng, DType, usize, usize) -> Outputs;
+/// A prepared row op's call, or why it could not be prepared.
+type Prepared = Result<RowRun, String>;
 
-fn case(op: &'static str, dt: DType, rows: usize, n: usize, body: Body) -> Case {
+/// Prepares a row op's call over `[rows, n]` in a dtype.
+type Prepare = fn(&Context, &mut CaseRng, DType, [usize; 2]) -> Prepared;
+
+/// A correctness case: one launch, every output compared with its reference.
+fn case(op: &'static str, dt: DType, rows: usize, n: usize, prepare: Prepare) -> Case {
     Case {
         op,
         kind: CaseKind::Correctness,
         dtype: Some(dt),
         name: format!("rows={rows} n={n}"),
         run: Box::new(move |ctx, rng| {
+            let mut run = prepare(ctx, rng, dt, [rows, n])?;
+            (run.launch)()?;
             let mut total = crate::registry::Outcome::default();
-            for (got, want) in body(ctx, rng, dt, rows, n)? {
-                let o = compare(&got, &want, accuracy(op, dt)?)?;
-                total.checked += o.checked;
-                total.max_abs_err = total.max_abs_err.max(o.max_abs_err);
-                total.max_rel_err = total.max_rel_err.max(o.max_rel_err);
+            for (out, want) in &run.outputs {
+                let o = compare(&out.to_f64_vec().map_err(err)?, want, accuracy(op, dt)?)?;
+                total = merge(total, o);
             }
             Ok(total)
         }),
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn bench(
-    op: &'static str,
-    kernel: &'static str,
-    dt: DType,
-    rows: usize,
-    n: usize,
-    bytes_per_elem: usize,
-    quick: bool,
-    body: fn(&Context, &mut CaseRng, DType, usize, usize) -> Result<PreparedBench, String>,
-) -> BenchCase {
-    BenchCase {
-        op,
-        kernel,
-        dtype: dt,
-        shape: format!("rows={rows} n={n}"),
-        bytes: (rows * n * bytes_per_elem) as u64,
-        flops: 0,
-        quick,
-        prepare: Box::new(move |ctx, rng| body(ctx, rng, dt, rows, n)),
+/// The correctness cases of a row op: every float dtype at each of `shapes`.
+fn row_cases(op: &'static str, shapes: &[(usize, usize)], prepare: Prepare) -> Vec<Case> {
+    let mut v = Vec::new();
+    for dt in FLOAT_DTYPES {
+        for &(rows, n) in shapes {
+            v.push(case(op, dt, rows, n, prepare));
+        }
     }
+    v
+}
+
+/// The benches of a row op in every float dtype at each `(rows, n, quick)`, moving
+/// `bytes(dtype, rows, n)` bytes; the last output of the prepared call is the one checked
+/// after timing.
+fn row_benches(
+    (op, kernel): (&'static str, &'static str),
+    bytes: fn(DType, usize, usize) -> usize,
+    shapes: &[(usize, usize, bool)],
+    prepare: Prepare,
+) -> Vec<BenchCase> {
+    let mut v = Vec::new();
+    for dt in FLOAT_DTYPES {
+        for &(rows, n, quick) in shapes {
+            v.push(BenchCase {
+                op,
+                kernel,
+                dtype: dt,
+                shape: format!("rows={rows} n={n}"),
+                bytes: bytes(dt, rows, n) as u64,
+                flops: 0,
+                quick,
+                prepare: Box::new(move |ctx, rng| {
+                    prepared_bench(prepare(ctx, rng, dt, [rows, n])?)
+                }),
+            });
+        }
+    }
+    v
+}
+
+/// A prepared call as a bench: its launch, and its last output with that output's reference.
+fn prepared_bench(mut run: RowRun) -> Result<PreparedBench, String> {
+    let (output, reference) = run.outputs.pop().ok_or("the call has no output")?;
+    Ok(PreparedBench {
+        launch: run.launch,
+        output,
+        reference,
+    })
+}
+
+/// A two-tensor row op (`softmax`, `logsumexp`): `f(ctx, x, out)`.
+type UnaryFn = fn(&Context, &Tensor, &Tensor) -> Result<(), OpError>;
+
+/// A rejection listed in a table: what is wrong, the reason the op must give, and the specs
+/// of the tensors it is called with.
+type Bad<const N: usize> = (&'static str, &'static str, [Spec; N]);
+
+/// The rejections of a two-tensor row op, each called with zero tensors of its `[x, out]`.
+fn unary_rejections(op: &'static str, f: UnaryFn, table: &[Bad<2>]) -> Vec<Case> {
+    let case = |&(what, reason, specs): &Bad<2>| {
+        rejection(op, what, reason, move |ctx| {
+            let [x, out] = zeros_of(ctx, specs)?;
+            let c = ctx.clone();
+            Ok((out.clone(), Box::new(move || f(&c, &x, &out))))
+        })
+    };
+    table.iter().map(case).collect()
 }
 
 /// The cases of one RMSNorm entry point: correctness over every float dtype at each of
@@ -369,18 +373,11 @@ fn vec_specs(ns: &[u32]) -> Vec<KernelUse> {
     for t in FLOAT_DTYPES {
         for &n in ns {
             if let Some(VecLayout::Rows { epl, vec, lg }) = vec_layout(t, n) {
-                v.push(KernelUse {
-                    def: &rms_norm_rows_kernel::DEF,
-                    spec: Specialization::new(
-                        vec![t],
-                        vec![
-                            Literal::U32(n),
-                            Literal::U32(epl),
-                            Literal::U32(vec),
-                            Literal::U32(lg),
-                        ],
-                    ),
-                });
+                v.push(kernel_use(
+                    &rms_norm_rows_kernel::DEF,
+                    t,
+                    &[n, epl, vec, lg],
+                ));
             }
         }
     }

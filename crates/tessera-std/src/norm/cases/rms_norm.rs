@@ -16,62 +16,26 @@ pub(crate) fn rms_norm_kernels() -> Vec<KernelUse> {
 }
 
 pub(crate) fn rms_norm_benches() -> Vec<BenchCase> {
+    let shapes = [
+        ("rms_norm_vec_kernel", [64, 4096], true),
+        ("rms_norm_rows_kernel", [256, 128], true),
+        ("rms_norm_vec_kernel", [1, 4096], false),
+        ("rms_norm_vec_kernel", [8192, 4096], false),
+        ("rms_norm_rows_kernel", [32768, 128], false),
+        ("rms_norm_vec_kernel", [4096, 8192], false),
+    ];
     let mut v = Vec::new();
     for t in FLOAT_DTYPES {
-        v.push(rms_bench(
-            "rms_norm",
-            "rms_norm_vec_kernel",
-            rms_norm,
-            t,
-            64,
-            4096,
-            true,
-        ));
-        v.push(rms_bench(
-            "rms_norm",
-            "rms_norm_rows_kernel",
-            rms_norm,
-            t,
-            256,
-            128,
-            true,
-        ));
-        v.push(rms_bench(
-            "rms_norm",
-            "rms_norm_vec_kernel",
-            rms_norm,
-            t,
-            1,
-            4096,
-            false,
-        ));
-        v.push(rms_bench(
-            "rms_norm",
-            "rms_norm_vec_kernel",
-            rms_norm,
-            t,
-            8192,
-            4096,
-            false,
-        ));
-        v.push(rms_bench(
-            "rms_norm",
-            "rms_norm_rows_kernel",
-            rms_norm,
-            t,
-            32768,
-            128,
-            false,
-        ));
-        v.push(rms_bench(
-            "rms_norm",
-            "rms_norm_vec_kernel",
-            rms_norm,
-            t,
-            4096,
-            8192,
-            false,
-        ));
+        for (kernel, shape, quick) in shapes {
+            v.push(rms_bench(
+                ("rms_norm", kernel),
+                rms_norm,
+                t,
+                shape,
+                quick,
+                "",
+            ));
+        }
     }
     v
 }

@@ -2,9 +2,7 @@
 //! threadgroup walk several rows (and a partial last step), the specialisations, and the
 //! benchmark shapes with the grid at several resident-threadgroup counts.
 
-use super::{
-    common_rejections, length_rejection, rms_bench_named, rms_case, row_layout_uses, RmsFn,
-};
+use super::{common_rejections, length_rejection, rms_bench, rms_case, row_layout_uses, RmsFn};
 use crate::error::OpError;
 use crate::norm::rms_norm_pipe::{rms_norm_pipe, rms_norm_pipe_kernel, rms_norm_pipe_on};
 use crate::norm::rms_norm_vec::rms_norm_vec;
@@ -72,16 +70,8 @@ pub(crate) fn pipe_benches() -> Vec<BenchCase> {
     for t in FLOAT_DTYPES {
         for (rows, n) in [(8192, 4096), (4096, 8192), (64, 4096)] {
             for (f, tag) in variants {
-                v.push(rms_bench_named(
-                    "rms_norm_pipe",
-                    "rms_norm_pipe_kernel",
-                    f,
-                    t,
-                    rows,
-                    n,
-                    false,
-                    tag,
-                ));
+                let names = ("rms_norm_pipe", "rms_norm_pipe_kernel");
+                v.push(rms_bench(names, f, t, [rows, n], false, tag));
             }
         }
     }

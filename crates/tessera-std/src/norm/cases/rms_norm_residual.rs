@@ -3,44 +3,38 @@
 
 use super::*;
 use crate::norm::row_reference as reference;
+use DType::F16;
 
 /// Shapes of the residual RMSNorm only: row walks longer than the resident grid on a small
 /// device, one row of the widest layout.
 const RESIDUAL_SHAPES: [(usize, usize); 2] = [(37, 4096), (1, 8192)];
 
-fn residual_body(ctx: &Context, rng: &mut CaseRng, dt: DType, rows: usize, n: usize) -> Outputs {
+/// The residual RMSNorm's call with the pipelined grid at `groups` threadgroups (`None`:
+/// the device's resident count); outputs `sum`, then `out`.
+fn residual_run(
+    ctx: &Context,
+    rng: &mut CaseRng,
+    dt: DType,
+    [rows, n]: [usize; 2],
+    groups: Option<u32>,
+) -> Result<RowRun, String> {
     let (x, xv) = random_tensor(ctx, rng, dt, &[rows, n], -2.0, 2.0)?;
     let (r, rv) = random_tensor(ctx, rng, dt, &[rows, n], -2.0, 2.0)?;
     let (w, wv) = random_tensor(ctx, rng, dt, &[n], 0.5, 1.5)?;
     let sum = ctx.full_nan(dt, &[rows, n]).map_err(err)?;
     let out = ctx.full_nan(dt, &[rows, n]).map_err(err)?;
-    rms_norm_residual(ctx, &x, &r, &w, &sum, &out, EPS).map_err(err)?;
+    let (c, s, o) = (ctx.clone(), sum.clone(), out.clone());
     let (ws, wo) = reference::rms_norm_residual(&xv, &rv, &wv, n, EPS as f64);
-    Ok(vec![
-        (sum.to_f64_vec().map_err(err)?, ws),
-        (out.to_f64_vec().map_err(err)?, wo),
-    ])
+    Ok(RowRun {
+        launch: Box::new(move || {
+            rms_norm_residual_on(&c, &x, &r, &w, &s, &o, EPS, groups).map_err(err)
+        }),
+        outputs: vec![(sum, ws), (out, wo)],
+    })
 }
 
-fn residual_bad(
-    ctx: &Context,
-    r_shape: &[usize],
-    alias_sum: bool,
-) -> Result<(Tensor, Refused), String> {
-    let x = zeros(ctx, DType::F16, &[2, 64])?;
-    let r = zeros(ctx, DType::F16, r_shape)?;
-    let w = zeros(ctx, DType::F16, &[64])?;
-    let out = zeros(ctx, DType::F16, &[2, 64])?;
-    let sum = if alias_sum {
-        x.clone()
-    } else {
-        zeros(ctx, DType::F16, &[2, 64])?
-    };
-    let c = ctx.clone();
-    Ok((
-        out.clone(),
-        Box::new(move || rms_norm_residual(&c, &x, &r, &w, &sum, &out, EPS)),
-    ))
+fn residual_prepare(ctx: &Context, rng: &mut CaseRng, dt: DType, shape: [usize; 2]) -> Prepared {
+    residual_run(ctx, rng, dt, shape, None)
 }
 
 pub(crate) fn residual_kernels() -> Vec<KernelUse> {
@@ -52,158 +46,117 @@ pub(crate) fn residual_kernels() -> Vec<KernelUse> {
     v
 }
 
-pub(crate) fn residual_cases() -> Vec<Case> {
-    let mut v = Vec::new();
-    for dt in FLOAT_DTYPES {
-        for (rows, n) in SHAPES.into_iter().chain(RESIDUAL_SHAPES) {
-            v.push(case("rms_norm_residual", dt, rows, n, residual_body));
-        }
-    }
-    v.push(rejection(
-        "rms_norm_residual",
-        "residual shape != x shape",
-        "`residual` must have shape [2, 64]",
-        |ctx| residual_bad(ctx, &[3, 64], false),
-    ));
-    v.push(rejection(
-        "rms_norm_residual",
-        "sum aliases x",
-        "`sum` aliases an input",
-        |ctx| residual_bad(ctx, &[2, 64], true),
-    ));
-    v.push(rejection(
-        "rms_norm_residual",
-        "residual dtype",
-        "`residual` must be f16",
-        |ctx| {
-            let x = zeros(ctx, DType::F16, &[2, 64])?;
-            let r = zeros(ctx, DType::F32, &[2, 64])?;
-            let w = zeros(ctx, DType::F16, &[64])?;
-            let (sum, out) = (
-                zeros(ctx, DType::F16, &[2, 64])?,
-                zeros(ctx, DType::F16, &[2, 64])?,
-            );
-            let c = ctx.clone();
-            Ok((
-                out.clone(),
-                Box::new(move || rms_norm_residual(&c, &x, &r, &w, &sum, &out, EPS)),
-            ))
-        },
-    ));
-    v.push(rejection(
-        "rms_norm_residual",
-        "sum shape",
-        "`sum` must have shape [2, 64]",
-        |ctx| {
-            let x = zeros(ctx, DType::F16, &[2, 64])?;
-            let r = zeros(ctx, DType::F16, &[2, 64])?;
-            let w = zeros(ctx, DType::F16, &[64])?;
-            let (sum, out) = (
-                zeros(ctx, DType::F16, &[64])?,
-                zeros(ctx, DType::F16, &[2, 64])?,
-            );
-            let c = ctx.clone();
-            Ok((
-                out.clone(),
-                Box::new(move || rms_norm_residual(&c, &x, &r, &w, &sum, &out, EPS)),
-            ))
-        },
-    ));
-    v.push(rejection(
-        "rms_norm_residual",
-        "weight length != n",
-        "`w` must have shape [64]",
-        |ctx| {
-            let x = zeros(ctx, DType::F16, &[2, 64])?;
-            let r = zeros(ctx, DType::F16, &[2, 64])?;
-            let w = zeros(ctx, DType::F16, &[32])?;
-            let (sum, out) = (
-                zeros(ctx, DType::F16, &[2, 64])?,
-                zeros(ctx, DType::F16, &[2, 64])?,
-            );
-            let c = ctx.clone();
-            Ok((
-                out.clone(),
-                Box::new(move || rms_norm_residual(&c, &x, &r, &w, &sum, &out, EPS)),
-            ))
-        },
-    ));
-    v.push(rejection(
-        "rms_norm_residual",
-        "out aliases residual",
-        "`out` aliases `residual`",
-        |ctx| {
-            let x = zeros(ctx, DType::F16, &[2, 64])?;
-            let r = zeros(ctx, DType::F16, &[2, 64])?;
-            let w = zeros(ctx, DType::F16, &[64])?;
-            let sum = zeros(ctx, DType::F16, &[2, 64])?;
-            let out = r.clone();
-            let c = ctx.clone();
-            Ok((
-                r.clone(),
-                Box::new(move || rms_norm_residual(&c, &x, &r, &w, &sum, &out, EPS)),
-            ))
-        },
-    ));
-    v.push(rejection(
-        "rms_norm_residual",
-        "eps is NaN",
-        "`eps` must be finite",
-        |ctx| {
-            let x = zeros(ctx, DType::F16, &[2, 64])?;
-            let r = zeros(ctx, DType::F16, &[2, 64])?;
-            let w = zeros(ctx, DType::F16, &[64])?;
-            let (sum, out) = (
-                zeros(ctx, DType::F16, &[2, 64])?,
-                zeros(ctx, DType::F16, &[2, 64])?,
-            );
-            let c = ctx.clone();
-            Ok((
-                out.clone(),
-                Box::new(move || rms_norm_residual(&c, &x, &r, &w, &sum, &out, f32::NAN)),
-            ))
-        },
-    ));
-    v.push(rejection(
-        "rms_norm_residual",
-        "integer dtype",
-        "`x` must be one of f32, f16, bf16",
-        |ctx| {
-            let x = zeros(ctx, DType::U32, &[2, 64])?;
-            let w = zeros(ctx, DType::U32, &[64])?;
-            let (r, sum, out) = (
-                x.clone(),
-                zeros(ctx, DType::U32, &[2, 64])?,
-                zeros(ctx, DType::U32, &[2, 64])?,
-            );
-            let c = ctx.clone();
-            Ok((
-                out.clone(),
-                Box::new(move || rms_norm_residual(&c, &x, &r, &w, &sum, &out, EPS)),
-            ))
-        },
-    ));
-    v
+/// f16 x [2, 64] with residual, weight, sum and out: what each rejection changes one thing of.
+const RESIDUAL_GOOD: [Spec; 5] = [
+    (F16, &[2, 64]),
+    (F16, &[2, 64]),
+    (F16, &[64]),
+    (F16, &[2, 64]),
+    (F16, &[2, 64]),
+];
+
+/// Makes one of `[x, residual, w, sum, out]` another of them.
+type Alias = fn([Tensor; 5]) -> [Tensor; 5];
+
+/// A rejection of `rms_norm_residual` over zero tensors of `specs`, after `alias` (if any)
+/// has made one of them another; the call must leave the tensor at `watched` untouched.
+fn residual_rejection(
+    (what, reason, specs): Bad<5>,
+    alias: Option<Alias>,
+    watched: usize,
+    eps: f32,
+) -> Case {
+    rejection("rms_norm_residual", what, reason, move |ctx| {
+        let tensors = zeros_of(ctx, specs)?;
+        let [x, r, w, sum, out] = alias.map_or(tensors.clone(), |a| a(tensors));
+        let untouched = [&x, &r, &w, &sum, &out][watched].clone();
+        let c = ctx.clone();
+        let call = move || rms_norm_residual(&c, &x, &r, &w, &sum, &out, eps);
+        Ok((untouched, Box::new(call)))
+    })
 }
 
-fn residual_bench_body(
-    ctx: &Context,
-    rng: &mut CaseRng,
-    dt: DType,
-    rows: usize,
-    n: usize,
-) -> Result<PreparedBench, String> {
-    let (x, xv) = random_tensor(ctx, rng, dt, &[rows, n], -2.0, 2.0)?;
-    let (r, rv) = random_tensor(ctx, rng, dt, &[rows, n], -2.0, 2.0)?;
-    let (w, wv) = random_tensor(ctx, rng, dt, &[n], 0.5, 1.5)?;
-    let sum = ctx.full_nan(dt, &[rows, n]).map_err(err)?;
-    let out = ctx.full_nan(dt, &[rows, n]).map_err(err)?;
-    let (c, o) = (ctx.clone(), out.clone());
-    Ok(PreparedBench {
-        launch: Box::new(move || rms_norm_residual(&c, &x, &r, &w, &sum, &o, EPS).map_err(err)),
-        output: out,
-        reference: reference::rms_norm_residual(&xv, &rv, &wv, n, EPS as f64).1,
-    })
+pub(crate) fn residual_cases() -> Vec<Case> {
+    let shapes: Vec<_> = SHAPES.into_iter().chain(RESIDUAL_SHAPES).collect();
+    let mut v = row_cases("rms_norm_residual", &shapes, residual_prepare);
+    let u32s = RESIDUAL_GOOD.map(|(_, shape)| (DType::U32, shape));
+    let sum_is_x: Alias = |[x, r, w, _, out]| [x.clone(), r, w, x, out];
+    let out_is_residual: Alias = |[x, r, w, sum, _]| [x, r.clone(), w, sum, r];
+    let residual_is_x: Alias = |[x, _, w, sum, out]| [x.clone(), x, w, sum, out];
+    let table: [(Bad<5>, Option<Alias>, usize, f32); 8] = [
+        (
+            (
+                "residual shape != x shape",
+                "`residual` must have shape [2, 64]",
+                replaced(RESIDUAL_GOOD, 1, (F16, &[3, 64])),
+            ),
+            None,
+            4,
+            EPS,
+        ),
+        (
+            ("sum aliases x", "`sum` aliases an input", RESIDUAL_GOOD),
+            Some(sum_is_x),
+            4,
+            EPS,
+        ),
+        (
+            (
+                "residual dtype",
+                "`residual` must be f16",
+                replaced(RESIDUAL_GOOD, 1, (DType::F32, &[2, 64])),
+            ),
+            None,
+            4,
+            EPS,
+        ),
+        (
+            (
+                "sum shape",
+                "`sum` must have shape [2, 64]",
+                replaced(RESIDUAL_GOOD, 3, (F16, &[64])),
+            ),
+            None,
+            4,
+            EPS,
+        ),
+        (
+            (
+                "weight length != n",
+                "`w` must have shape [64]",
+                replaced(RESIDUAL_GOOD, 2, (F16, &[32])),
+            ),
+            None,
+            4,
+            EPS,
+        ),
+        (
+            (
+                "out aliases residual",
+                "`out` aliases `residual`",
+                RESIDUAL_GOOD,
+            ),
+            Some(out_is_residual),
+            1,
+            EPS,
+        ),
+        (
+            ("eps is NaN", "`eps` must be finite", RESIDUAL_GOOD),
+            None,
+            4,
+            f32::NAN,
+        ),
+        (
+            ("integer dtype", "`x` must be one of f32, f16, bf16", u32s),
+            Some(residual_is_x),
+            4,
+            EPS,
+        ),
+    ];
+    for (bad, alias, watched, eps) in table {
+        v.push(residual_rejection(bad, alias, watched, eps));
+    }
+    v
 }
 
 /// The 4096×4096 residual bench with the pipelined grid at one row per threadgroup.
@@ -218,61 +171,16 @@ fn residual_one_row_bench(dt: DType) -> BenchCase {
         flops: 0,
         quick: false,
         prepare: Box::new(move |ctx, rng| {
-            let (x, xv) = random_tensor(ctx, rng, dt, &[rows, n], -2.0, 2.0)?;
-            let (r, rv) = random_tensor(ctx, rng, dt, &[rows, n], -2.0, 2.0)?;
-            let (w, wv) = random_tensor(ctx, rng, dt, &[n], 0.5, 1.5)?;
-            let sum = ctx.full_nan(dt, &[rows, n]).map_err(err)?;
-            let out = ctx.full_nan(dt, &[rows, n]).map_err(err)?;
-            let (c, o) = (ctx.clone(), out.clone());
-            Ok(PreparedBench {
-                launch: Box::new(move || {
-                    rms_norm_residual_on(&c, &x, &r, &w, &sum, &o, EPS, Some(rows as u32))
-                        .map_err(err)
-                }),
-                output: out,
-                reference: reference::rms_norm_residual(&xv, &rv, &wv, n, EPS as f64).1,
-            })
+            prepared_bench(residual_run(ctx, rng, dt, [rows, n], Some(rows as u32))?)
         }),
     }
 }
 
 pub(crate) fn residual_benches() -> Vec<BenchCase> {
-    let mut v = Vec::new();
-    for dt in FLOAT_DTYPES {
-        v.push(residual_one_row_bench(dt));
-    }
-    for dt in FLOAT_DTYPES {
-        let es = dt.size_bytes();
-        v.push(bench(
-            "rms_norm_residual",
-            "rms_norm_residual_kernel",
-            dt,
-            16,
-            4096,
-            4 * es,
-            true,
-            residual_bench_body,
-        ));
-        v.push(bench(
-            "rms_norm_residual",
-            "rms_norm_residual_kernel",
-            dt,
-            4096,
-            4096,
-            4 * es,
-            false,
-            residual_bench_body,
-        ));
-        v.push(bench(
-            "rms_norm_residual",
-            "rms_norm_residual_kernel",
-            dt,
-            1,
-            8192,
-            4 * es,
-            false,
-            residual_bench_body,
-        ));
-    }
+    let mut v: Vec<BenchCase> = FLOAT_DTYPES.map(residual_one_row_bench).into();
+    let shapes = [(16, 4096, true), (4096, 4096, false), (1, 8192, false)];
+    let bytes = |dt: DType, rows, n| 4 * rows * n * dt.size_bytes();
+    let names = ("rms_norm_residual", "rms_norm_residual_kernel");
+    v.extend(row_benches(names, bytes, &shapes, residual_prepare));
     v
 }

@@ -4,249 +4,130 @@
 
 use super::*;
 use crate::norm::row_reference as reference;
+use DType::{F16, F32, I32, U32};
 
-fn softmax_body(ctx: &Context, rng: &mut CaseRng, dt: DType, rows: usize, n: usize) -> Outputs {
+/// The f64 reference of a row op over rows of `n`.
+type RowReference = fn(&[f64], usize) -> Vec<f64>;
+
+/// A two-tensor row op's call on random rows `x` in [-8, 8) of `dt` into a NaN-poisoned
+/// `out` of the dtype and shape `out`, checked against `want(x, n)`.
+fn unary_run(
+    (ctx, rng): (&Context, &mut CaseRng),
+    (dt, [rows, n]): (DType, [usize; 2]),
+    (f, want): (UnaryFn, RowReference),
+    out: (DType, &[usize]),
+) -> Prepared {
     let (x, xv) = random_tensor(ctx, rng, dt, &[rows, n], -8.0, 8.0)?;
-    let out = ctx.full_nan(dt, &[rows, n]).map_err(err)?;
-    softmax(ctx, &x, &out).map_err(err)?;
-    Ok(vec![(
-        out.to_f64_vec().map_err(err)?,
-        reference::softmax(&xv, n),
-    )])
+    let out = ctx.full_nan(out.0, out.1).map_err(err)?;
+    let (c, o) = (ctx.clone(), out.clone());
+    Ok(RowRun {
+        launch: Box::new(move || f(&c, &x, &o).map_err(err)),
+        outputs: vec![(out, want(&xv, n))],
+    })
+}
+
+fn softmax_prepare(ctx: &Context, rng: &mut CaseRng, dt: DType, shape: [usize; 2]) -> Prepared {
+    let ops = (softmax as UnaryFn, reference::softmax as RowReference);
+    unary_run((ctx, rng), (dt, shape), ops, (dt, &shape))
 }
 
 pub(crate) fn softmax_cases() -> Vec<Case> {
-    let mut v = Vec::new();
-    for dt in FLOAT_DTYPES {
-        for (rows, n) in SHAPES {
-            v.push(case("softmax", dt, rows, n, softmax_body));
-        }
-    }
-    v.push(rejection(
+    let mut v = row_cases("softmax", &SHAPES, softmax_prepare);
+    let ints = [(I32, &[2, 10][..]), (I32, &[2, 10])];
+    v.extend(unary_rejections(
         "softmax",
-        "out shape",
-        "`out` must have shape [2, 10]",
-        |ctx| {
-            let x = zeros(ctx, DType::F32, &[2, 10])?;
-            let out = zeros(ctx, DType::F32, &[20])?;
-            let c = ctx.clone();
-            Ok((out.clone(), Box::new(move || softmax(&c, &x, &out))))
-        },
-    ));
-    v.push(rejection(
-        "softmax",
-        "out dtype",
-        "`out` must be f16",
-        |ctx| {
-            let x = zeros(ctx, DType::F16, &[2, 10])?;
-            let out = zeros(ctx, DType::F32, &[2, 10])?;
-            let c = ctx.clone();
-            Ok((out.clone(), Box::new(move || softmax(&c, &x, &out))))
-        },
+        softmax,
+        &[
+            (
+                "out shape",
+                "`out` must have shape [2, 10]",
+                [(F32, &[2, 10]), (F32, &[20])],
+            ),
+            (
+                "out dtype",
+                "`out` must be f16",
+                [(F16, &[2, 10]), (F32, &[2, 10])],
+            ),
+            ("integer dtype", "`x` must be one of f32, f16, bf16", ints),
+            (
+                "empty row",
+                "must not be empty",
+                [(F32, &[2, 0]), (F32, &[2, 0])],
+            ),
+        ],
     ));
     v.push(rejection(
         "softmax",
         "in place",
         "`out` aliases `x`",
         |ctx| {
-            let x = zeros(ctx, DType::F32, &[2, 10])?;
-            let out = x.clone();
+            let x = zeros(ctx, F32, &[2, 10])?;
+            let (out, untouched) = (x.clone(), x.clone());
             let c = ctx.clone();
-            Ok((x.clone(), Box::new(move || softmax(&c, &x, &out))))
-        },
-    ));
-    v.push(rejection(
-        "softmax",
-        "integer dtype",
-        "`x` must be one of f32, f16, bf16",
-        |ctx| {
-            let x = zeros(ctx, DType::I32, &[2, 10])?;
-            let out = zeros(ctx, DType::I32, &[2, 10])?;
-            let c = ctx.clone();
-            Ok((out.clone(), Box::new(move || softmax(&c, &x, &out))))
-        },
-    ));
-    v.push(rejection(
-        "softmax",
-        "empty row",
-        "must not be empty",
-        |ctx| {
-            let x = zeros(ctx, DType::F32, &[2, 0])?;
-            let out = zeros(ctx, DType::F32, &[2, 0])?;
-            let c = ctx.clone();
-            Ok((out.clone(), Box::new(move || softmax(&c, &x, &out))))
+            Ok((untouched, Box::new(move || softmax(&c, &x, &out))))
         },
     ));
     v
-}
-
-fn softmax_bench_body(
-    ctx: &Context,
-    rng: &mut CaseRng,
-    dt: DType,
-    rows: usize,
-    n: usize,
-) -> Result<PreparedBench, String> {
-    let (x, xv) = random_tensor(ctx, rng, dt, &[rows, n], -8.0, 8.0)?;
-    let out = ctx.full_nan(dt, &[rows, n]).map_err(err)?;
-    let (c, o) = (ctx.clone(), out.clone());
-    Ok(PreparedBench {
-        launch: Box::new(move || softmax(&c, &x, &o).map_err(err)),
-        output: out,
-        reference: reference::softmax(&xv, n),
-    })
 }
 
 pub(crate) fn softmax_benches() -> Vec<BenchCase> {
-    let mut v = Vec::new();
-    for dt in FLOAT_DTYPES {
-        let es = dt.size_bytes();
-        v.push(bench(
-            "softmax",
-            "softmax_kernel",
-            dt,
-            8,
-            1024,
-            2 * es,
-            true,
-            softmax_bench_body,
-        ));
-        // Vocabulary-sized rows (sampling) and attention-score rows.
-        v.push(bench(
-            "softmax",
-            "softmax_kernel",
-            dt,
-            32,
-            128256,
-            2 * es,
-            false,
-            softmax_bench_body,
-        ));
-        v.push(bench(
-            "softmax",
-            "softmax_kernel",
-            dt,
-            8192,
-            4096,
-            2 * es,
-            false,
-            softmax_bench_body,
-        ));
-    }
-    v
+    // Beside a short row: vocabulary-sized rows (sampling) and attention-score rows.
+    let shapes = [(8, 1024, true), (32, 128256, false), (8192, 4096, false)];
+    let bytes = |dt: DType, rows, n| 2 * rows * n * dt.size_bytes();
+    row_benches(
+        ("softmax", "softmax_kernel"),
+        bytes,
+        &shapes,
+        softmax_prepare,
+    )
 }
 
 pub(crate) fn softmax_kernels() -> Vec<KernelUse> {
     uses(&softmax_kernel::DEF)
 }
 
-fn lse_body(ctx: &Context, rng: &mut CaseRng, dt: DType, rows: usize, n: usize) -> Outputs {
-    let (x, xv) = random_tensor(ctx, rng, dt, &[rows, n], -8.0, 8.0)?;
-    let out = ctx.full_nan(DType::F32, &[rows]).map_err(err)?;
-    logsumexp(ctx, &x, &out).map_err(err)?;
-    Ok(vec![(
-        out.to_f64_vec().map_err(err)?,
-        reference::logsumexp(&xv, n),
-    )])
+fn lse_prepare(ctx: &Context, rng: &mut CaseRng, dt: DType, shape: [usize; 2]) -> Prepared {
+    let ops = (logsumexp as UnaryFn, reference::logsumexp as RowReference);
+    unary_run((ctx, rng), (dt, shape), ops, (F32, &shape[..1]))
 }
 
 pub(crate) fn lse_cases() -> Vec<Case> {
-    let mut v = Vec::new();
-    for dt in FLOAT_DTYPES {
-        for (rows, n) in SHAPES {
-            v.push(case("logsumexp", dt, rows, n, lse_body));
-        }
-    }
-    v.push(rejection(
+    let mut v = row_cases("logsumexp", &SHAPES, lse_prepare);
+    let ints = [(U32, &[2, 10][..]), (F32, &[2])];
+    v.extend(unary_rejections(
         "logsumexp",
-        "out not f32",
-        "`out` must be f32",
-        |ctx| {
-            let x = zeros(ctx, DType::F16, &[2, 10])?;
-            let out = zeros(ctx, DType::F16, &[2])?;
-            let c = ctx.clone();
-            Ok((out.clone(), Box::new(move || logsumexp(&c, &x, &out))))
-        },
-    ));
-    v.push(rejection(
-        "logsumexp",
-        "out shape",
-        "`out` must have shape [2, 3]",
-        |ctx| {
-            let x = zeros(ctx, DType::F16, &[2, 3, 10])?;
-            let out = zeros(ctx, DType::F32, &[6])?;
-            let c = ctx.clone();
-            Ok((out.clone(), Box::new(move || logsumexp(&c, &x, &out))))
-        },
-    ));
-    v.push(rejection(
-        "logsumexp",
-        "integer dtype",
-        "`x` must be one of f32, f16, bf16",
-        |ctx| {
-            let x = zeros(ctx, DType::U32, &[2, 10])?;
-            let out = zeros(ctx, DType::F32, &[2])?;
-            let c = ctx.clone();
-            Ok((out.clone(), Box::new(move || logsumexp(&c, &x, &out))))
-        },
-    ));
-    v.push(rejection(
-        "logsumexp",
-        "scalar x",
-        "at least one dimension",
-        |ctx| {
-            let x = zeros(ctx, DType::F32, &[])?;
-            let out = zeros(ctx, DType::F32, &[1])?;
-            let c = ctx.clone();
-            Ok((out.clone(), Box::new(move || logsumexp(&c, &x, &out))))
-        },
+        logsumexp,
+        &[
+            (
+                "out not f32",
+                "`out` must be f32",
+                [(F16, &[2, 10]), (F16, &[2])],
+            ),
+            (
+                "out shape",
+                "`out` must have shape [2, 3]",
+                [(F16, &[2, 3, 10]), (F32, &[6])],
+            ),
+            ("integer dtype", "`x` must be one of f32, f16, bf16", ints),
+            (
+                "scalar x",
+                "at least one dimension",
+                [(F32, &[]), (F32, &[1])],
+            ),
+        ],
     ));
     v
-}
-
-fn lse_bench_body(
-    ctx: &Context,
-    rng: &mut CaseRng,
-    dt: DType,
-    rows: usize,
-    n: usize,
-) -> Result<PreparedBench, String> {
-    let (x, xv) = random_tensor(ctx, rng, dt, &[rows, n], -8.0, 8.0)?;
-    let out = ctx.full_nan(DType::F32, &[rows]).map_err(err)?;
-    let (c, o) = (ctx.clone(), out.clone());
-    Ok(PreparedBench {
-        launch: Box::new(move || logsumexp(&c, &x, &o).map_err(err)),
-        output: out,
-        reference: reference::logsumexp(&xv, n),
-    })
 }
 
 pub(crate) fn lse_benches() -> Vec<BenchCase> {
-    let mut v = Vec::new();
-    for dt in FLOAT_DTYPES {
-        let es = dt.size_bytes();
-        v.push(bench(
-            "logsumexp",
-            "logsumexp_kernel",
-            dt,
-            8,
-            1024,
-            es,
-            true,
-            lse_bench_body,
-        ));
-        v.push(bench(
-            "logsumexp",
-            "logsumexp_kernel",
-            dt,
-            32,
-            128256,
-            es,
-            false,
-            lse_bench_body,
-        ));
-    }
-    v
+    let shapes = [(8, 1024, true), (32, 128256, false)];
+    let bytes = |dt: DType, rows, n| rows * n * dt.size_bytes();
+    row_benches(
+        ("logsumexp", "logsumexp_kernel"),
+        bytes,
+        &shapes,
+        lse_prepare,
+    )
 }
 
 pub(crate) fn logsumexp_kernels() -> Vec<KernelUse> {

@@ -7,9 +7,7 @@ use super::ops::{qk_norm_rope, rope};
 use super::reference;
 use super::table::{RopeConfig, RopeLayout, RopeScaling, RopeTable};
 use crate::registry::{BenchCase, Case, CaseKind, KernelUse, PreparedBench};
-use crate::testing::{
-    accuracy, compare, err, expect_rejection, random_tensor, rejection, zeros, CaseRng, Refused,
-};
+use crate::testing::{accuracy, compare, err, random_tensor, rejection, zeros, CaseRng, Refused};
 use crate::validate::FLOAT_DTYPES;
 use tessera_ir::{Literal, Specialization};
 use tessera_runtime::{Context, DType, Tensor};

@@ -50,17 +50,12 @@ fn rope_bad(
 }
 
 fn table_reject(what: &str, reason: &'static str, c: fn() -> RopeConfig) -> Case {
-    Case {
-        op: "rope",
-        kind: CaseKind::Rejection,
-        dtype: None,
-        name: what.to_string(),
-        run: Box::new(move |ctx, _rng| {
-            // Nothing exists to be written: the table itself is refused.
-            let out = zeros(ctx, DType::F32, &[1])?;
-            expect_rejection(&out, reason, || RopeTable::new(ctx, c()).map(|_| ()))
-        }),
-    }
+    rejection("rope", what, reason, move |ctx| {
+        // Nothing exists to be written: the table itself is refused.
+        let out = zeros(ctx, DType::F32, &[1])?;
+        let cx = ctx.clone();
+        Ok((out, Box::new(move || RopeTable::new(&cx, c()).map(|_| ()))))
+    })
 }
 
 pub(crate) fn rope_cases() -> Vec<Case> {
