@@ -26,11 +26,19 @@ pub fn attend(
         .iter()
         .map(|&p| scale * (0..d).map(|i| q[i] * k[p * d + i]).sum::<f64>())
         .collect();
+    // `f64::max` drops NaN; a NaN logit must instead make the whole row NaN, as the
+    // definition does (a NaN in q or in a visible key is never hidden).
     let m = scores
         .iter()
         .copied()
         .chain(sink)
-        .fold(f64::NEG_INFINITY, f64::max);
+        .fold(f64::NEG_INFINITY, |m, s| {
+            if m.is_nan() || s.is_nan() {
+                f64::NAN
+            } else {
+                m.max(s)
+            }
+        });
     if m == f64::NEG_INFINITY {
         return vec![0.0; d];
     }
