@@ -28,7 +28,7 @@
 //! no combine launch.
 
 use super::kv_staging::regs_to_tiles;
-use super::softmax::{normalise, score_weight};
+use super::softmax::{normalise, score_weight, v_weight};
 use tessera_macros::{func, kernel};
 
 /// The head dims the fragment kernel serves.
@@ -390,7 +390,9 @@ pub fn sdpa_decode_mma_kernel<T>(
                     store(out[head * head_dim + col], x.cast::<T>());
                 } else {
                     let slot = head * splits + split;
-                    store(part_o[slot * head_dim + col], load(fsh[reg + e]));
+                    // Partial outputs carry V scaled by 2⁻²⁴, as the combine expects
+                    // (softmax::v_weight).
+                    store(part_o[slot * head_dim + col], v_weight(load(fsh[reg + e])));
                 }
             }
         }

@@ -46,3 +46,20 @@ pub fn score_weight(score: f32, m: f32) -> f32 {
 pub fn part_weight(m_part: f32, m_total: f32) -> f32 {
     select(m_total == neg_infinity(), 0.0f32, exp(m_part - m_total))
 }
+
+/// A score's weight as it multiplies V in a running output: `w · 2⁻²⁴`. The running
+/// output `Σ w_j·v_j` grows with the sum of the weights (up to the number of keys), so
+/// with V near f32's range it would overflow before the divide; scaled by 2⁻²⁴ (exact)
+/// it stays finite for fewer than 2²⁴ keys of any finite f32 V, and [`normalise_output`]
+/// scales the convex combination back. Values below 2⁻¹⁰² lose precision to subnormals.
+#[func]
+pub fn v_weight(w: f32) -> f32 {
+    w * 5.960_464_5e-8
+}
+
+/// The normalised output of a running output built with [`v_weight`]: `num / den · 2²⁴`,
+/// zero for a row that saw no key, NaN stays NaN.
+#[func]
+pub fn normalise_output(num: f32, den: f32) -> f32 {
+    normalise(num, den) * 16_777_216.0f32
+}
