@@ -137,9 +137,6 @@ const KNOWN: &[(&str, &str, &[DType], &[&str])] = &[
         &[DType::F16, DType::BF16],
         &["k", "v"],
     ),
-    // The bf16 fragment path sums P·V in f32 accumulators unscaled.
-    ("sdpa_decode", "finite", &[DType::BF16], &["v"]),
-    ("sdpa_decode_batched", "finite", &[DType::BF16], &["v"]),
 ];
 
 /// Whether (op, sweep, dtype, input) is a known exception.
