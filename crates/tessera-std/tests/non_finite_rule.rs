@@ -26,6 +26,10 @@ const FLOATS: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
 
 /// One call's inputs as stored (rounded to their dtype).
 type Host = BTreeMap<String, HostTensor>;
+/// Each output's name, our values and the reference rounded to the output's dtype.
+type Outputs = Vec<(&'static str, Vec<f64>, Vec<f64>)>;
+/// A named way of filling an input with finite values.
+type Fill = (&'static str, Box<dyn Fn(&mut CaseRng) -> f64>);
 
 /// The dtypes an op is run in: every float dtype its first multi-dtype float input takes
 /// (the others follow it through `like`), else the example's.
@@ -173,11 +177,7 @@ fn huge(op: &OpDecl, input: &str, dtype: DType) -> f64 {
 
 /// Runs the op on the CPU and its reference; returns (ours, reference rounded to each
 /// output's dtype), output by output.
-fn run(
-    ctx: &Context,
-    op: &'static OpDecl,
-    host: &Host,
-) -> Result<Vec<(&'static str, Vec<f64>, Vec<f64>)>, String> {
+fn run(ctx: &Context, op: &'static OpDecl, host: &Host) -> Result<Outputs, String> {
     let given: Vec<(String, String)> = op
         .example
         .params
@@ -219,11 +219,7 @@ fn run(
 /// Compares the non-finite masks of every output, and the finite values within a tolerance
 /// one dtype looser than the op's cases (scaled by the output's largest finite value,
 /// for huge data). Returns the number of elements checked.
-fn check(
-    outputs: &[(&'static str, Vec<f64>, Vec<f64>)],
-    dtype: DType,
-    values_too: bool,
-) -> Result<usize, String> {
+fn check(outputs: &Outputs, dtype: DType, values_too: bool) -> Result<usize, String> {
     let tol = tolerance(match dtype {
         DType::F32 => DType::F16,
         _ => DType::BF16,
@@ -311,7 +307,7 @@ fn adversarial_op(ctx: &Context, op: &'static OpDecl, rng: &mut CaseRng) -> Resu
             // A constant inside the declared range (a constant k of 0.75 makes the delta
             // rule diverge, which is the math, not the kernel).
             let constant = 0.75 * range(op, &input).map_or(1.0, |r| r.1);
-            let fills: [(&str, Box<dyn Fn(&mut CaseRng) -> f64>); 3] = [
+            let fills: [Fill; 3] = [
                 (
                     "huge",
                     Box::new(move |r: &mut CaseRng| r.uniform(-big, big)),
