@@ -14,7 +14,8 @@
 //! f64 is the model of the math (a norm of a row holding +∞ gives 0 for the finite
 //! elements, the limit, and NaN for the infinite one; a −∞ attention logit removes that
 //! key). Where an op's reference is not a faithful model for non-finite input this file
-//! says so beside the op.
+//! says so beside the op. Runs on the CPU; `TESSERA_BACKEND=metal-emu` runs it on the
+//! emitted MSL under the emulator.
 
 use std::collections::BTreeMap;
 use tessera_runtime::{Context, DType, Tensor};
@@ -334,7 +335,12 @@ fn every_op(what: &str, f: fn(&Context, &'static OpDecl, &mut CaseRng) -> Result
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(0x0f1_u64);
-    let ctx = Context::cpu();
+    // The CPU backend by default; `TESSERA_BACKEND=metal-emu` runs the same sweep on the
+    // emitted MSL.
+    let ctx = match std::env::var("TESSERA_BACKEND") {
+        Ok(name) => Context::by_name(&name).expect("the backend named by TESSERA_BACKEND"),
+        Err(_) => Context::cpu(),
+    };
     let mut failures = Vec::new();
     let all = ops();
     for op in &all {
