@@ -129,19 +129,14 @@ const KNOWN: &[(&str, &str, &[DType], &[&str])] = &[
         "gdn_chunked_prefill",
         "poison",
         &[DType::F16, DType::BF16],
-        &["q", "k", "v", "g", "beta"],
+        &["k", "v", "g", "beta"],
     ),
     // For f16 data the chunk's products (K·Kᵀ, w, u) and the state at chunk starts are
     // staged in f16: keys or states near f16's limit overflow there.
     ("gdn_chunked_prefill", "finite", &[DType::F16], &["k", "h0"]),
     // The fragment path multiplies whole 16-key tiles of P and V: an infinite or NaN value
     // of a key masked by causality inside a row's diagonal tile reaches that row (0·∞).
-    (
-        "sdpa_prefill",
-        "poison",
-        &[DType::F16, DType::BF16],
-        &["k", "v"],
-    ),
+    ("sdpa_prefill", "poison", &[DType::F16, DType::BF16], &["v"]),
 ];
 
 /// Whether (op, sweep, dtype, input) is a known exception.
@@ -153,11 +148,13 @@ fn known(op: &OpDecl, sweep: &str, dtype: DType, input: &str) -> bool {
 
 /// The inputs that are factors of a dot product the op sums in f32 and returns or
 /// exponentiates: attention's q and k (logits), matmul's a and b, the Gated DeltaNet
-/// state's products with q and k.
+/// state's products with q and k (and the q/k norm weights), the selective scan's C·h with
+/// h built from B·x.
 const DOT_FACTORS: &[(&str, &[&str])] = &[
     ("attention", &["q", "k"]),
     ("matmul", &["a", "b"]),
-    ("gdn", &["q", "k", "state_in", "h0"]),
+    ("gdn", &["q", "k", "state_in", "h0", "wq", "wk"]),
+    ("ssm", &["x", "b", "c", "state_in"]),
 ];
 
 /// The magnitude of an input's "huge" values: a quarter of its dtype's range, except for

@@ -18,7 +18,7 @@
 //! one virtual index `j`: `j < s_end` is position `j`, else `lo + j - s_end`.
 
 use super::softmax::{
-    merge_factors, normalise_output, online_step, part_weight, score_weight, v_weight,
+    merge_factors, normalise_output, online_step, part_weight, score_weight, sink_weight, v_weight,
 };
 use tessera_macros::{func, kernel};
 
@@ -196,7 +196,7 @@ pub fn sdpa_decode_kernel<T>(
             neg_infinity(),
         );
         let mt = max(m, sink);
-        let mut den = select(use_sink, exp(sink - mt), 0.0f32);
+        let mut den = select(use_sink, sink_weight(sink, mt), 0.0f32);
         let mut acc = 0.0f32;
         for s in 0..sgs {
             let wgt = part_weight(load(sh_m[s * hpt + h]), mt);

@@ -283,13 +283,9 @@ pub fn sdpa_decode_mma_kernel<T>(
             }
             let mut ls = 0.0f32;
             for i in 0..kpl {
-                // A packed row may see none of a block (then `m` can still be −∞).
-                let x = load(sv[i]);
-                let p = if rpg > 1 {
-                    score_weight(x, m)
-                } else {
-                    exp(x - m)
-                };
+                // A packed row may see none of a block, and a row's logits may all be −∞
+                // (a −∞ in q): `m` can still be −∞.
+                let p = score_weight(load(sv[i]), m);
                 ls += p;
                 store(psh[sr * pp + sc0 + i], (p * p_scale).cast::<T>());
             }

@@ -9,7 +9,7 @@
 
 use super::checks::{dims, gqa, indexable, same_dim, same_float_dtype, scale_ok};
 use super::prefill_mma::{prefill_mma_rows, sdpa_prefill_mma_kernel};
-use super::softmax::{normalise_output, part_weight, v_weight};
+use super::softmax::{normalise_output, part_weight, score_weight, v_weight};
 use crate::error::{runtime, OpError};
 use crate::validate::shape_is;
 use tessera_macros::kernel;
@@ -98,7 +98,7 @@ pub fn sdpa_prefill_kernel<T>(
             let s = s * scale;
             let m_old = load(ms[r]);
             let m_new = max(m_old, simd_max(select(valid, s, neg_infinity())));
-            let p = select(valid, exp(s - m_new), 0.0f32);
+            let p = select(valid, score_weight(s, m_new), 0.0f32);
             let f = part_weight(m_old, m_new);
             store(ls[r], load(ls[r]) * f + simd_sum(p));
             store(ms[r], m_new);

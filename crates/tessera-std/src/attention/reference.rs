@@ -42,6 +42,16 @@ pub fn attend(
     if m == f64::NEG_INFINITY {
         return vec![0.0; d];
     }
+    // A NaN logit or sink makes the row NaN, also a row with no key (its denominator
+    // holds the sink).
+    if m.is_nan() {
+        return vec![f64::NAN; d];
+    }
+    // A +∞ sink logit (and no NaN or +∞ score) takes all the weight: the output is the
+    // limit 0 of `Σ e^s·v / (Σ e^s + e^sink)`, where subtracting the max would give NaN.
+    if sink == Some(f64::INFINITY) && m == f64::INFINITY && !scores.contains(&f64::INFINITY) {
+        return vec![0.0; d];
+    }
     let den: f64 = scores.iter().map(|s| (s - m).exp()).sum::<f64>()
         + sink.map(|s| (s - m).exp()).unwrap_or(0.0);
     let mut out = vec![0.0; d];
