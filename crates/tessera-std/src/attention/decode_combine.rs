@@ -10,7 +10,7 @@
 //! shuffles, the simdgroups through threadgroup memory, and 32 threads divide and write
 //! the columns.
 
-use super::softmax::{merge_factors, normalise, part_weight};
+use super::softmax::{merge_factors, normalise_output, part_weight, sink_weight};
 use tessera_macros::kernel;
 
 /// Output columns one combine threadgroup writes.
@@ -137,14 +137,14 @@ pub fn sdpa_decode_combine_kernel<T>(
         for w in 0..sgs {
             m = max(m, load(sm[w * 8 + v]));
         }
-        let mut den = select(use_sink, exp(sink - m), 0.0f32);
+        let mut den = select(use_sink, sink_weight(sink, m), 0.0f32);
         let mut num = 0.0f32;
         for w in 0..sgs {
             let wt = part_weight(load(sm[w * 8 + v]), m);
             den += load(sl[w * 8 + v]) * wt;
             num += load(so[w * 32 + t]) * wt;
         }
-        let res = normalise(num, den);
+        let res = normalise_output(num, den);
         store(
             out[(row * n_q_heads + h) * head_dim + c0 + t],
             res.cast::<T>(),

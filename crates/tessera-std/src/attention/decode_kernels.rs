@@ -17,7 +17,9 @@
 //! first `n_sink` keys (attention sinks) `[0, min(n_sink, lo))`. Both ranges are walked as
 //! one virtual index `j`: `j < s_end` is position `j`, else `lo + j - s_end`.
 
-use super::softmax::{merge_factors, normalise, online_step, part_weight, score_weight};
+use super::softmax::{
+    merge_factors, normalise_output, online_step, part_weight, score_weight, sink_weight, v_weight,
+};
 use tessera_macros::{func, kernel};
 
 /// Merges the (max, sum, output slice) of each of `hpt` heads over the `32 / lanes` row
@@ -161,8 +163,12 @@ pub fn sdpa_decode_kernel<T>(
             let (m2, f, w) = online_step(load(ms[h]), p, valid);
             store(ms[h], m2);
             store(ls[h], load(ls[h]) * f + w);
+            let wv = v_weight(w);
             for e in 0..epl {
-                store(os[h * epl + e], load(os[h * epl + e]) * f + w * load(vs[e]));
+                store(
+                    os[h * epl + e],
+                    load(os[h * epl + e]) * f + wv * load(vs[e]),
+                );
             }
         }
     }
@@ -190,14 +196,14 @@ pub fn sdpa_decode_kernel<T>(
             neg_infinity(),
         );
         let mt = max(m, sink);
-        let mut den = select(use_sink, exp(sink - mt), 0.0f32);
+        let mut den = select(use_sink, sink_weight(sink, mt), 0.0f32);
         let mut acc = 0.0f32;
         for s in 0..sgs {
             let wgt = part_weight(load(sh_m[s * hpt + h]), mt);
             den += load(sh_l[s * hpt + h]) * wgt;
             acc += load(sh_o[(s * hpt + h) * head_dim + d]) * wgt;
         }
-        let res = normalise(acc, den);
+        let res = normalise_output(acc, den);
         store(
             out[(row * n_q_heads + h0 + h) * head_dim + d],
             res.cast::<T>(),
@@ -207,7 +213,7 @@ pub fn sdpa_decode_kernel<T>(
 
 /// Partial GQA decode attention over KV chunk `group_id_z()` of `chunk` visible keys:
 /// writes the chunk's running max and sum to `part_ml[((row·n_q_heads + h)·splits + z)·2
-/// + {0, 1}]` and its unnormalised output to `part_o[((row·n_q_heads + h)·splits + z)·D +
+/// + {0, 1}]` and its unnormalised output (V scaled by 2⁻²⁴, `v_weight`) to `part_o[((row·n_q_heads + h)·splits + z)·D +
 /// d]`. Row `row` sees `kv_lens[row]` keys when `per_row_lens != 0` (clamped to
 /// `kv_stride`), else `len0 + row·len_step`. Each simdgroup step issues the K and V loads
 /// of `unroll` row slots before any of their arithmetic, so that `2·unroll` 16-byte loads
@@ -317,10 +323,11 @@ pub fn sdpa_decode_partial_kernel<T>(
             for u in 0..unroll {
                 let w = score_weight(load(ps[u]), mx);
                 lsum += w;
+                let wv = v_weight(w);
                 for e in 0..epl {
                     store(
                         os[h * epl + e],
-                        load(os[h * epl + e]) + w * load(vs[u * epl + e]).cast::<f32>(),
+                        load(os[h * epl + e]) + wv * load(vs[u * epl + e]).cast::<f32>(),
                     );
                 }
             }

@@ -102,6 +102,15 @@ pub fn sdpa_decode_mma_kernel<T>(
     #[constexpr] heads_per_row: u32,
     #[constexpr] direct: u32,
 ) {
+    // P·V sums grow with the softmax sum, so V near f32's range would overflow the f32
+    // accumulators: where T has f32's exponent range (bf16), P enters the fragments scaled
+    // by 2⁻²⁴ (exact) and the result is scaled back; f16 V cannot overflow them and f16
+    // has no room below, so it keeps P as is. Partial outputs leave scaled by 2⁻²⁴ either
+    // way, as the combine expects (softmax::v_weight).
+    let wide = (1.0e-30f32).cast::<T>().cast::<f32>() > 0.0f32;
+    let p_scale = select(wide, 5.960_464_5e-8f32, 1.0f32);
+    let unscale = select(wide, 16_777_216.0f32, 1.0f32);
+    let to_partial = select(wide, 1.0f32, 5.960_464_5e-8f32);
     let bk = 4096 / head_dim;
     let dp = head_dim + 8;
     let pp = bk + 8;
@@ -274,15 +283,11 @@ pub fn sdpa_decode_mma_kernel<T>(
             }
             let mut ls = 0.0f32;
             for i in 0..kpl {
-                // A packed row may see none of a block (then `m` can still be −∞).
-                let x = load(sv[i]);
-                let p = if rpg > 1 {
-                    score_weight(x, m)
-                } else {
-                    exp(x - m)
-                };
+                // A packed row may see none of a block, and a row's logits may all be −∞
+                // (a −∞ in q): `m` can still be −∞.
+                let p = score_weight(load(sv[i]), m);
                 ls += p;
-                store(psh[sr * pp + sc0 + i], p.cast::<T>());
+                store(psh[sr * pp + sc0 + i], (p * p_scale).cast::<T>());
             }
             l += ls;
             barrier();
@@ -386,11 +391,16 @@ pub fn sdpa_decode_mma_kernel<T>(
                 if direct != 0 {
                     // One chunk: the output itself (zeros for a row that saw no key).
                     let l = load(rsh[e / 16]);
-                    let x = normalise(load(fsh[reg + e]), l);
+                    let x = normalise(load(fsh[reg + e]), l) * unscale;
                     store(out[head * head_dim + col], x.cast::<T>());
                 } else {
                     let slot = head * splits + split;
-                    store(part_o[slot * head_dim + col], load(fsh[reg + e]));
+                    // Partial outputs carry V scaled by 2⁻²⁴, as the combine expects
+                    // (softmax::v_weight).
+                    store(
+                        part_o[slot * head_dim + col],
+                        load(fsh[reg + e]) * to_partial,
+                    );
                 }
             }
         }

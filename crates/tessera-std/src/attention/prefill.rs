@@ -9,7 +9,7 @@
 
 use super::checks::{dims, gqa, indexable, same_dim, same_float_dtype, scale_ok};
 use super::prefill_mma::{prefill_mma_rows, sdpa_prefill_mma_kernel};
-use super::softmax::{normalise, part_weight};
+use super::softmax::{normalise_output, part_weight, score_weight, v_weight};
 use crate::error::{runtime, OpError};
 use crate::validate::shape_is;
 use tessera_macros::kernel;
@@ -98,24 +98,32 @@ pub fn sdpa_prefill_kernel<T>(
             let s = s * scale;
             let m_old = load(ms[r]);
             let m_new = max(m_old, simd_max(select(valid, s, neg_infinity())));
-            let p = select(valid, exp(s - m_new), 0.0f32);
+            let p = select(valid, score_weight(s, m_new), 0.0f32);
             let f = part_weight(m_old, m_new);
             store(ls[r], load(ls[r]) * f + simd_sum(p));
             store(ms[r], m_new);
-            store(ps[r], p);
+            store(ps[r], v_weight(p));
             for e in 0..epl {
                 store(os[r * epl + e], load(os[r * epl + e]) * f);
             }
         }
         // P·V: V rows straight from memory (32 consecutive elements per load), each
         // probability broadcast from the lane that scored it.
+        // A key a row does not see adds nothing, not 0·v (an infinite v of a masked key
+        // would make it NaN).
         for j in 0..bk {
-            let vrow = (min(kt + j, n_kv - 1) * n_kv_heads + kvh) * head_dim;
+            let key = kt + j;
+            let vrow = (min(key, n_kv - 1) * n_kv_heads + kvh) * head_dim;
             for e in 0..epl {
                 let vv = load(v[vrow + e * 32 + lane]).cast::<f32>();
                 for r in 0..rq {
+                    let seen =
+                        key < kv_end && (causal == 0 || key <= min(row0 + r, n_q - 1) + offset);
                     let pj = simd_shuffle(load(ps[r]), j);
-                    store(os[r * epl + e], load(os[r * epl + e]) + pj * vv);
+                    store(
+                        os[r * epl + e],
+                        load(os[r * epl + e]) + select(seen, pj * vv, 0.0f32),
+                    );
                 }
             }
         }
@@ -126,7 +134,7 @@ pub fn sdpa_prefill_kernel<T>(
         if row < n_q {
             let l = load(ls[r]);
             for e in 0..epl {
-                let res = normalise(load(os[r * epl + e]), l);
+                let res = normalise_output(load(os[r * epl + e]), l);
                 store(
                     out[(row * n_q_heads + h) * head_dim + e * 32 + lane],
                     res.cast::<T>(),

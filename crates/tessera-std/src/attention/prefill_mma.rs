@@ -14,6 +14,7 @@
 //! parts; the rest is ordered by simdgroup barriers.
 
 use super::kv_staging::regs_to_tiles;
+use super::softmax::normalise;
 use tessera_macros::kernel;
 
 /// Query rows per threadgroup at a head_dim: 16 per simdgroup, or per simdgroup pair where
@@ -41,6 +42,13 @@ pub fn sdpa_prefill_mma_kernel<T>(
     scale: f32,
     #[constexpr] head_dim: u32,
 ) {
+    // P·V sums grow with the softmax sum: where T has f32's exponent range (bf16), P
+    // enters the fragments scaled by 2⁻²⁴ (exact) and the output is scaled back, so V near
+    // f32's range cannot overflow the f32 accumulators; f16 V cannot, and f16 has no room
+    // below, so it keeps P as is.
+    let wide = (1.0e-30f32).cast::<T>().cast::<f32>() > 0.0f32;
+    let p_scale = select(wide, 5.960_464_5e-8f32, 1.0f32);
+    let unscale = select(wide, 16_777_216.0f32, 1.0f32);
     // Column parts; query rows per threadgroup; keys per block (the K and V tiles, which
     // hold the queries before the walk, and the score and weight slices fit the 32 KiB of
     // threadgroup memory a portable kernel may use); dims per part.
@@ -263,9 +271,15 @@ pub fn sdpa_prefill_mma_kernel<T>(
                 m = mn;
                 let mut ls = 0.0f32;
                 for i in 0..kpl {
-                    let p = exp2(load(sv[i]) - m);
+                    // A −∞ score (masked, or a −∞ logit) weighs nothing even while `m` is
+                    // still −∞ (a row whose every logit so far is −∞).
+                    let x = load(sv[i]);
+                    let p = select(x == neg_infinity(), 0.0f32, exp2(x - m));
                     ls += p;
-                    store(psh[base_p + sr * pst + half * kpl + i], p.cast::<T>());
+                    store(
+                        psh[base_p + sr * pst + half * kpl + i],
+                        (p * p_scale).cast::<T>(),
+                    );
                 }
                 l += ls;
                 simd_barrier();
@@ -402,7 +416,8 @@ pub fn sdpa_prefill_mma_kernel<T>(
             let at = base_s + sr * 16 + half * 8;
             let o_at = (qrow * n_q_heads + h) * head_dim + d0 + f * 16 + half * 8;
             for i in 0..8 {
-                store(out[o_at + i], (load(fsh[at + i]) / l).cast::<T>());
+                let x = normalise(load(fsh[at + i]), l) * unscale;
+                store(out[o_at + i], x.cast::<T>());
             }
         }
     }

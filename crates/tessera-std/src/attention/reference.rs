@@ -26,12 +26,30 @@ pub fn attend(
         .iter()
         .map(|&p| scale * (0..d).map(|i| q[i] * k[p * d + i]).sum::<f64>())
         .collect();
+    // `f64::max` drops NaN; a NaN logit must instead make the whole row NaN, as the
+    // definition does (a NaN in q or in a visible key is never hidden).
     let m = scores
         .iter()
         .copied()
         .chain(sink)
-        .fold(f64::NEG_INFINITY, f64::max);
+        .fold(f64::NEG_INFINITY, |m, s| {
+            if m.is_nan() || s.is_nan() {
+                f64::NAN
+            } else {
+                m.max(s)
+            }
+        });
     if m == f64::NEG_INFINITY {
+        return vec![0.0; d];
+    }
+    // A NaN logit or sink makes the row NaN, also a row with no key (its denominator
+    // holds the sink).
+    if m.is_nan() {
+        return vec![f64::NAN; d];
+    }
+    // A +∞ sink logit (and no NaN or +∞ score) takes all the weight: the output is the
+    // limit 0 of `Σ e^s·v / (Σ e^s + e^sink)`, where subtracting the max would give NaN.
+    if sink == Some(f64::INFINITY) && m == f64::INFINITY && !scores.contains(&f64::INFINITY) {
         return vec![0.0; d];
     }
     let den: f64 = scores.iter().map(|s| (s - m).exp()).sum::<f64>()

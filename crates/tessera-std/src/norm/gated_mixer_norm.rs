@@ -1,7 +1,7 @@
 //! The gated mixer norm of Gated DeltaNet blocks: `out = rms_norm(y, w) · silu(z)` per row,
 //! `y` in f32 (the recurrence output), `z` and `w` in the model dtype.
 
-use super::rms_inv::rms_inv;
+use super::rms_inv::{rms_inv, tiny_square};
 use super::rms_norm::check_tpg4;
 use crate::error::{runtime, OpError};
 use crate::validate::{
@@ -29,6 +29,11 @@ pub fn gated_mixer_norm_kernel<T>(
     let y3 = load(y[base + 3]);
     let inv = rms_inv(
         select(inside, y0 * y0 + y1 * y1 + y2 * y2 + y3 * y3, 0.0),
+        select(
+            inside,
+            tiny_square(y0) + tiny_square(y1) + tiny_square(y2) + tiny_square(y3),
+            0.0,
+        ),
         eps,
         n,
     );

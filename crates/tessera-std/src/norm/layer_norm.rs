@@ -1,5 +1,8 @@
 //! LayerNorm over the last dimension with weight and bias: `out = (x - mean) / sqrt(var +
 //! eps) · w + b`, the variance taken about the mean in a second pass (no cancellation).
+//! Rows of finite values whose sum or sum of squares overflows f32 are taken again scaled
+//! by 2⁻⁸⁰ (exact), in registers beside the plain sums, reduced only when the plain sum
+//! overflowed (see norm::rms_inv).
 
 use super::rms_norm::check_row_norm;
 use super::rms_norm_residual::strided_group;
@@ -22,18 +25,41 @@ pub fn layer_norm_kernel<T>(
     let base = group_id_x() * n;
     let nf = n.cast::<f32>();
     let mut s = 0.0f32;
+    let mut s_tiny = 0.0f32;
     for i in range(thread_id(), n, group_size()) {
-        s += load(x[base + i]).cast::<f32>();
+        let v = load(x[base + i]).cast::<f32>();
+        s += v;
+        s_tiny += v * 8.271_806e-25;
     }
-    let mean = group_sum(s) / nf;
+    let total = group_sum(s);
+    let mut mean = total / nf;
+    if abs(total) > 3.402_823_5e38 {
+        mean = group_sum(s_tiny) / nf * 1.208_925_8e24;
+    }
+    // Deviations and their squares, plain and scaled by 2⁻⁸⁰ (x − mean may itself pass
+    // f32's range when the mean is huge).
+    let mean_tiny = mean * 8.271_806e-25;
     let mut ss = 0.0f32;
+    let mut ss_tiny = 0.0f32;
     for i in range(thread_id(), n, group_size()) {
-        let d = load(x[base + i]).cast::<f32>() - mean;
+        let v = load(x[base + i]).cast::<f32>();
+        let d = v - mean;
         ss += d * d;
+        let dt = v * 8.271_806e-25 - mean_tiny;
+        ss_tiny += dt * dt;
     }
-    let inv = rsqrt(group_sum(ss) / nf + eps);
+    let var_sum = group_sum(ss);
+    // The deviation's scale `k` and `inv` with `(x·k − mean·k)·inv` the normalised value:
+    // k = 1 unless the sum of squares overflowed.
+    let mut k = 1.0f32;
+    let mut inv = rsqrt(var_sum / nf + eps);
+    if var_sum > 3.402_823_5e38 {
+        k = 8.271_806e-25;
+        inv = rsqrt(group_sum(ss_tiny) / nf);
+    }
+    let mean_k = mean * k;
     for i in range(thread_id(), n, group_size()) {
-        let y = (load(x[base + i]).cast::<f32>() - mean) * inv * load(w[i]).cast::<f32>()
+        let y = (load(x[base + i]).cast::<f32>() * k - mean_k) * inv * load(w[i]).cast::<f32>()
             + load(b[i]).cast::<f32>();
         store(out[base + i], y.cast::<T>());
     }

@@ -1,24 +1,56 @@
 //! The inverse RMS of a row, reduced across the threadgroup: written once, inlined into
 //! every norm kernel (one form with a group reduction, one through two alternating halves
 //! of a slot array for kernels that walk rows).
+//!
+//! A sum of squares in f32 overflows for rows of values past ~1e19 that are themselves
+//! far inside f32's range. Every thread therefore also sums its squares scaled by
+//! 2⁻⁸⁰ (a power of two: exact), in registers; only when the row's plain sum
+//! is +∞ (a uniform branch, the common case pays one compare) is the scaled sum reduced
+//! and used. 2⁻⁸⁰ keeps that sum finite for any finite f32 row of fewer than 2³² elements
+//! (each term is below 2⁹⁶) and normal whenever the plain sum overflowed (the largest
+//! term is then above 2⁻⁶⁴). A row holding ±∞ keeps the plain path: its other elements
+//! are 0 and the infinite one NaN, the IEEE limit.
 
 use tessera_macros::func;
 
-/// `1 / sqrt(sum(partial_ssq over the threadgroup) / n + eps)`; every thread must call it
-/// with its own partial sum of squares.
+/// `v · 2⁻⁸⁰`, squared: a thread's term of the overflow-free sum of squares.
 #[func]
-pub fn rms_inv(partial_ssq: f32, eps: f32, n: u32) -> f32 {
-    let total = group_sum(partial_ssq);
-    rsqrt(total / n.cast::<f32>() + eps)
+pub fn tiny_square(v: f32) -> f32 {
+    let s = v * 8.271_806e-25;
+    s * s
+}
+
+/// `1 / sqrt(total / n + eps)`, or, when the row's sum of squares `total` overflowed,
+/// the same from the threadgroup's sum of `ssq_tiny` (eps, below 2⁻¹²⁸ relative to the
+/// mean square then, drops out).
+#[func]
+pub fn rms_inv_from(total: f32, ssq_tiny: f32, eps: f32, n: u32) -> f32 {
+    let nf = n.cast::<f32>();
+    let mut inv = rsqrt(total / nf + eps);
+    if total > 3.402_823_5e38 {
+        let tiny = group_sum(ssq_tiny);
+        inv = rsqrt(tiny / nf) * 8.271_806e-25;
+    }
+    inv
+}
+
+/// `1 / sqrt(sum(partial_ssq over the threadgroup) / n + eps)`; every thread must call it
+/// with its own partial sum of squares and the same sum of [`tiny_square`]s.
+#[func]
+pub fn rms_inv(partial_ssq: f32, partial_ssq_tiny: f32, eps: f32, n: u32) -> f32 {
+    rms_inv_from(group_sum(partial_ssq), partial_ssq_tiny, eps, n)
 }
 
 /// `1 / sqrt(sum(ssq over the threadgroup) / n + eps)` through the `parity` half of
-/// `part` (two halves of `sgs` slots, one per simdgroup): a row walk that alternates the
-/// halves needs one barrier per row, as no simdgroup can overwrite a half another is still
-/// reading. Every thread must call it with its own sum of squares.
+/// `part` (two halves of `2·sgs` slots, a plain and a scaled sum per simdgroup): a row
+/// walk that alternates the halves needs one barrier per row, as no simdgroup can
+/// overwrite a half another is still reading. Every thread must call it with its own sum
+/// of squares and of [`tiny_square`]s. Both sums go through the slots (a branch on a
+/// total read from threadgroup memory is not known to be uniform).
 #[func]
 pub fn rms_inv_pipelined(
     ssq: f32,
+    ssq_tiny: f32,
     mut part: Mem<f32>,
     parity: u32,
     sgs: u32,
@@ -26,13 +58,21 @@ pub fn rms_inv_pipelined(
     eps: f32,
 ) -> f32 {
     let sg_ssq = simd_sum(ssq);
+    let sg_tiny = simd_sum(ssq_tiny);
+    let half = parity * 2 * sgs;
     if simd_lane() == 0 {
-        store(part[parity * sgs + simd_id()], sg_ssq);
+        store(part[half + simd_id()], sg_ssq);
+        store(part[half + sgs + simd_id()], sg_tiny);
     }
     barrier();
     let mut total = 0.0f32;
+    let mut tiny = 0.0f32;
     for s in 0..sgs {
-        total += load(part[parity * sgs + s]);
+        total += load(part[half + s]);
+        tiny += load(part[half + sgs + s]);
     }
-    rsqrt(total / n.cast::<f32>() + eps)
+    let nf = n.cast::<f32>();
+    let plain = rsqrt(total / nf + eps);
+    let scaled = rsqrt(tiny / nf) * 8.271_806e-25;
+    select(total > 3.402_823_5e38, scaled, plain)
 }

@@ -3,7 +3,7 @@
 //! rows, n a multiple of 64 up to 2048), and strided for any n. One threadgroup per row.
 //! The dispatching [`rms_norm`] prefers the 16-byte layouts of `rms_norm_vec`.
 
-use super::rms_inv::rms_inv;
+use super::rms_inv::{rms_inv, tiny_square};
 use super::rms_norm_vec::{rms_norm_vec, vec_layout};
 use crate::error::{runtime, OpError};
 use crate::validate::{
@@ -29,7 +29,8 @@ pub fn rms_norm_tpg4_kernel<T>(
     let x2 = load(x[base + 2]).cast::<f32>();
     let x3 = load(x[base + 3]).cast::<f32>();
     let ssq = select(inside, x0 * x0 + x1 * x1 + x2 * x2 + x3 * x3, 0.0);
-    let inv = rms_inv(ssq, eps, n);
+    let tiny = tiny_square(x0) + tiny_square(x1) + tiny_square(x2) + tiny_square(x3);
+    let inv = rms_inv(ssq, select(inside, tiny, 0.0), eps, n);
     if inside {
         let w0 = load(w[col]).cast::<f32>();
         let w1 = load(w[col + 1]).cast::<f32>();
@@ -56,7 +57,12 @@ pub fn rms_norm_small_kernel<T>(
     let base = group_id_x() * n + select(inside, col, 0);
     let x0 = load(x[base]).cast::<f32>();
     let x1 = load(x[base + 1]).cast::<f32>();
-    let inv = rms_inv(select(inside, x0 * x0 + x1 * x1, 0.0), eps, n);
+    let inv = rms_inv(
+        select(inside, x0 * x0 + x1 * x1, 0.0),
+        select(inside, tiny_square(x0) + tiny_square(x1), 0.0),
+        eps,
+        n,
+    );
     if inside {
         store(
             out[base],
@@ -74,11 +80,13 @@ pub fn rms_norm_small_kernel<T>(
 pub fn rms_norm_wide_kernel<T>(x: Tensor<T>, w: Tensor<T>, mut out: Tensor<T>, eps: f32, n: u32) {
     let base = group_id_x() * n;
     let mut ssq = 0.0f32;
+    let mut tiny = 0.0f32;
     for i in range(thread_id(), n, group_size()) {
         let v = load(x[base + i]).cast::<f32>();
         ssq += v * v;
+        tiny += tiny_square(v);
     }
-    let inv = rms_inv(ssq, eps, n);
+    let inv = rms_inv(ssq, tiny, eps, n);
     for i in range(thread_id(), n, group_size()) {
         let v = load(x[base + i]).cast::<f32>() * inv * load(w[i]).cast::<f32>();
         store(out[base + i], v.cast::<T>());

@@ -5,7 +5,7 @@
 //! tree per simdgroup and one barrier per row (the per-simdgroup partials alternate between
 //! two slots), and the weight row stays in registers across rows.
 
-use super::rms_inv::rms_inv_pipelined;
+use super::rms_inv::{rms_inv_pipelined, tiny_square};
 use super::rms_norm::check_row_norm;
 use super::rms_norm_vec::{spread_offset, vec_layout, VecLayout};
 use crate::error::{runtime, OpError};
@@ -32,7 +32,7 @@ pub fn rms_norm_pipe_kernel<T>(
     let ws = stack_array::<f32>(epl);
     let xs = stack_array::<f32>(epl);
     let nx = stack_array::<f32>(epl);
-    let part = threadgroup_array::<f32>(2 * sgs);
+    let part = threadgroup_array::<f32>(4 * sgs);
     let first = group_id_x();
     for e in 0..epl {
         store(
@@ -59,11 +59,13 @@ pub fn rms_norm_pipe_kernel<T>(
             );
         }
         let mut ssq = 0.0f32;
+        let mut tiny = 0.0f32;
         for e in 0..epl {
             let v = load(xs[e]);
             ssq += v * v;
+            tiny += tiny_square(v);
         }
-        let inv = rms_inv_pipelined(ssq, part, parity, sgs, n, eps);
+        let inv = rms_inv_pipelined(ssq, tiny, part, parity, sgs, n, eps);
         for e in 0..epl {
             let y = load(xs[e]) * inv * load(ws[e]);
             store(

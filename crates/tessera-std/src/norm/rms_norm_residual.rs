@@ -1,7 +1,7 @@
 //! RMSNorm fused with the residual add of a transformer block: `sum = x + residual` is
 //! written (the next residual stream) and `out = rms_norm(sum, w)` alongside, in one pass.
 
-use super::rms_inv::rms_inv;
+use super::rms_inv::{rms_inv, tiny_square};
 use super::rms_norm::check_row_norm;
 use super::rms_norm_residual_pipe::{residual_pipe_launch, rms_norm_residual_pipe_kernel};
 use crate::error::{runtime, OpError};
@@ -23,12 +23,14 @@ pub fn rms_norm_residual_kernel<T>(
 ) {
     let base = group_id_x() * n;
     let mut ssq = 0.0f32;
+    let mut tiny = 0.0f32;
     for i in range(thread_id(), n, group_size()) {
         let s = load(x[base + i]).cast::<f32>() + load(residual[base + i]).cast::<f32>();
         store(sum[base + i], s.cast::<T>());
         ssq += s * s;
+        tiny += tiny_square(s);
     }
-    let inv = rms_inv(ssq, eps, n);
+    let inv = rms_inv(ssq, tiny, eps, n);
     for i in range(thread_id(), n, group_size()) {
         let s = load(x[base + i]).cast::<f32>() + load(residual[base + i]).cast::<f32>();
         store(

@@ -4,7 +4,7 @@
 //! before the current row's single reduction barrier, and `sum` is written before the
 //! barrier, `out` after it.
 
-use super::rms_inv::rms_inv_pipelined;
+use super::rms_inv::{rms_inv_pipelined, tiny_square};
 use super::rms_norm_pipe::pipe_layout;
 use super::rms_norm_vec::spread_offset;
 use tessera_macros::kernel;
@@ -32,7 +32,7 @@ pub fn rms_norm_residual_pipe_kernel<T>(
     let ss = stack_array::<f32>(epl);
     let nx = stack_array::<f32>(epl);
     let nr = stack_array::<f32>(epl);
-    let part = threadgroup_array::<f32>(2 * sgs);
+    let part = threadgroup_array::<f32>(4 * sgs);
     let first = group_id_x();
     for e in 0..epl {
         let i = first * n + lane_col + spread_offset(e, n, epl, vec);
@@ -57,6 +57,7 @@ pub fn rms_norm_residual_pipe_kernel<T>(
             store(nr[e], load(residual[i]).cast::<f32>());
         }
         let mut ssq = 0.0f32;
+        let mut tiny = 0.0f32;
         for e in 0..epl {
             let s = load(ss[e]);
             store(
@@ -64,8 +65,9 @@ pub fn rms_norm_residual_pipe_kernel<T>(
                 s.cast::<T>(),
             );
             ssq += s * s;
+            tiny += tiny_square(s);
         }
-        let inv = rms_inv_pipelined(ssq, part, parity, sgs, n, eps);
+        let inv = rms_inv_pipelined(ssq, tiny, part, parity, sgs, n, eps);
         for e in 0..epl {
             let y = load(ss[e]) * inv * load(ws[e]);
             store(

@@ -6,7 +6,7 @@
 //! several rows to a threadgroup, reduced with shuffles (`rms_norm_rows_kernel`). The
 //! dispatching `rms_norm` picks these where the row length allows.
 
-use super::rms_inv::rms_inv;
+use super::rms_inv::{rms_inv, tiny_square};
 use super::rms_norm::check_row_norm;
 use crate::error::{runtime, OpError};
 use tessera_macros::{func, kernel};
@@ -29,12 +29,14 @@ pub fn rms_norm_vec_kernel<T>(
     let row = group_id_x() * n;
     let xs = stack_array::<f32>(epl);
     let mut ssq = 0.0f32;
+    let mut tiny = 0.0f32;
     for e in 0..epl {
         let v = load(x[row + lane_col + spread_offset(e, n, epl, vec)]).cast::<f32>();
         store(xs[e], v);
         ssq += v * v;
+        tiny += tiny_square(v);
     }
-    let inv = rms_inv(ssq, eps, n);
+    let inv = rms_inv(ssq, tiny, eps, n);
     for e in 0..epl {
         let off = spread_offset(e, n, epl, vec);
         let y = load(xs[e]) * inv * load(w[lane_col + off]).cast::<f32>();
@@ -73,15 +75,22 @@ pub fn rms_norm_rows_kernel<T>(
     let base = select(inside, row, 0) * n + col;
     let xs = stack_array::<f32>(epl);
     let mut ssq = 0.0f32;
+    let mut tiny = 0.0f32;
     for e in 0..epl {
         let v = load(x[base + spread_offset(e, n, epl, vec)]).cast::<f32>();
         store(xs[e], v);
         ssq += v * v;
+        tiny += tiny_square(v);
     }
+    // Rows of one simdgroup may differ in whether their sum overflows, so the scaled sum
+    // (see rms_inv) is reduced beside the plain one, not in a branch.
     for s in 0..lg {
         ssq += simd_shuffle_xor(ssq, (lanes / 2) >> s);
+        tiny += simd_shuffle_xor(tiny, (lanes / 2) >> s);
     }
-    let inv = rsqrt(ssq / n.cast::<f32>() + eps);
+    let plain = rsqrt(ssq / n.cast::<f32>() + eps);
+    let scaled = rsqrt(tiny / n.cast::<f32>()) * 8.271_806e-25;
+    let inv = select(ssq > 3.402_823_5e38, scaled, plain);
     if inside {
         for e in 0..epl {
             let off = spread_offset(e, n, epl, vec);

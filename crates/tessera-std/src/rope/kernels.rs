@@ -3,6 +3,7 @@
 //! head; an element rotates with its partner `e ^ 1` (interleaved) or `e ± rot_dim/2`
 //! (NeoX).
 
+use crate::norm::rms_inv::{rms_inv, tiny_square};
 use tessera_macros::{func, kernel};
 
 /// The partner of element `e`, the pair index, and the sign of the partner's term.
@@ -111,7 +112,7 @@ pub fn norm_rope_kernel<T>(
         let head = min(first_head + i, n_heads - 1);
         let base = (token * n_heads + head) * head_dim;
         let v = load(x[base + e]).cast::<f32>();
-        let inv = rsqrt(group_sum(v * v) / head_dim.cast::<f32>() + eps);
+        let inv = rms_inv(v * v, tiny_square(v), eps, head_dim);
         let y = v * inv * weight;
         store(staged[e], y);
         barrier();
