@@ -4,7 +4,9 @@
 //! divide, would overflow). References are written here in f64 from the definitions.
 
 use tessera_runtime::{Context, DType, Tensor};
-use tessera_std::attention::{sdpa_decode, sdpa_decode_split, sdpa_prefill, DecodeOptions};
+use tessera_std::attention::{
+    sdpa_decode, sdpa_decode_split, sdpa_prefill, DecodeOptions, DecodeWorkspace,
+};
 use tessera_std::norm::{
     gated_mixer_norm, layer_norm, rms_norm, rms_norm_pipe, rms_norm_residual, rms_norm_small,
     rms_norm_tpg4, rms_norm_vec, rms_norm_wide,
@@ -202,7 +204,8 @@ fn attention_over_values_near_f32s_limit_does_not_overflow() {
             }
         };
         let out = ctx.zeros(dtype, &[hq, d]).unwrap();
-        sdpa_decode(&ctx, &qt, &kt, &vt, &out, None).unwrap();
+        let ws = DecodeWorkspace::for_cache(&ctx, 1, hq, d, n).unwrap();
+        sdpa_decode(&ctx, &qt, &kt, &vt, &out, None, &ws).unwrap();
         rel(out.to_f64_vec().unwrap(), "sdpa_decode");
         for splits in [2, 5] {
             sdpa_decode_split(
@@ -214,6 +217,7 @@ fn attention_over_values_near_f32s_limit_does_not_overflow() {
                 n,
                 splits,
                 &DecodeOptions::default(),
+                &ws,
             )
             .unwrap();
             rel(out.to_f64_vec().unwrap(), "sdpa_decode_split");

@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use tessera_runtime::{Context, DType, Tensor};
 use tessera_std::decl::{eval_shape, Dims, DtypeRule, HostTensor, OpDecl, ParamValues, RefArgs};
 use tessera_std::ops;
-use tessera_std::testing::{tolerance, upload, CaseRng};
+use tessera_std::testing::{upload, CaseRng};
 
 const FLOATS: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
 
@@ -214,11 +214,11 @@ fn run(ctx: &Context, op: &'static OpDecl, host: &Host) -> Result<Outputs, Strin
         .collect()
 }
 
-/// Compares the non-finite masks of every output, and the finite values within a tolerance
-/// one dtype looser than the op's cases (scaled by the output's largest finite value,
-/// for huge data). Returns the number of elements checked.
-fn check(outputs: &Outputs, dtype: DType, values_too: bool) -> Result<usize, String> {
-    let tol = tolerance(match dtype {
+/// Compares the non-finite masks of every output, and the finite values within the op's
+/// declared accuracy one dtype looser than its cases (scaled by the output's largest finite
+/// value, for huge data). Returns the number of elements checked.
+fn check(op: &OpDecl, outputs: &Outputs, dtype: DType, values_too: bool) -> Result<usize, String> {
+    let tol = op.accuracy.of(match dtype {
         DType::F32 => DType::F16,
         _ => DType::BF16,
     });
@@ -266,7 +266,7 @@ fn poison_op(ctx: &Context, op: &'static OpDecl, rng: &mut CaseRng) -> Result<us
     let mut checked = 0;
     for dtype in dtypes(op) {
         let clean = example(op, dtype, rng)?;
-        checked += check(&run(ctx, op, &clean)?, dtype, true)
+        checked += check(op, &run(ctx, op, &clean)?, dtype, true)
             .map_err(|e| format!("{dtype}, finite example: {e}"))?;
         for input in float_inputs(&clean) {
             if known(op, "poison", dtype, &input) {
@@ -279,7 +279,7 @@ fn poison_op(ctx: &Context, op: &'static OpDecl, rng: &mut CaseRng) -> Result<us
                 let at = rng.int(0, t.data.len() as u32) as usize;
                 t.data[at] = poison;
                 let outputs = run(ctx, op, &host)?;
-                checked += check(&outputs, dtype, true)
+                checked += check(op, &outputs, dtype, true)
                     .map_err(|e| format!("{dtype}, {poison} in `{input}`[{at}]: {e}"))?;
             }
         }
@@ -319,7 +319,7 @@ fn adversarial_op(ctx: &Context, op: &'static OpDecl, rng: &mut CaseRng) -> Resu
                 let data: Vec<f64> = (0..t.data.len()).map(|_| fill(rng)).collect();
                 t.data = round(t.dtype, &data);
                 let outputs = run(ctx, op, &host)?;
-                checked += check(&outputs, dtype, true)
+                checked += check(op, &outputs, dtype, true)
                     .map_err(|e| format!("{dtype}, {what} `{input}`: {e}"))?;
             }
         }
