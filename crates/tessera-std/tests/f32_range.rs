@@ -239,3 +239,41 @@ fn attention_over_values_near_f32s_limit_does_not_overflow() {
         }
     }
 }
+
+/// qk_norm_rope's per-head RMSNorm on heads from 1e-20 to 3e38, at position 0 (where the
+/// rotation is the identity, so the reference is the per-head RMSNorm alone), with few
+/// tokens (a head per threadgroup) and many (eight heads per threadgroup).
+#[test]
+fn qk_norm_rope_normalises_heads_across_f32s_range() {
+    use tessera_std::rope::{qk_norm_rope, RopeConfig, RopeLayout, RopeScaling, RopeTable};
+    let ctx = Context::cpu();
+    let mut rng = CaseRng::new(0x9e4d);
+    let (hq, hk, d) = (4, 2, 64);
+    let table = RopeTable::new(
+        &ctx,
+        RopeConfig {
+            layout: RopeLayout::NeoX,
+            theta: 10000.0,
+            rot_dim: d,
+            scaling: RopeScaling::None,
+        },
+    )
+    .unwrap();
+    for tokens in [2, 64] {
+        let q = rows_at(&mut rng, tokens * hq, d, &MAGNITUDES);
+        let k = rows_at(&mut rng, tokens * hk, d, &MAGNITUDES[1..]);
+        let w: Vec<f64> = (0..d).map(|_| rng.uniform(0.5, 1.5)).collect();
+        let (qt, q) = upload(&ctx, DType::F32, &q, &[tokens, hq, d]).unwrap();
+        let (kt, k) = upload(&ctx, DType::F32, &k, &[tokens, hk, d]).unwrap();
+        let (wt, w) = upload(&ctx, DType::F32, &w, &[d]).unwrap();
+        let pos = ctx.tensor(&vec![0u32; tokens], &[tokens]).unwrap();
+        let qo = ctx.zeros(DType::F32, &[tokens, hq, d]).unwrap();
+        let ko = ctx.zeros(DType::F32, &[tokens, hk, d]).unwrap();
+        qk_norm_rope(&ctx, &qt, &kt, &wt, &wt, &pos, &table, &qo, &ko, 1e-6).unwrap();
+        let what = format!("qk_norm_rope tokens={tokens}");
+        let q_want = rms_f64(&q, &w, d, 1e-6);
+        let k_want = rms_f64(&k, &w, d, 1e-6);
+        assert_close(&what, &qo.to_f64_vec().unwrap(), &q_want, 1e-5);
+        assert_close(&what, &ko.to_f64_vec().unwrap(), &k_want, 1e-5);
+    }
+}

@@ -6,7 +6,7 @@
 //! several rows to a threadgroup, reduced with shuffles (`rms_norm_rows_kernel`). The
 //! dispatching `rms_norm` picks these where the row length allows.
 
-use super::rms_inv::{rms_inv, tiny_square};
+use super::rms_inv::tiny_square;
 use super::rms_norm::check_row_norm;
 use crate::error::{runtime, OpError};
 use tessera_macros::{func, kernel};
@@ -29,14 +29,22 @@ pub fn rms_norm_vec_kernel<T>(
     let row = group_id_x() * n;
     let xs = stack_array::<f32>(epl);
     let mut ssq = 0.0f32;
-    let mut tiny = 0.0f32;
     for e in 0..epl {
         let v = load(x[row + lane_col + spread_offset(e, n, epl, vec)]).cast::<f32>();
         store(xs[e], v);
         ssq += v * v;
-        tiny += tiny_square(v);
     }
-    let inv = rms_inv(ssq, tiny, eps, n);
+    // The row is in registers, so the overflow-free sum (see rms_inv) is taken from them
+    // only when the plain one overflowed: the common case pays one compare.
+    let total = group_sum(ssq);
+    let mut inv = rsqrt(total / n.cast::<f32>() + eps);
+    if total > 3.402_823_5e38 {
+        let mut tiny = 0.0f32;
+        for e in 0..epl {
+            tiny += tiny_square(load(xs[e]));
+        }
+        inv = rsqrt(group_sum(tiny) / n.cast::<f32>()) * 8.271_806e-25;
+    }
     for e in 0..epl {
         let off = spread_offset(e, n, epl, vec);
         let y = load(xs[e]) * inv * load(w[lane_col + off]).cast::<f32>();
@@ -75,22 +83,28 @@ pub fn rms_norm_rows_kernel<T>(
     let base = select(inside, row, 0) * n + col;
     let xs = stack_array::<f32>(epl);
     let mut ssq = 0.0f32;
-    let mut tiny = 0.0f32;
     for e in 0..epl {
         let v = load(x[base + spread_offset(e, n, epl, vec)]).cast::<f32>();
         store(xs[e], v);
         ssq += v * v;
-        tiny += tiny_square(v);
     }
-    // Rows of one simdgroup may differ in whether their sum overflows, so the scaled sum
-    // (see rms_inv) is reduced beside the plain one, not in a branch.
     for s in 0..lg {
         ssq += simd_shuffle_xor(ssq, (lanes / 2) >> s);
-        tiny += simd_shuffle_xor(tiny, (lanes / 2) >> s);
     }
-    let plain = rsqrt(ssq / n.cast::<f32>() + eps);
-    let scaled = rsqrt(tiny / n.cast::<f32>()) * 8.271_806e-25;
-    let inv = select(ssq > 3.402_823_5e38, scaled, plain);
+    let mut inv = rsqrt(ssq / n.cast::<f32>() + eps);
+    // The overflow-free sum (see rms_inv) from the registers, only in a simdgroup where
+    // some row's plain sum overflowed; its rows differ, so each selects its own.
+    if simd_any(ssq > 3.402_823_5e38) {
+        let mut tiny = 0.0f32;
+        for e in 0..epl {
+            tiny += tiny_square(load(xs[e]));
+        }
+        for s in 0..lg {
+            tiny += simd_shuffle_xor(tiny, (lanes / 2) >> s);
+        }
+        let scaled = rsqrt(tiny / n.cast::<f32>()) * 8.271_806e-25;
+        inv = select(ssq > 3.402_823_5e38, scaled, inv);
+    }
     if inside {
         for e in 0..epl {
             let off = spread_offset(e, n, epl, vec);

@@ -3,7 +3,7 @@
 //! head; an element rotates with its partner `e ^ 1` (interleaved) or `e ± rot_dim/2`
 //! (NeoX).
 
-use crate::norm::rms_inv::{rms_inv, tiny_square};
+use crate::norm::rms_inv::tiny_square;
 use tessera_macros::{func, kernel};
 
 /// The partner of element `e`, the pair index, and the sign of the partner's term.
@@ -108,22 +108,39 @@ pub fn norm_rope_kernel<T>(
     let (c, s) = rope_angle(pos, inv_freq, pair);
     let weight = load(w[e]).cast::<f32>();
     let staged = threadgroup_array::<f32>(head_dim);
-    for i in range(0, heads_per_group, 1) {
-        let head = min(first_head + i, n_heads - 1);
-        let base = (token * n_heads + head) * head_dim;
-        let v = load(x[base + e]).cast::<f32>();
-        let inv = rms_inv(v * v, tiny_square(v), eps, head_dim);
-        let y = v * inv * weight;
-        store(staged[e], y);
-        barrier();
-        let r = select(
-            rotated,
-            (y * c + sign * load(staged[partner]) * s) * mscale,
-            y,
-        );
-        if first_head + i < n_heads {
-            store(out[base + e], r.cast::<T>());
+    let nf = head_dim.cast::<f32>();
+    // Pass 0 is the plain RMSNorm, a loop without branches (the loads of later heads are
+    // free to move ahead). Where a head's sum of squares overflowed (see norm::rms_inv;
+    // the total is the threadgroup's, so every thread agrees), pass 1 redoes the heads
+    // from sums scaled by 2⁻⁸⁰ (those heads only) and overwrites what pass 0 stored.
+    let mut passes = 1u32;
+    for pass in 0..2 {
+        if pass < passes {
+            for i in range(0, heads_per_group, 1) {
+                let head = min(first_head + i, n_heads - 1);
+                let base = (token * n_heads + head) * head_dim;
+                let v = load(x[base + e]).cast::<f32>();
+                let total = group_sum(v * v);
+                let overflowed = total > 3.402_823_5e38;
+                let mut inv = rsqrt(total / nf + eps);
+                if pass == 1 {
+                    let tiny = group_sum(tiny_square(v));
+                    inv = select(overflowed, rsqrt(tiny / nf) * 8.271_806e-25, inv);
+                }
+                passes = select(overflowed, 2u32, passes);
+                let y = v * inv * weight;
+                store(staged[e], y);
+                barrier();
+                let r = select(
+                    rotated,
+                    (y * c + sign * load(staged[partner]) * s) * mscale,
+                    y,
+                );
+                if first_head + i < n_heads {
+                    store(out[base + e], r.cast::<T>());
+                }
+                barrier();
+            }
         }
-        barrier();
     }
 }
