@@ -38,7 +38,9 @@ pub fn rms_norm_vec_kernel<T>(
     // only when the plain one overflowed: the common case pays one compare.
     let total = group_sum(ssq);
     let mut inv = rsqrt(total / n.cast::<f32>() + eps);
-    if total > 3.402_823_5e38 {
+    // f16 squares cannot overflow f32 (a constant of the specialisation: no branch).
+    let wide = (1.0e-30f32).cast::<T>().cast::<f32>() > 0.0f32;
+    if wide && total > 3.402_823_5e38 {
         let mut tiny = 0.0f32;
         for e in 0..epl {
             tiny += tiny_square(load(xs[e]));
@@ -94,7 +96,8 @@ pub fn rms_norm_rows_kernel<T>(
     let mut inv = rsqrt(ssq / n.cast::<f32>() + eps);
     // The overflow-free sum (see rms_inv) from the registers, only in a simdgroup where
     // some row's plain sum overflowed; its rows differ, so each selects its own.
-    if simd_any(ssq > 3.402_823_5e38) {
+    let wide = (1.0e-30f32).cast::<T>().cast::<f32>() > 0.0f32;
+    if wide && simd_any(ssq > 3.402_823_5e38) {
         let mut tiny = 0.0f32;
         for e in 0..epl {
             tiny += tiny_square(load(xs[e]));

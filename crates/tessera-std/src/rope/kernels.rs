@@ -109,38 +109,30 @@ pub fn norm_rope_kernel<T>(
     let weight = load(w[e]).cast::<f32>();
     let staged = threadgroup_array::<f32>(head_dim);
     let nf = head_dim.cast::<f32>();
-    // Pass 0 is the plain RMSNorm, a loop without branches (the loads of later heads are
-    // free to move ahead). Where a head's sum of squares overflowed (see norm::rms_inv;
-    // the total is the threadgroup's, so every thread agrees), pass 1 redoes the heads
-    // from sums scaled by 2⁻⁸⁰ (those heads only) and overwrites what pass 0 stored.
-    let mut passes = 1u32;
-    for pass in 0..2 {
-        if pass < passes {
-            for i in range(0, heads_per_group, 1) {
-                let head = min(first_head + i, n_heads - 1);
-                let base = (token * n_heads + head) * head_dim;
-                let v = load(x[base + e]).cast::<f32>();
-                let total = group_sum(v * v);
-                let overflowed = total > 3.402_823_5e38;
-                let mut inv = rsqrt(total / nf + eps);
-                if pass == 1 {
-                    let tiny = group_sum(tiny_square(v));
-                    inv = select(overflowed, rsqrt(tiny / nf) * 8.271_806e-25, inv);
-                }
-                passes = select(overflowed, 2u32, passes);
-                let y = v * inv * weight;
-                store(staged[e], y);
-                barrier();
-                let r = select(
-                    rotated,
-                    (y * c + sign * load(staged[partner]) * s) * mscale,
-                    y,
-                );
-                if first_head + i < n_heads {
-                    store(out[base + e], r.cast::<T>());
-                }
-                barrier();
-            }
+    // A sum of squares of f16 values cannot overflow f32; one of f32 or bf16 values can
+    // (see norm::rms_inv), and is then redone from squares scaled by 2⁻⁸⁰. `wide` is a
+    // constant of the specialisation, so the f16 kernel has no such branch.
+    let wide = (1.0e-30f32).cast::<T>().cast::<f32>() > 0.0f32;
+    for i in range(0, heads_per_group, 1) {
+        let head = min(first_head + i, n_heads - 1);
+        let base = (token * n_heads + head) * head_dim;
+        let v = load(x[base + e]).cast::<f32>();
+        let total = group_sum(v * v);
+        let mut inv = rsqrt(total / nf + eps);
+        if wide && total > 3.402_823_5e38 {
+            inv = rsqrt(group_sum(tiny_square(v)) / nf) * 8.271_806e-25;
         }
+        let y = v * inv * weight;
+        store(staged[e], y);
+        barrier();
+        let r = select(
+            rotated,
+            (y * c + sign * load(staged[partner]) * s) * mscale,
+            y,
+        );
+        if first_head + i < n_heads {
+            store(out[base + e], r.cast::<T>());
+        }
+        barrier();
     }
 }
