@@ -185,6 +185,15 @@ impl Builder {
             .push((name.to_string(), ty.name().to_string()));
     }
 
+    /// Starts a kernel whose first two parameters are the tensors `x` (read) and `out`
+    /// (written), both of `elem`: the shape most small kernels take.
+    pub fn kernel_x_out(name: &str, elem: Scalar) -> (Builder, Mem, Mem) {
+        let mut b = Builder::kernel(name);
+        let x = b.tensor_param("x", elem, false);
+        let out = b.tensor_param("out", elem, true);
+        (b, x, out)
+    }
+
     /// Declares a tensor parameter.
     pub fn tensor_param(&mut self, name: &str, elem: Scalar, writable: bool) -> Mem {
         let index = self.params.len() as u32;

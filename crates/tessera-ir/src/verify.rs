@@ -1118,9 +1118,7 @@ mod tests {
     use crate::builder::{Builder, Value};
 
     fn ok_kernel() -> Kernel {
-        let mut b = Builder::kernel("k");
-        let x = b.tensor_param("x", Scalar::F32, false);
-        let out = b.tensor_param("out", Scalar::F32, true);
+        let (mut b, x, out) = Builder::kernel_x_out("k", Scalar::F32);
         let tid = b.builtin(Builtin::ThreadId);
         let v = b.load(x, tid).unwrap();
         let s = b.group_reduce(crate::ops::ReduceOp::Sum, v).unwrap();
@@ -1227,9 +1225,7 @@ mod tests {
 
     #[test]
     fn a_loop_bound_from_a_loaded_value_makes_collectives_illegal() {
-        let mut b = Builder::kernel("loopy");
-        let x = b.tensor_param("x", Scalar::U32, false);
-        let out = b.tensor_param("out", Scalar::U32, true);
+        let (mut b, x, out) = Builder::kernel_x_out("loopy", Scalar::U32);
         let n = b.load(x, Value::Int(0)).unwrap();
         let (_, c) = b
             .begin_for(Value::Int(0), n, Value::Int(1), &[Value::Int(0)])

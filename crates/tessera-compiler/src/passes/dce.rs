@@ -225,9 +225,7 @@ mod tests {
 
     #[test]
     fn removes_unused_pure_ops_and_dead_carried_values() {
-        let mut b = Builder::kernel("dce");
-        let x = b.tensor_param("x", Scalar::F32, false);
-        let out = b.tensor_param("out", Scalar::F32, true);
+        let (mut b, x, out) = Builder::kernel_x_out("dce", Scalar::F32);
         let tid = b.builtin(Builtin::ThreadId);
         let _unused = b.binary(BinaryOp::Mul, tid, Value::Int(3)).unwrap();
         let n = b.scalar_param("n", Scalar::U32);

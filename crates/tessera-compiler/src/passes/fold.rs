@@ -363,9 +363,7 @@ mod tests {
 
     #[test]
     fn float_identities_are_left_alone() {
-        let mut b = Builder::kernel("f");
-        let x = b.tensor_param("x", Scalar::F32, false);
-        let out = b.tensor_param("out", Scalar::F32, true);
+        let (mut b, x, out) = Builder::kernel_x_out("f", Scalar::F32);
         let v = b.load(x, Value::Int(0)).unwrap();
         let s = b.binary(BinaryOp::Add, v, Value::Float(0.0)).unwrap();
         b.store(out, Value::Int(0), s).unwrap();

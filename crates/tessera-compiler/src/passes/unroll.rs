@@ -165,9 +165,7 @@ mod tests {
 
     #[test]
     fn small_constant_loops_unroll_and_indices_become_constant() {
-        let mut b = Builder::kernel("u");
-        let x = b.tensor_param("x", Scalar::F32, false);
-        let out = b.tensor_param("out", Scalar::F32, true);
+        let (mut b, x, out) = Builder::kernel_x_out("u", Scalar::F32);
         let tmp = b.local_array("tmp", Scalar::F32, Value::Int(4)).unwrap();
         let tid = b.builtin(Builtin::ThreadId);
         let (i, _) = b
