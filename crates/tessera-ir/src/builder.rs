@@ -1162,9 +1162,7 @@ impl Builder {
         self.loc = frame.loc;
         self.push(
             Op::For {
-                start,
-                end,
-                step,
+                bounds: [start, end, step],
                 inits,
                 body,
             },

@@ -409,13 +409,11 @@ impl<'a> Verifier<'a> {
                 }
             }
             Op::For {
-                start,
-                end,
-                step,
+                bounds,
                 inits,
                 body,
             } => {
-                let bound = [start, end, step]
+                let bound = bounds
                     .iter()
                     .map(|v| s.uni[v.index()])
                     .min()
@@ -437,7 +435,7 @@ impl<'a> Verifier<'a> {
                         format!("argument {a} of the `for` body is not in the value table"),
                     ));
                 }
-                let iv_ty = s.body.ty(*start);
+                let iv_ty = s.body.ty(bounds[0]);
                 if body.args.first().map(|&a| s.body.ty(a)) != Some(iv_ty) {
                     return Err(self.err(
                         loc,
@@ -1063,13 +1061,11 @@ impl Analysis<'_> {
                 return;
             }
             Op::For {
-                start,
-                end,
-                step,
+                bounds,
                 inits,
                 body,
             } => {
-                let bound = self.min_of(&[*start, *end, *step]);
+                let bound = self.min_of(bounds);
                 if let Some(&iv) = body.args.first() {
                     self.lower(iv, bound);
                 }

@@ -87,7 +87,10 @@ impl Dce<'_> {
                     .get(d)
                     .is_none_or(|l| l.as_i64().is_none_or(|v| v == 0))
             }
-            Op::For { step, .. } => self
+            Op::For {
+                bounds: [_, _, step],
+                ..
+            } => self
                 .consts
                 .get(step)
                 .is_none_or(|l| l.as_i64().is_none_or(|v| v <= 0)),
@@ -133,15 +136,11 @@ impl Dce<'_> {
                     self.mark(else_block);
                 }
                 Op::For {
-                    start,
-                    end,
-                    step,
+                    bounds,
                     inits,
                     body,
                 } => {
-                    self.set_live(*start);
-                    self.set_live(*end);
-                    self.set_live(*step);
+                    bounds.iter().for_each(|&v| self.set_live(v));
                     for (k, &init) in inits.iter().enumerate() {
                         let r = inst.results.get(k).copied();
                         let a = body.args.get(k + 1).copied();

@@ -76,13 +76,12 @@ impl Folder {
                     };
                 }
                 Op::For {
-                    start,
-                    end,
-                    step,
+                    bounds,
                     inits,
                     body: b,
                 } => {
                     let k = |v: ValueId| self.consts.get(&v).copied();
+                    let [start, end, step] = bounds;
                     if let (Some(s), Some(e), Some(st)) = (k(start), k(end), k(step)) {
                         if trip_count(s, e, st) == Some(0) {
                             for (&r, &i) in inst.results.iter().zip(&inits) {
@@ -92,9 +91,7 @@ impl Folder {
                         }
                     }
                     inst.op = Op::For {
-                        start,
-                        end,
-                        step,
+                        bounds,
                         inits,
                         body: self.block(b, body),
                     };

@@ -75,9 +75,7 @@ impl Unroller {
                 *b = self.block(taken, body);
             }
             if let Op::For {
-                start,
-                end,
-                step,
+                bounds: [start, end, step],
                 inits,
                 body: lb,
             } = &inst.op
