@@ -28,11 +28,7 @@ impl Folder {
     fn block(&mut self, block: Block, body: &Body) -> Block {
         let mut out = Vec::with_capacity(block.insts.len());
         self.insts(block.insts, body, &mut out);
-        Block {
-            args: block.args,
-            insts: out,
-            yields: block.yields.iter().map(|&y| self.subst.get(y)).collect(),
-        }
+        self.subst.block(block.args, out, &block.yields)
     }
 
     fn insts(&mut self, insts: Vec<Inst>, body: &Body, out: &mut Vec<Inst>) {

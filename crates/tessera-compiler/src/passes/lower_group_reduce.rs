@@ -115,11 +115,7 @@ impl Lowering {
             }
             out.push(inst);
         }
-        Block {
-            args: block.args,
-            insts: out,
-            yields: block.yields.iter().map(|&y| self.subst.get(y)).collect(),
-        }
+        self.subst.block(block.args, out, &block.yields)
     }
 
     #[allow(clippy::too_many_arguments)]

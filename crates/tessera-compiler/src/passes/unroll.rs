@@ -102,11 +102,7 @@ impl Unroller {
             }
             out.push(inst);
         }
-        Block {
-            args: block.args,
-            insts: out,
-            yields: block.yields.iter().map(|&y| self.subst.get(y)).collect(),
-        }
+        self.subst.block(block.args, out, &block.yields)
     }
 
     /// Appends `n` copies of the loop body to `out`; returns the final carried values.
