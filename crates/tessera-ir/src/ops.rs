@@ -722,6 +722,20 @@ impl Op {
         )
     }
 
+    /// The memory an op reads or writes directly, if any, to change it.
+    pub fn mem_mut(&mut self) -> Option<&mut MemRef> {
+        match self {
+            Op::Load { mem, .. }
+            | Op::Store { mem, .. }
+            | Op::VecLoad { mem, .. }
+            | Op::VecStore { mem, .. }
+            | Op::Atomic { mem, .. }
+            | Op::FragLoad { mem, .. }
+            | Op::FragStore { mem, .. } => Some(mem),
+            _ => None,
+        }
+    }
+
     /// The memory an op reads or writes directly, if any.
     pub fn mem(&self) -> Option<MemRef> {
         match self {
