@@ -433,24 +433,7 @@ impl Builder {
         let what = format!("`{}`", op.name());
         let (x, y) = self.unify(a, b, &what)?;
         let ty = self.scalar_of(self.body.ty(x), &what)?;
-        let ok = match op {
-            BinaryOp::Add
-            | BinaryOp::Sub
-            | BinaryOp::Mul
-            | BinaryOp::Div
-            | BinaryOp::Rem
-            | BinaryOp::Min
-            | BinaryOp::Max
-            | BinaryOp::Lt
-            | BinaryOp::Le
-            | BinaryOp::Gt
-            | BinaryOp::Ge => ty.is_numeric(),
-            BinaryOp::Pow => ty.is_float(),
-            BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => ty.is_int() || ty == Scalar::Bool,
-            BinaryOp::Shl | BinaryOp::Shr => ty.is_int(),
-            BinaryOp::Eq | BinaryOp::Ne => true,
-        };
-        if !ok {
+        if !crate::verify::binary_defined(op, ty) {
             return Err(self.error(format!("{what} is not defined on {ty}")));
         }
         let out = if op.is_comparison() { Scalar::Bool } else { ty };
@@ -484,12 +467,7 @@ impl Builder {
             other => other,
         };
         let (x, ty) = self.scalar_type(a, &what)?;
-        let ok = match op {
-            UnaryOp::Not => ty.is_int() || ty == Scalar::Bool,
-            UnaryOp::Neg | UnaryOp::Abs => ty.is_numeric(),
-            _ => ty.is_float(),
-        };
-        if !ok {
+        if !crate::verify::unary_defined(op, ty) {
             let hint = if op.float_only() {
                 "; convert with `.cast::<f32>()` first".to_string()
             } else {

@@ -564,12 +564,7 @@ impl<'a> Verifier<'a> {
             },
             Op::Unary(op, _) => {
                 let t = scalar(ops[0])?;
-                let ok = match op {
-                    UnaryOp::Not => t.is_int() || t == Scalar::Bool,
-                    UnaryOp::Neg | UnaryOp::Abs => t.is_numeric(),
-                    _ => t.is_float(),
-                };
-                if !ok {
+                if !unary_defined(*op, t) {
                     return bad(format!("not defined on {t}"));
                 }
                 one(if matches!(op, UnaryOp::IsNan | UnaryOp::IsInf) {
@@ -902,6 +897,15 @@ fn check_width(w: usize) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!("vector width must be 2, 4 or 8, got {w}"))
+    }
+}
+
+/// True if `op` is defined on an operand of type `t`.
+pub fn unary_defined(op: UnaryOp, t: Scalar) -> bool {
+    match op {
+        UnaryOp::Not => t.is_int() || t == Scalar::Bool,
+        UnaryOp::Neg | UnaryOp::Abs => t.is_numeric(),
+        _ => t.is_float(),
     }
 }
 
