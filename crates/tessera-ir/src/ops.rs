@@ -294,6 +294,16 @@ impl SimdOp {
         SimdOp::Any,
     ];
 
+    /// The arithmetic ones, defined on every numeric type, floats included.
+    pub const ARITHMETIC: [SimdOp; 6] = [
+        SimdOp::Sum,
+        SimdOp::Max,
+        SimdOp::Min,
+        SimdOp::PrefixSum,
+        SimdOp::PrefixExclusiveSum,
+        SimdOp::Prod,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             SimdOp::Sum => "simd_sum",

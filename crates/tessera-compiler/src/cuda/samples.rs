@@ -93,14 +93,7 @@ pub fn simd_float() -> R<Sample> {
     let (mut b, x, out) = Builder::kernel_x_out("simd_float", Scalar::F32);
     let g = b.builtin(Builtin::GlobalId);
     let v = b.load(x, g)?;
-    let ops = [
-        SimdOp::Sum,
-        SimdOp::Max,
-        SimdOp::Min,
-        SimdOp::PrefixSum,
-        SimdOp::PrefixExclusiveSum,
-        SimdOp::Prod,
-    ];
+    let ops = SimdOp::ARITHMETIC;
     let base = b.binary(BinaryOp::Mul, g, Value::Int(ops.len() as i64 + 1))?;
     for (k, op) in ops.iter().enumerate() {
         // Keep products in range: 32 factors near 1.
