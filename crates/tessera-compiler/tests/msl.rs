@@ -111,9 +111,7 @@ fn output_is_deterministic() {
 }
 
 fn shuffles() -> Kernel {
-    let mut b = Builder::kernel("shuffles");
-    let x = b.tensor_param("x", Scalar::BF16, false);
-    let out = b.tensor_param("out", Scalar::BF16, true);
+    let (mut b, x, out) = Builder::kernel_x_out("shuffles", Scalar::BF16);
     let d = b.scalar_param("d", Scalar::U32);
     let gid = b.builtin(Builtin::GlobalId);
     let v = b.load(x, gid).unwrap();

@@ -113,9 +113,7 @@ fn dot4() -> Arc<Function> {
 
 #[test]
 fn calls_loops_and_stack_arrays_become_straight_line_registers() {
-    let mut b = Builder::kernel("uses_dot4");
-    let x = b.tensor_param("x", Scalar::F32, false);
-    let out = b.tensor_param("out", Scalar::F32, true);
+    let (mut b, x, out) = Builder::kernel_x_out("uses_dot4", Scalar::F32);
     let tid = b.builtin(Builtin::GlobalId);
     let v = b.load(x, tid).unwrap();
     let r = b.call(dot4(), &[v.into()]).unwrap();
@@ -155,9 +153,7 @@ fn invalid_input_ir_is_reported_before_any_pass() {
 
 #[test]
 fn a_barrier_guarded_by_a_group_reduction_survives_lowering() {
-    let mut b = Builder::kernel("guarded");
-    let x = b.tensor_param("x", Scalar::F32, false);
-    let out = b.tensor_param("out", Scalar::F32, true);
+    let (mut b, x, out) = Builder::kernel_x_out("guarded", Scalar::F32);
     let tid = b.builtin(Builtin::ThreadId);
     let v = b.load(x, tid).unwrap();
     let m = b.group_reduce(ReduceOp::Max, v).unwrap();

@@ -185,6 +185,15 @@ impl Builder {
             .push((name.to_string(), ty.name().to_string()));
     }
 
+    /// Starts a kernel whose first two parameters are the tensors `x` (read) and `out`
+    /// (written), both of `elem`: the shape most small kernels take.
+    pub fn kernel_x_out(name: &str, elem: Scalar) -> (Builder, Mem, Mem) {
+        let mut b = Builder::kernel(name);
+        let x = b.tensor_param("x", elem, false);
+        let out = b.tensor_param("out", elem, true);
+        (b, x, out)
+    }
+
     /// Declares a tensor parameter.
     pub fn tensor_param(&mut self, name: &str, elem: Scalar, writable: bool) -> Mem {
         let index = self.params.len() as u32;
@@ -424,24 +433,7 @@ impl Builder {
         let what = format!("`{}`", op.name());
         let (x, y) = self.unify(a, b, &what)?;
         let ty = self.scalar_of(self.body.ty(x), &what)?;
-        let ok = match op {
-            BinaryOp::Add
-            | BinaryOp::Sub
-            | BinaryOp::Mul
-            | BinaryOp::Div
-            | BinaryOp::Rem
-            | BinaryOp::Min
-            | BinaryOp::Max
-            | BinaryOp::Lt
-            | BinaryOp::Le
-            | BinaryOp::Gt
-            | BinaryOp::Ge => ty.is_numeric(),
-            BinaryOp::Pow => ty.is_float(),
-            BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => ty.is_int() || ty == Scalar::Bool,
-            BinaryOp::Shl | BinaryOp::Shr => ty.is_int(),
-            BinaryOp::Eq | BinaryOp::Ne => true,
-        };
-        if !ok {
+        if !crate::verify::binary_defined(op, ty) {
             return Err(self.error(format!("{what} is not defined on {ty}")));
         }
         let out = if op.is_comparison() { Scalar::Bool } else { ty };
@@ -475,12 +467,7 @@ impl Builder {
             other => other,
         };
         let (x, ty) = self.scalar_type(a, &what)?;
-        let ok = match op {
-            UnaryOp::Not => ty.is_int() || ty == Scalar::Bool,
-            UnaryOp::Neg | UnaryOp::Abs => ty.is_numeric(),
-            _ => ty.is_float(),
-        };
-        if !ok {
+        if !crate::verify::unary_defined(op, ty) {
             let hint = if op.float_only() {
                 "; convert with `.cast::<f32>()` first".to_string()
             } else {
@@ -1153,9 +1140,7 @@ impl Builder {
         self.loc = frame.loc;
         self.push(
             Op::For {
-                start,
-                end,
-                step,
+                bounds: [start, end, step],
                 inits,
                 body,
             },

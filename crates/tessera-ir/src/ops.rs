@@ -294,6 +294,16 @@ impl SimdOp {
         SimdOp::Any,
     ];
 
+    /// The arithmetic ones, defined on every numeric type, floats included.
+    pub const ARITHMETIC: [SimdOp; 6] = [
+        SimdOp::Sum,
+        SimdOp::Max,
+        SimdOp::Min,
+        SimdOp::PrefixSum,
+        SimdOp::PrefixExclusiveSum,
+        SimdOp::Prod,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             SimdOp::Sum => "simd_sum",
@@ -516,14 +526,12 @@ pub enum Op {
         then_block: Block,
         else_block: Block,
     },
-    /// `for (iv = start; iv < end; iv += step)`, with loop-carried values.
-    /// `body.args` is `[iv, carried…]` and `body.yields` the next carried values;
-    /// the results are the carried values after the last iteration (the `inits` if none ran).
-    /// `start`, `end`, `step` are u32 or i32 of one type; `step` must be positive.
+    /// `for (iv = start; iv < end; iv += step)` with `bounds` = `[start, end, step]`, and
+    /// loop-carried values. `body.args` is `[iv, carried…]` and `body.yields` the next
+    /// carried values; the results are the carried values after the last iteration (the
+    /// `inits` if none ran). The bounds are u32 or i32 of one type; `step` must be positive.
     For {
-        start: ValueId,
-        end: ValueId,
-        step: ValueId,
+        bounds: [ValueId; 3],
         inits: Vec<ValueId>,
         body: Block,
     },
@@ -603,14 +611,8 @@ impl Op {
             Op::Pack(vs) => vs.clone(),
             Op::Shuffle { value, arg, .. } => vec![*value, *arg],
             Op::If { cond, .. } => vec![*cond],
-            Op::For {
-                start,
-                end,
-                step,
-                inits,
-                ..
-            } => {
-                let mut v = vec![*start, *end, *step];
+            Op::For { bounds, inits, .. } => {
+                let mut v = bounds.to_vec();
                 v.extend(inits.iter().copied());
                 v
             }
@@ -656,16 +658,8 @@ impl Op {
                 *arg = f(*arg);
             }
             Op::If { cond, .. } => *cond = f(*cond),
-            Op::For {
-                start,
-                end,
-                step,
-                inits,
-                ..
-            } => {
-                *start = f(*start);
-                *end = f(*end);
-                *step = f(*step);
+            Op::For { bounds, inits, .. } => {
+                bounds.iter_mut().for_each(|v| *v = f(*v));
                 inits.iter_mut().for_each(|v| *v = f(*v));
             }
             Op::Call { args, .. } => args.iter_mut().for_each(|v| *v = f(*v)),
@@ -736,6 +730,20 @@ impl Op {
                 | Op::FragStore { .. }
                 | Op::FragMma { .. }
         )
+    }
+
+    /// The memory an op reads or writes directly, if any, to change it.
+    pub fn mem_mut(&mut self) -> Option<&mut MemRef> {
+        match self {
+            Op::Load { mem, .. }
+            | Op::Store { mem, .. }
+            | Op::VecLoad { mem, .. }
+            | Op::VecStore { mem, .. }
+            | Op::Atomic { mem, .. }
+            | Op::FragLoad { mem, .. }
+            | Op::FragStore { mem, .. } => Some(mem),
+            _ => None,
+        }
     }
 
     /// The memory an op reads or writes directly, if any.

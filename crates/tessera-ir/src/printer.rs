@@ -167,9 +167,7 @@ impl Printer<'_> {
                 return;
             }
             Op::For {
-                start,
-                end,
-                step,
+                bounds: [start, end, step],
                 inits,
                 body,
             } => {

@@ -409,13 +409,11 @@ impl<'a> Verifier<'a> {
                 }
             }
             Op::For {
-                start,
-                end,
-                step,
+                bounds,
                 inits,
                 body,
             } => {
-                let bound = [start, end, step]
+                let bound = bounds
                     .iter()
                     .map(|v| s.uni[v.index()])
                     .min()
@@ -437,7 +435,7 @@ impl<'a> Verifier<'a> {
                         format!("argument {a} of the `for` body is not in the value table"),
                     ));
                 }
-                let iv_ty = s.body.ty(*start);
+                let iv_ty = s.body.ty(bounds[0]);
                 if body.args.first().map(|&a| s.body.ty(a)) != Some(iv_ty) {
                     return Err(self.err(
                         loc,
@@ -566,12 +564,7 @@ impl<'a> Verifier<'a> {
             },
             Op::Unary(op, _) => {
                 let t = scalar(ops[0])?;
-                let ok = match op {
-                    UnaryOp::Not => t.is_int() || t == Scalar::Bool,
-                    UnaryOp::Neg | UnaryOp::Abs => t.is_numeric(),
-                    _ => t.is_float(),
-                };
-                if !ok {
+                if !unary_defined(*op, t) {
                     return bad(format!("not defined on {t}"));
                 }
                 one(if matches!(op, UnaryOp::IsNan | UnaryOp::IsInf) {
@@ -907,6 +900,15 @@ fn check_width(w: usize) -> Result<(), String> {
     }
 }
 
+/// True if `op` is defined on an operand of type `t`.
+pub fn unary_defined(op: UnaryOp, t: Scalar) -> bool {
+    match op {
+        UnaryOp::Not => t.is_int() || t == Scalar::Bool,
+        UnaryOp::Neg | UnaryOp::Abs => t.is_numeric(),
+        _ => t.is_float(),
+    }
+}
+
 /// True if `op` is defined on operands of type `t`.
 pub fn binary_defined(op: BinaryOp, t: Scalar) -> bool {
     match op {
@@ -1063,13 +1065,11 @@ impl Analysis<'_> {
                 return;
             }
             Op::For {
-                start,
-                end,
-                step,
+                bounds,
                 inits,
                 body,
             } => {
-                let bound = self.min_of(&[*start, *end, *step]);
+                let bound = self.min_of(bounds);
                 if let Some(&iv) = body.args.first() {
                     self.lower(iv, bound);
                 }
@@ -1118,9 +1118,7 @@ mod tests {
     use crate::builder::{Builder, Value};
 
     fn ok_kernel() -> Kernel {
-        let mut b = Builder::kernel("k");
-        let x = b.tensor_param("x", Scalar::F32, false);
-        let out = b.tensor_param("out", Scalar::F32, true);
+        let (mut b, x, out) = Builder::kernel_x_out("k", Scalar::F32);
         let tid = b.builtin(Builtin::ThreadId);
         let v = b.load(x, tid).unwrap();
         let s = b.group_reduce(crate::ops::ReduceOp::Sum, v).unwrap();
@@ -1227,9 +1225,7 @@ mod tests {
 
     #[test]
     fn a_loop_bound_from_a_loaded_value_makes_collectives_illegal() {
-        let mut b = Builder::kernel("loopy");
-        let x = b.tensor_param("x", Scalar::U32, false);
-        let out = b.tensor_param("out", Scalar::U32, true);
+        let (mut b, x, out) = Builder::kernel_x_out("loopy", Scalar::U32);
         let n = b.load(x, Value::Int(0)).unwrap();
         let (_, c) = b
             .begin_for(Value::Int(0), n, Value::Int(1), &[Value::Int(0)])

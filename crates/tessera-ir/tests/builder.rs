@@ -71,9 +71,7 @@ fn constants_fold_while_building() {
 
 #[test]
 fn stores_check_writability_and_element_type() {
-    let mut b = Builder::kernel("st");
-    let x = b.tensor_param("x", Scalar::F16, false);
-    let out = b.tensor_param("out", Scalar::F16, true);
+    let (mut b, x, out) = Builder::kernel_x_out("st", Scalar::F16);
     let v = b.load(x, Value::Int(0)).unwrap();
     let f = b.cast(v, Scalar::F32).unwrap();
     assert!(b

@@ -187,13 +187,7 @@ impl Lower<'_> {
 
     /// `matrix_a::<T>()` / `matrix_b::<T>()` / `matrix_acc()` in a `let` initializer.
     fn frag_decl(&self, e: &syn::Expr, name: &syn::Ident) -> syn::Result<Option<TokenStream>> {
-        let syn::Expr::Call(c) = e else {
-            return Ok(None);
-        };
-        let syn::Expr::Path(p) = &*c.func else {
-            return Ok(None);
-        };
-        let Some(last) = p.path.segments.last() else {
+        let Some((c, last)) = path_call(e) else {
             return Ok(None);
         };
         let ir = &self.ir;
@@ -229,13 +223,7 @@ impl Lower<'_> {
 
     /// `threadgroup_array::<T>(n)` / `stack_array::<T>(n)` in a `let` initializer.
     fn array_decl(&self, e: &syn::Expr, name: &syn::Ident) -> syn::Result<Option<TokenStream>> {
-        let syn::Expr::Call(c) = e else {
-            return Ok(None);
-        };
-        let syn::Expr::Path(p) = &*c.func else {
-            return Ok(None);
-        };
-        let Some(last) = p.path.segments.last() else {
+        let Some((c, last)) = path_call(e) else {
             return Ok(None);
         };
         let method = match last.ident.to_string().as_str() {
@@ -563,4 +551,15 @@ pub fn compound_op(op: &syn::BinOp) -> Option<syn::Ident> {
 /// True if `e` is the single-segment path `name`.
 pub fn path_is(e: &syn::Expr, name: &str) -> bool {
     matches!(e, syn::Expr::Path(p) if p.path.is_ident(name))
+}
+
+/// `e` as a call of a path (`f(…)`, `a::b::<T>(…)`) with the path's last segment.
+fn path_call(e: &syn::Expr) -> Option<(&syn::ExprCall, &syn::PathSegment)> {
+    let syn::Expr::Call(c) = e else {
+        return None;
+    };
+    let syn::Expr::Path(p) = &*c.func else {
+        return None;
+    };
+    Some((c, p.path.segments.last()?))
 }

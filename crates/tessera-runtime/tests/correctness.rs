@@ -19,9 +19,7 @@ fn seed() -> u64 {
 
 /// out[row] = sum(x[row, :]) with a strided per-thread loop and a group reduction.
 fn row_sum_kernel(reduce: ReduceOp) -> Kernel {
-    let mut b = Builder::kernel("row_sum");
-    let x = b.tensor_param("x", Scalar::F32, false);
-    let out = b.tensor_param("out", Scalar::F32, true);
+    let (mut b, x, out) = Builder::kernel_x_out("row_sum", Scalar::F32);
     let n = b.scalar_param("n", Scalar::U32);
     let row = b.builtin(Builtin::GroupIdX);
     let t = b.builtin(Builtin::ThreadId);
@@ -169,9 +167,7 @@ fn simd_reductions_scans_and_shuffles_match_the_reference() {
 
 #[test]
 fn simd_sum_of_floats_matches_the_reference() {
-    let mut b = Builder::kernel("simd_fsum");
-    let xp = b.tensor_param("x", Scalar::F32, false);
-    let out = b.tensor_param("out", Scalar::F32, true);
+    let (mut b, xp, out) = Builder::kernel_x_out("simd_fsum", Scalar::F32);
     let g = b.builtin(Builtin::GlobalId);
     let v = b.load(xp, g).unwrap();
     let s = b.simd(SimdOp::Sum, v).unwrap();
@@ -203,9 +199,7 @@ fn simd_sum_of_floats_matches_the_reference() {
 /// out = transpose(x) through a 32x32 threadgroup tile with a barrier.
 #[test]
 fn threadgroup_transpose_with_barrier_matches_the_reference() {
-    let mut b = Builder::kernel("transpose");
-    let x = b.tensor_param("x", Scalar::F32, false);
-    let out = b.tensor_param("out", Scalar::F32, true);
+    let (mut b, x, out) = Builder::kernel_x_out("transpose", Scalar::F32);
     let w = b.scalar_param("w", Scalar::U32);
     let h = b.scalar_param("h", Scalar::U32);
     let tile = b

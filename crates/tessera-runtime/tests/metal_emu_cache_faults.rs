@@ -5,26 +5,17 @@
 //! one are built again, never run; a cache that cannot be written, from the start or part
 //! way through a build, warns once and still runs every kernel. Needs g++.
 
+mod common;
+
+use common::iota_kernel;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Arc;
-use tessera_ir::{Builder, Builtin, Kernel, Literal, Scalar};
 use tessera_runtime::metal_emu::MetalEmuBackend;
 use tessera_runtime::{Context, DType};
 
 /// The kernels a worker runs, comma-separated `k`s of [`iota_kernel`].
 const WORKER: &str = "TESSERA_EMU_CACHE_WORKER";
-
-/// `out[global_id()] = global_id() + k`: a different program for every `k`.
-fn iota_kernel(k: u32) -> Kernel {
-    let mut b = Builder::kernel("iota");
-    let out = b.tensor_param("out", Scalar::U32, true);
-    let g = b.builtin(Builtin::GlobalId);
-    let c = b.lit(Literal::U32(k));
-    let v = b.binary(tessera_ir::BinaryOp::Add, g, c).expect("add");
-    b.store(out, g, v).expect("store");
-    b.finish_kernel().expect("kernel")
-}
 
 /// Runs the kernels named by [`WORKER`] and checks every output element; a child process
 /// of the tests below, which read its exit status.

@@ -2,21 +2,12 @@
 //! which no user, root included, can create) does not stop the emulator: kernels build in
 //! a directory under the temp dir and run, twice in a row without error. Needs g++.
 
+mod common;
+
+use common::iota_kernel;
 use std::sync::Arc;
-use tessera_ir::{Builder, Builtin, Kernel, Literal, Scalar};
 use tessera_runtime::metal_emu::MetalEmuBackend;
 use tessera_runtime::{Context, DType};
-
-/// `out[global_id()] = global_id() + k`.
-fn iota_kernel(k: u32) -> Kernel {
-    let mut b = Builder::kernel("iota");
-    let out = b.tensor_param("out", Scalar::U32, true);
-    let g = b.builtin(Builtin::GlobalId);
-    let c = b.lit(Literal::U32(k));
-    let v = b.binary(tessera_ir::BinaryOp::Add, g, c).expect("add");
-    b.store(out, g, v).expect("store");
-    b.finish_kernel().expect("kernel")
-}
 
 #[test]
 fn an_unwritable_cache_directory_only_costs_the_cache() {

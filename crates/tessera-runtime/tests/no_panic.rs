@@ -214,16 +214,11 @@ fn mutate(kernel: &mut Kernel, kind: u8, x: u64) {
             let dup = block.insts[at].clone();
             block.insts.insert(at, dup);
         }
-        7 if n > 0 => match &mut block.insts[at].op {
-            Op::Load { mem, .. }
-            | Op::Store { mem, .. }
-            | Op::VecLoad { mem, .. }
-            | Op::VecStore { mem, .. }
-            | Op::Atomic { mem, .. }
-            | Op::FragLoad { mem, .. }
-            | Op::FragStore { mem, .. } => *mem = mem_ref(y),
-            _ => {}
-        },
+        7 if n > 0 => {
+            if let Some(mem) = block.insts[at].op.mem_mut() {
+                *mem = mem_ref(y);
+            }
+        }
         8 => {
             if y.is_multiple_of(2) {
                 block.yields.push(v);

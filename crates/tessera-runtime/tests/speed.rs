@@ -7,9 +7,7 @@ use tessera_runtime::{Context, DType};
 
 #[test]
 fn a_long_loop_in_a_full_group_is_fast() {
-    let mut b = Builder::kernel("long_loop");
-    let x = b.tensor_param("x", Scalar::F32, false);
-    let out = b.tensor_param("out", Scalar::F32, true);
+    let (mut b, x, out) = Builder::kernel_x_out("long_loop", Scalar::F32);
     let t = b.builtin(Builtin::ThreadId);
     let (i, c) = b
         .begin_for(

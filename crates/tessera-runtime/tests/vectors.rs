@@ -6,9 +6,7 @@ use tessera_runtime::{Context, DType, RuntimeError, Violation};
 
 /// out[4t..4t+4] = reverse(x[4t+off..4t+off+4]) * 2 through a shared array and a vector.
 fn kernel(offset: u32) -> Kernel {
-    let mut b = Builder::kernel("vec4");
-    let _x = b.tensor_param("x", Scalar::F32, false);
-    let _out = b.tensor_param("out", Scalar::F32, true);
+    let (mut b, _x, _out) = Builder::kernel_x_out("vec4", Scalar::F32);
     let _tg = b.shared_array("tg", Scalar::F32, Value::Int(256)).unwrap();
     let t = b.builtin(Builtin::ThreadId);
     let base = b.binary(BinaryOp::Mul, t, Value::Int(4)).unwrap();

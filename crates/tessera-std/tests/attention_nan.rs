@@ -38,6 +38,19 @@ fn tensor_with_nan(
     upload(ctx, dtype, &values, shape).unwrap()
 }
 
+/// The f64 reference with the default options (scale 1/√d, no window, no sinks) for
+/// `rows` of (cache, length) and heads `[hq, hkv, kv_stride, head_dim]`.
+fn plain_reference(
+    q: &[f64],
+    k: &[f64],
+    v: &[f64],
+    rows: &[(usize, usize)],
+    [hq, hkv, stride, d]: [usize; 4],
+) -> Vec<f64> {
+    let scale = 1.0 / (d as f64).sqrt();
+    reference::decode(q, k, v, rows, hq, hkv, stride, d, scale, 0, 0, None)
+}
+
 /// Output vectors of `d` elements: vector `i` must be all NaN where `nan(i)`, else finite
 /// and within tolerance of the reference.
 fn expect(
@@ -76,7 +89,6 @@ fn decode_nan_in_q_or_k_reaches_exactly_the_heads_it_touches() {
     let gqa = hq / hkv;
     for dtype in DTYPES {
         for d in [64, 128] {
-            let scale = 1.0 / (d as f64).sqrt();
             // (where the NaN is: q element, k element) and the heads it must reach.
             let poisons = [
                 (Some(5 * d + 10), None, 5..6),
@@ -104,20 +116,7 @@ fn decode_nan_in_q_or_k_reaches_exactly_the_heads_it_touches() {
                         )
                         .unwrap(),
                     }
-                    let want = reference::decode(
-                        &qh,
-                        &kh,
-                        &vh,
-                        &[(0, n)],
-                        hq,
-                        hkv,
-                        n,
-                        d,
-                        scale,
-                        0,
-                        0,
-                        None,
-                    );
+                    let want = plain_reference(&qh, &kh, &vh, &[(0, n)], [hq, hkv, n, d]);
                     let what = format!(
                         "sdpa_decode d={d} splits={splits:?} nan in q {q_nan:?} k {k_nan:?}"
                     );
@@ -155,20 +154,7 @@ fn batched_decode_keeps_empty_rows_zero_beside_a_nan_row() {
                 .enumerate()
                 .map(|(r, &l)| (r, l as usize))
                 .collect();
-            let want = reference::decode(
-                &qh,
-                &kh,
-                &vh,
-                &rows,
-                hq,
-                hkv,
-                stride,
-                d,
-                1.0 / (d as f64).sqrt(),
-                0,
-                0,
-                None,
-            );
+            let want = plain_reference(&qh, &kh, &vh, &rows, [hq, hkv, stride, d]);
             let got = out.to_f64_vec().unwrap();
             assert!(
                 got[..hq * d].iter().all(|&x| x == 0.0),
@@ -212,20 +198,7 @@ fn multi_query_nan_in_a_key_reaches_the_rows_that_see_it() {
         )
         .unwrap();
         let rows: Vec<(usize, usize)> = (0..nq).map(|r| (0, base + r + 1)).collect();
-        let want = reference::decode(
-            &qh,
-            &kh,
-            &vh,
-            &rows,
-            hq,
-            hkv,
-            stride,
-            d,
-            1.0 / (d as f64).sqrt(),
-            0,
-            0,
-            None,
-        );
+        let want = plain_reference(&qh, &kh, &vh, &rows, [hq, hkv, stride, d]);
         expect(
             "sdpa_multi_query",
             &out.to_f64_vec().unwrap(),

@@ -10,35 +10,8 @@ use tessera_std::attention::{
     sdpa_decode, sdpa_decode_batched, sdpa_decode_split, sdpa_decode_strided, sdpa_multi_query,
     DecodeOptions, DecodeWorkspace,
 };
-use tessera_std::testing::{random_tensor, CaseRng};
+use tessera_std::testing::{qkv, CaseRng};
 use tessera_std::OpError;
-
-/// Random q `[rows…, hq, d]` and k, v over `kv_shape`, and a NaN-poisoned output.
-struct Call {
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    out: Tensor,
-    qv: Vec<f64>,
-    kv: Vec<f64>,
-    vv: Vec<f64>,
-}
-
-fn call(ctx: &Context, rng: &mut CaseRng, dt: DType, q_shape: &[usize], kv: &[usize]) -> Call {
-    let (q, qv) = random_tensor(ctx, rng, dt, q_shape, -1.0, 1.0).expect("q");
-    let (k, kv_data) = random_tensor(ctx, rng, dt, kv, -1.0, 1.0).expect("k");
-    let (v, vv) = random_tensor(ctx, rng, dt, kv, -1.0, 1.0).expect("v");
-    let out = ctx.full_nan(dt, q_shape).expect("out");
-    Call {
-        q,
-        k,
-        v,
-        out,
-        qv,
-        kv: kv_data,
-        vv,
-    }
-}
 
 fn bits(t: &Tensor) -> Vec<u8> {
     t.to_bytes().expect("read back")
@@ -70,7 +43,7 @@ fn a_workspace_of_another_context_is_refused_by_every_decode_op() {
         // the fragment kernel's split path.
         for n in [40, 1024] {
             let (hq, d) = (4, 64);
-            let c = call(&ctx, &mut rng, dt, &[hq, d], &[1, n, d]);
+            let c = qkv(&ctx, &mut rng, dt, &[hq, d], &[1, n, d]).expect("inputs");
             let foreign = DecodeWorkspace::for_cache(&other, 1, hq, d, n).expect("ws");
             let what = format!("{dt:?} n={n}");
             refused(&format!("sdpa_decode {what}"), &c.out, OTHER, || {
@@ -85,7 +58,7 @@ fn a_workspace_of_another_context_is_refused_by_every_decode_op() {
             });
         }
         let (b, hq, d, stride) = (2, 4, 64, 48);
-        let c = call(&ctx, &mut rng, dt, &[b, hq, d], &[b, 1, stride, d]);
+        let c = qkv(&ctx, &mut rng, dt, &[b, hq, d], &[b, 1, stride, d]).expect("inputs");
         let lens = ctx.tensor(&[48u32, 7], &[b]).expect("lens");
         let foreign = DecodeWorkspace::for_cache(&other, b, hq, d, stride).expect("ws");
         refused(&format!("batched {dt:?}"), &c.out, OTHER, || {
@@ -100,7 +73,7 @@ fn a_workspace_of_another_context_is_refused_by_every_decode_op() {
                 &foreign,
             )
         });
-        let c = call(&ctx, &mut rng, dt, &[b, hq, d], &[1, stride, d]);
+        let c = qkv(&ctx, &mut rng, dt, &[b, hq, d], &[1, stride, d]).expect("inputs");
         refused(&format!("multi_query {dt:?}"), &c.out, OTHER, || {
             sdpa_multi_query(
                 &ctx,
@@ -123,7 +96,7 @@ fn a_workspace_too_small_for_a_forced_split_is_refused() {
     let mut rng = CaseRng::new(0xd6);
     let (hq, d, n) = (4, 64, 256);
     for dt in [DType::F32, DType::BF16] {
-        let c = call(&ctx, &mut rng, dt, &[hq, d], &[2, n, d]);
+        let c = qkv(&ctx, &mut rng, dt, &[hq, d], &[2, n, d]).expect("inputs");
         let ws = DecodeWorkspace::new(&ctx, 1, hq, d, 3).expect("ws");
         refused(
             &format!("split {dt:?}"),
@@ -160,7 +133,7 @@ fn a_small_workspace_caps_the_automatic_split_and_the_answer_holds() {
     let mut rng = CaseRng::new(0xd7);
     let (hq, hkv, d, n) = (4, 1, 64, 1024);
     for (dt, tol) in [(DType::F32, 1e-4), (DType::F16, 1e-2)] {
-        let c = call(&ctx, &mut rng, dt, &[hq, d], &[hkv, n, d]);
+        let c = qkv(&ctx, &mut rng, dt, &[hq, d], &[hkv, n, d]).expect("inputs");
         let want = reference::decode(
             &c.qv,
             &c.kv,

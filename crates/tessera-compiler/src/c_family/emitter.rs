@@ -570,12 +570,10 @@ impl<D: Fragments> Emitter<'_, D> {
                 else_block,
             } => self.emit_if(inst, *cond, then_block, else_block)?,
             Op::For {
-                start,
-                end,
-                step,
+                bounds,
                 inits,
                 body,
-            } => self.emit_for(inst, [*start, *end, *step], inits, body)?,
+            } => self.emit_for(inst, *bounds, inits, body)?,
         }
         Ok(())
     }

@@ -90,19 +90,10 @@ pub fn all() -> R<Vec<Sample>> {
 
 /// Simdgroup reductions and scans on f32: sum, max, min, prefix sums, and an f16 sum.
 pub fn simd_float() -> R<Sample> {
-    let mut b = Builder::kernel("simd_float");
-    let x = b.tensor_param("x", Scalar::F32, false);
-    let out = b.tensor_param("out", Scalar::F32, true);
+    let (mut b, x, out) = Builder::kernel_x_out("simd_float", Scalar::F32);
     let g = b.builtin(Builtin::GlobalId);
     let v = b.load(x, g)?;
-    let ops = [
-        SimdOp::Sum,
-        SimdOp::Max,
-        SimdOp::Min,
-        SimdOp::PrefixSum,
-        SimdOp::PrefixExclusiveSum,
-        SimdOp::Prod,
-    ];
+    let ops = SimdOp::ARITHMETIC;
     let base = b.binary(BinaryOp::Mul, g, Value::Int(ops.len() as i64 + 1))?;
     for (k, op) in ops.iter().enumerate() {
         // Keep products in range: 32 factors near 1.
@@ -138,9 +129,7 @@ pub fn simd_float() -> R<Sample> {
 /// Simdgroup reductions on integers and bools: wrapping sums, signed max / min, bit ops,
 /// prefix sums, all / any, and an i8 sum that wraps.
 pub fn simd_int() -> R<Sample> {
-    let mut b = Builder::kernel("simd_int");
-    let x = b.tensor_param("x", Scalar::I32, false);
-    let out = b.tensor_param("out", Scalar::I32, true);
+    let (mut b, x, out) = Builder::kernel_x_out("simd_int", Scalar::I32);
     let g = b.builtin(Builtin::GlobalId);
     let v = b.load(x, g)?;
     let u = b.cast(v, Scalar::U32)?;
@@ -190,9 +179,7 @@ pub fn simd_int() -> R<Sample> {
 /// Lane shuffles on f16 and u32: index, xor, up / down by constants and by runtime deltas
 /// (including one of 32 or more, where every lane keeps its own value).
 pub fn shuffles() -> R<Sample> {
-    let mut b = Builder::kernel("shuffles");
-    let x = b.tensor_param("x", Scalar::F16, false);
-    let out = b.tensor_param("out", Scalar::F16, true);
+    let (mut b, x, out) = Builder::kernel_x_out("shuffles", Scalar::F16);
     let outu = b.tensor_param("outu", Scalar::U32, true);
     let d = b.scalar_param("d", Scalar::U32);
     let far = b.scalar_param("far", Scalar::U32);
@@ -303,9 +290,7 @@ pub fn strided_loop() -> R<Sample> {
 /// A threadgroup reduction written out by hand: simd sums into a threadgroup array,
 /// a barrier, simdgroup 0 combines; plus a reversal through threadgroup memory.
 pub fn threadgroup_reduce() -> R<Sample> {
-    let mut b = Builder::kernel("threadgroup_reduce");
-    let x = b.tensor_param("x", Scalar::F32, false);
-    let out = b.tensor_param("out", Scalar::F32, true);
+    let (mut b, x, out) = Builder::kernel_x_out("threadgroup_reduce", Scalar::F32);
     let rev_out = b.tensor_param("rev", Scalar::F32, true);
     let partial = b.shared_array("partial", Scalar::F32, Value::Int(32))?;
     let stage = b.shared_array("stage", Scalar::F32, Value::Int(256))?;
@@ -538,9 +523,7 @@ pub fn int_semantics() -> R<Sample> {
 /// Float math: transcendental functions, rounding, min / max with NaN, select, fma,
 /// remainder and power.
 pub fn float_math() -> R<Sample> {
-    let mut b = Builder::kernel("float_math");
-    let x = b.tensor_param("x", Scalar::F32, false);
-    let out = b.tensor_param("out", Scalar::F32, true);
+    let (mut b, x, out) = Builder::kernel_x_out("float_math", Scalar::F32);
     let g = b.builtin(Builtin::GlobalId);
     let v = b.load(x, g)?;
     let a = b.unary(UnaryOp::Abs, v)?;
@@ -785,9 +768,7 @@ pub fn vector_access() -> R<Sample> {
 /// opted into at launch): each thread fills a strided slice, then reads another's.
 pub fn dynamic_shared() -> R<Sample> {
     const LEN: i64 = 16384;
-    let mut b = Builder::kernel("dynamic_shared");
-    let x = b.tensor_param("x", Scalar::F32, false);
-    let out = b.tensor_param("out", Scalar::F32, true);
+    let (mut b, x, out) = Builder::kernel_x_out("dynamic_shared", Scalar::F32);
     let big = b.shared_array("big", Scalar::F32, Value::Int(LEN))?;
     let small = b.shared_array("small", Scalar::U32, Value::Int(256))?;
     let tid = b.builtin(Builtin::ThreadId);

@@ -87,7 +87,10 @@ impl Dce<'_> {
                     .get(d)
                     .is_none_or(|l| l.as_i64().is_none_or(|v| v == 0))
             }
-            Op::For { step, .. } => self
+            Op::For {
+                bounds: [_, _, step],
+                ..
+            } => self
                 .consts
                 .get(step)
                 .is_none_or(|l| l.as_i64().is_none_or(|v| v <= 0)),
@@ -133,15 +136,11 @@ impl Dce<'_> {
                     self.mark(else_block);
                 }
                 Op::For {
-                    start,
-                    end,
-                    step,
+                    bounds,
                     inits,
                     body,
                 } => {
-                    self.set_live(*start);
-                    self.set_live(*end);
-                    self.set_live(*step);
+                    bounds.iter().for_each(|&v| self.set_live(v));
                     for (k, &init) in inits.iter().enumerate() {
                         let r = inst.results.get(k).copied();
                         let a = body.args.get(k + 1).copied();
@@ -225,9 +224,7 @@ mod tests {
 
     #[test]
     fn removes_unused_pure_ops_and_dead_carried_values() {
-        let mut b = Builder::kernel("dce");
-        let x = b.tensor_param("x", Scalar::F32, false);
-        let out = b.tensor_param("out", Scalar::F32, true);
+        let (mut b, x, out) = Builder::kernel_x_out("dce", Scalar::F32);
         let tid = b.builtin(Builtin::ThreadId);
         let _unused = b.binary(BinaryOp::Mul, tid, Value::Int(3)).unwrap();
         let n = b.scalar_param("n", Scalar::U32);

@@ -28,11 +28,7 @@ impl Folder {
     fn block(&mut self, block: Block, body: &Body) -> Block {
         let mut out = Vec::with_capacity(block.insts.len());
         self.insts(block.insts, body, &mut out);
-        Block {
-            args: block.args,
-            insts: out,
-            yields: block.yields.iter().map(|&y| self.subst.get(y)).collect(),
-        }
+        self.subst.block(block.args, out, &block.yields)
     }
 
     fn insts(&mut self, insts: Vec<Inst>, body: &Body, out: &mut Vec<Inst>) {
@@ -76,13 +72,12 @@ impl Folder {
                     };
                 }
                 Op::For {
-                    start,
-                    end,
-                    step,
+                    bounds,
                     inits,
                     body: b,
                 } => {
                     let k = |v: ValueId| self.consts.get(&v).copied();
+                    let [start, end, step] = bounds;
                     if let (Some(s), Some(e), Some(st)) = (k(start), k(end), k(step)) {
                         if trip_count(s, e, st) == Some(0) {
                             for (&r, &i) in inst.results.iter().zip(&inits) {
@@ -92,9 +87,7 @@ impl Folder {
                         }
                     }
                     inst.op = Op::For {
-                        start,
-                        end,
-                        step,
+                        bounds,
                         inits,
                         body: self.block(b, body),
                     };
@@ -363,9 +356,7 @@ mod tests {
 
     #[test]
     fn float_identities_are_left_alone() {
-        let mut b = Builder::kernel("f");
-        let x = b.tensor_param("x", Scalar::F32, false);
-        let out = b.tensor_param("out", Scalar::F32, true);
+        let (mut b, x, out) = Builder::kernel_x_out("f", Scalar::F32);
         let v = b.load(x, Value::Int(0)).unwrap();
         let s = b.binary(BinaryOp::Add, v, Value::Float(0.0)).unwrap();
         b.store(out, Value::Int(0), s).unwrap();

@@ -131,20 +131,13 @@ fn rebase_frags(block: &mut Block, base: u32) {
 /// caller's memory `args` in place of the function's memory arguments.
 fn rebase_mems(block: &mut Block, shared: u32, local: u32, args: &[MemRef]) {
     for inst in &mut block.insts {
-        match &mut inst.op {
-            Op::Load { mem, .. }
-            | Op::Store { mem, .. }
-            | Op::VecLoad { mem, .. }
-            | Op::VecStore { mem, .. }
-            | Op::Atomic { mem, .. }
-            | Op::FragLoad { mem, .. }
-            | Op::FragStore { mem, .. } => match mem {
+        if let Some(mem) = inst.op.mem_mut() {
+            match mem {
                 MemRef::Shared(i) => *i += shared,
                 MemRef::Local(i) => *i += local,
                 MemRef::Param(_) => {}
                 MemRef::Arg(j) => *mem = args[*j as usize],
-            },
-            _ => {}
+            }
         }
         for b in inst.op.blocks_mut() {
             rebase_mems(b, shared, local, args);

@@ -115,11 +115,7 @@ impl Lowering {
             }
             out.push(inst);
         }
-        Block {
-            args: block.args,
-            insts: out,
-            yields: block.yields.iter().map(|&y| self.subst.get(y)).collect(),
-        }
+        self.subst.block(block.args, out, &block.yields)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -211,9 +207,7 @@ mod tests {
 
     #[test]
     fn group_reductions_become_simd_ops_scratch_and_barriers() {
-        let mut b = Builder::kernel("gr");
-        let x = b.tensor_param("x", Scalar::F32, false);
-        let out = b.tensor_param("out", Scalar::F32, true);
+        let (mut b, x, out) = Builder::kernel_x_out("gr", Scalar::F32);
         let tid = b.builtin(Builtin::ThreadId);
         let v = b.load(x, tid).unwrap();
         let s = b.group_reduce(ReduceOp::Sum, v).unwrap();

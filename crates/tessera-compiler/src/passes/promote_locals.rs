@@ -218,9 +218,7 @@ mod tests {
 
     #[test]
     fn arrays_with_constant_indices_become_values_through_ifs_and_loops() {
-        let mut b = Builder::kernel("p");
-        let x = b.tensor_param("x", Scalar::F32, false);
-        let out = b.tensor_param("out", Scalar::F32, true);
+        let (mut b, x, out) = Builder::kernel_x_out("p", Scalar::F32);
         let keep = b.local_array("keep", Scalar::F32, Value::Int(4)).unwrap();
         let acc = b.local_array("acc", Scalar::F32, Value::Int(2)).unwrap();
         let tid = b.builtin(Builtin::ThreadId);

@@ -75,9 +75,7 @@ impl Unroller {
                 *b = self.block(taken, body);
             }
             if let Op::For {
-                start,
-                end,
-                step,
+                bounds: [start, end, step],
                 inits,
                 body: lb,
             } = &inst.op
@@ -104,11 +102,7 @@ impl Unroller {
             }
             out.push(inst);
         }
-        Block {
-            args: block.args,
-            insts: out,
-            yields: block.yields.iter().map(|&y| self.subst.get(y)).collect(),
-        }
+        self.subst.block(block.args, out, &block.yields)
     }
 
     /// Appends `n` copies of the loop body to `out`; returns the final carried values.
@@ -165,9 +159,7 @@ mod tests {
 
     #[test]
     fn small_constant_loops_unroll_and_indices_become_constant() {
-        let mut b = Builder::kernel("u");
-        let x = b.tensor_param("x", Scalar::F32, false);
-        let out = b.tensor_param("out", Scalar::F32, true);
+        let (mut b, x, out) = Builder::kernel_x_out("u", Scalar::F32);
         let tmp = b.local_array("tmp", Scalar::F32, Value::Int(4)).unwrap();
         let tid = b.builtin(Builtin::ThreadId);
         let (i, _) = b

@@ -42,6 +42,16 @@ impl Subst {
         }
     }
 
+    /// The block of `args` and `insts` (already rewritten) yielding `yields` rewritten:
+    /// how a pass that rebuilds a block's instructions ends it.
+    pub fn block(&self, args: Vec<ValueId>, insts: Vec<Inst>, yields: &[ValueId]) -> Block {
+        Block {
+            args,
+            insts,
+            yields: yields.iter().map(|&y| self.get(y)).collect(),
+        }
+    }
+
     /// Rewrites every use in `block` and the blocks nested in it.
     pub fn apply_block(&self, block: &mut Block) {
         if self.map.is_empty() {

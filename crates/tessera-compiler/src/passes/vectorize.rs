@@ -449,9 +449,7 @@ mod tests {
 
     /// Four consecutive elements per lane at `row * n + tid * 4 + k`, as in an RMSNorm row.
     fn four_per_lane(elem: Scalar, barrier_between: bool) -> Kernel {
-        let mut b = Builder::kernel("four");
-        let x = b.tensor_param("x", elem, false);
-        let out = b.tensor_param("out", elem, true);
+        let (mut b, x, out) = Builder::kernel_x_out("four", elem);
         let row = b.builtin(Builtin::GroupIdX);
         let rs = b.binary(BinaryOp::Mul, row, Value::Int(256)).unwrap();
         let tid = b.builtin(Builtin::ThreadId);
@@ -506,9 +504,7 @@ mod tests {
 
     #[test]
     fn unaligned_bases_are_left_scalar() {
-        let mut b = Builder::kernel("odd");
-        let x = b.tensor_param("x", Scalar::F32, false);
-        let out = b.tensor_param("out", Scalar::F32, true);
+        let (mut b, x, out) = Builder::kernel_x_out("odd", Scalar::F32);
         let tid = b.builtin(Builtin::ThreadId);
         let base = b.binary(BinaryOp::Mul, tid, Value::Int(3)).unwrap();
         let mut acc = Value::Float(0.0);

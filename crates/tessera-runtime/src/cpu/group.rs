@@ -502,12 +502,10 @@ impl<'a> Group<'a> {
                 else_block,
             } => self.exec_if(inst, m, *cond, then_block, else_block),
             Op::For {
-                start,
-                end,
-                step,
+                bounds,
                 inits,
                 body,
-            } => self.exec_for(inst, m, [*start, *end, *step], inits, body),
+            } => self.exec_for(inst, m, *bounds, inits, body),
             Op::FragFill { .. }
             | Op::FragScale { .. }
             | Op::FragLoad { .. }

@@ -39,3 +39,15 @@ pub fn assert_close(got: &[f64], want: &[f64], tol: f64) {
         assert!(ok, "element {i}: got {g}, want {w} (tolerance {tol})");
     }
 }
+
+/// `out[global_id()] = global_id() + k`: a different program for every `k`.
+pub fn iota_kernel(k: u32) -> tessera_ir::Kernel {
+    use tessera_ir::{BinaryOp, Builder, Builtin, Literal, Scalar};
+    let mut b = Builder::kernel("iota");
+    let out = b.tensor_param("out", Scalar::U32, true);
+    let g = b.builtin(Builtin::GlobalId);
+    let c = b.lit(Literal::U32(k));
+    let v = b.binary(BinaryOp::Add, g, c).expect("add");
+    b.store(out, g, v).expect("store");
+    b.finish_kernel().expect("kernel")
+}

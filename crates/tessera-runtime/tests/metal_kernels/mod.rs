@@ -113,9 +113,7 @@ pub const SIMD_OPS_OUTPUTS: (usize, usize) = (13, 13);
 /// A cross-simdgroup sum through threadgroup memory: `out[group] = sum(x[group, :])`, and
 /// `rev[gid] = x[group, gs - 1 - tid]` through a second threadgroup array.
 pub fn tg_reduce() -> Kernel {
-    let mut b = Builder::kernel("tg_reduce");
-    let x = b.tensor_param("x", Scalar::F32, false);
-    let out = b.tensor_param("out", Scalar::F32, true);
+    let (mut b, x, out) = Builder::kernel_x_out("tg_reduce", Scalar::F32);
     let rev = b.tensor_param("rev", Scalar::F32, true);
     let partial = b
         .shared_array("partial", Scalar::F32, Value::Int(32))
@@ -163,9 +161,7 @@ pub fn tg_reduce() -> Kernel {
 
 /// A threadgroup reduction the compiler lowers: `out[group] = max(x[group, :])`.
 pub fn group_max() -> Kernel {
-    let mut b = Builder::kernel("group_max");
-    let x = b.tensor_param("x", Scalar::F32, false);
-    let out = b.tensor_param("out", Scalar::F32, true);
+    let (mut b, x, out) = Builder::kernel_x_out("group_max", Scalar::F32);
     let gid = b.builtin(Builtin::GlobalId);
     let tid = b.builtin(Builtin::ThreadId);
     let group = b.builtin(Builtin::GroupIdX);
@@ -183,9 +179,7 @@ pub fn group_max() -> Kernel {
 /// i32 loop counting down through a negative start, and a loop whose carried value is
 /// updated in an `if`.
 pub fn loops() -> Kernel {
-    let mut b = Builder::kernel("loops");
-    let x = b.tensor_param("x", Scalar::F32, false);
-    let out = b.tensor_param("out", Scalar::F32, true);
+    let (mut b, x, out) = Builder::kernel_x_out("loops", Scalar::F32);
     let cnt = b.tensor_param("cnt", Scalar::I32, true);
     let n = b.scalar_param("n", Scalar::U32);
     let step = b.scalar_param("step", Scalar::U32);
@@ -530,9 +524,7 @@ pub fn vector_io(elem: Scalar, width: u8) -> Kernel {
 /// `out[gid] = x[gid]` inside `if (gid < n)`, with a barrier inside the `if`: divergent
 /// whenever `n` splits a threadgroup.
 pub fn barrier_in_if() -> Kernel {
-    let mut b = Builder::kernel("barrier_in_if");
-    let x = b.tensor_param("x", Scalar::F32, false);
-    let out = b.tensor_param("out", Scalar::F32, true);
+    let (mut b, x, out) = Builder::kernel_x_out("barrier_in_if", Scalar::F32);
     let n = b.scalar_param("n", Scalar::U32);
     let gid = b.builtin(Builtin::GlobalId);
     let inside = b.binary(BinaryOp::Lt, gid, n).unwrap();
@@ -547,9 +539,7 @@ pub fn barrier_in_if() -> Kernel {
 
 /// A `simd_sum` inside `if (lane < n)`: divergent whenever `n < 32`.
 pub fn simd_in_if() -> Kernel {
-    let mut b = Builder::kernel("simd_in_if");
-    let x = b.tensor_param("x", Scalar::F32, false);
-    let out = b.tensor_param("out", Scalar::F32, true);
+    let (mut b, x, out) = Builder::kernel_x_out("simd_in_if", Scalar::F32);
     let n = b.scalar_param("n", Scalar::U32);
     let gid = b.builtin(Builtin::GlobalId);
     let lane = b.builtin(Builtin::SimdLane);
@@ -565,9 +555,7 @@ pub fn simd_in_if() -> Kernel {
 
 /// `out[gid] = x[gid + off]`: out of bounds when `off` is too large.
 pub fn offset_copy() -> Kernel {
-    let mut b = Builder::kernel("offset_copy");
-    let x = b.tensor_param("x", Scalar::F32, false);
-    let out = b.tensor_param("out", Scalar::F32, true);
+    let (mut b, x, out) = Builder::kernel_x_out("offset_copy", Scalar::F32);
     let off = b.scalar_param("off", Scalar::U32);
     let gid = b.builtin(Builtin::GlobalId);
     let i = b.binary(BinaryOp::Add, gid, off).unwrap();
@@ -595,9 +583,7 @@ pub fn runtime_step() -> Kernel {
 /// barrier (`out[gid] = x[gid − lane + (lane + 1) % 32]`); odd ones copy `x` and never
 /// reach the barrier, which only a simdgroup-scope barrier allows.
 pub fn simd_rotate() -> Kernel {
-    let mut b = Builder::kernel("simd_rotate");
-    let x = b.tensor_param("x", Scalar::F32, false);
-    let out = b.tensor_param("out", Scalar::F32, true);
+    let (mut b, x, out) = Builder::kernel_x_out("simd_rotate", Scalar::F32);
     let stage = b
         .shared_array("stage", Scalar::F32, Value::Int(1024))
         .unwrap();

@@ -608,14 +608,7 @@ impl Gen<'_> {
         let ty = self.rng.pick(&TYPES);
         match self.rng.below(4) {
             0 => {
-                let op = self.rng.pick(&[
-                    SimdOp::Sum,
-                    SimdOp::Max,
-                    SimdOp::Min,
-                    SimdOp::PrefixSum,
-                    SimdOp::PrefixExclusiveSum,
-                    SimdOp::Prod,
-                ]);
+                let op = self.rng.pick(&SimdOp::ARITHMETIC);
                 let x = match op {
                     // f16 / bf16 integers are exact up to 2048 / 256: 32 lanes of 3 bits.
                     SimdOp::Sum | SimdOp::PrefixSum | SimdOp::PrefixExclusiveSum

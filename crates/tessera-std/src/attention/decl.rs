@@ -12,7 +12,7 @@ use super::reference;
 use crate::decl::RefArgs;
 use crate::decl::{
     Break, DtypeRule, Example, OpArgs, OpDecl, OutputDecl, ParamDecl, ParamDefault, ParamKind,
-    Rejection, ShapeFrom, TensorDecl, VariantDecl, Workspace, WorkspaceDecl, FLOATS, U32,
+    Rejection, TensorDecl, VariantDecl, Workspace, WorkspaceDecl, U32,
 };
 use crate::error::OpError;
 use tessera_runtime::{Context, DType};
@@ -66,50 +66,22 @@ const CAUSAL: ParamDecl = ParamDecl {
 };
 const OPTIONS: [ParamDecl; 4] = [SCALE, WINDOW, N_SINK, SPLITS];
 
-const SINK_LOGITS: TensorDecl = TensorDecl {
-    name: "sink_logits",
-    shape: &["n_q_heads"],
-    dtype: DtypeRule::Like("q"),
-    optional: true,
-    doc: "a learned per-head sink logit, adding exp(sink) to the softmax denominator",
-};
-
-const fn float(
-    name: &'static str,
-    shape: &'static [&'static str],
-    doc: &'static str,
-) -> TensorDecl {
-    TensorDecl {
-        name,
-        shape,
-        dtype: DtypeRule::OneOf(FLOATS),
-        optional: false,
-        doc,
-    }
-}
-
-const fn like_q(
-    name: &'static str,
-    shape: &'static [&'static str],
-    doc: &'static str,
-) -> TensorDecl {
-    TensorDecl {
-        name,
-        shape,
-        dtype: DtypeRule::Like("q"),
-        optional: false,
-        doc,
-    }
-}
+const SINK_LOGITS: TensorDecl = TensorDecl::new(
+    "sink_logits",
+    &["n_q_heads"],
+    DtypeRule::Like("q"),
+    "a learned per-head sink logit, adding exp(sink) to the softmax denominator",
+)
+.optional();
 
 const fn out(shape: &'static [&'static str]) -> OutputDecl {
-    OutputDecl {
-        name: "out",
+    OutputDecl::like(
+        "q",
+        "out",
         shape,
-        dtype: DtypeRule::Like("q"),
-        shape_from: ShapeFrom::Like("q"),
-        doc: "the attention output, like q",
-    }
+        DtypeRule::Like("q"),
+        "the attention output, like q",
+    )
 }
 
 const CACHE: [&str; 3] = ["n_kv_heads", "kv_stride", "head_dim"];
@@ -203,9 +175,9 @@ inventory::submit! {
         family: "attention",
         summary: "decode SDPA with GQA, head_dim 64/96/128/192/256/512; single pass or split-KV by shape",
         inputs: &[
-            float("q", &SINGLE_Q, "one query token (or [1, n_q_heads, head_dim])"),
-            like_q("k", &CACHE, "the key cache, every position filled (or with a leading 1)"),
-            like_q("v", &CACHE, "the value cache, like k"),
+            TensorDecl::float("q", &SINGLE_Q, "one query token (or [1, n_q_heads, head_dim])"),
+            TensorDecl::new("k", &CACHE, DtypeRule::Like("q"), "the key cache, every position filled (or with a leading 1)"),
+            TensorDecl::new("v", &CACHE, DtypeRule::Like("q"), "the value cache, like k"),
         ],
         outputs: &[out(&SINGLE_Q)],
         params: &[SCALE],
@@ -246,9 +218,9 @@ inventory::submit! {
         family: "attention",
         summary: "decode SDPA over a strided KV cache: kv_len of kv_stride, sliding window, attention sinks, learned sink logit",
         inputs: &[
-            float("q", &SINGLE_Q, "one query token (or [1, n_q_heads, head_dim])"),
-            like_q("k", &CACHE, "the key cache; the first kv_len positions are filled"),
-            like_q("v", &CACHE, "the value cache, like k"),
+            TensorDecl::float("q", &SINGLE_Q, "one query token (or [1, n_q_heads, head_dim])"),
+            TensorDecl::new("k", &CACHE, DtypeRule::Like("q"), "the key cache; the first kv_len positions are filled"),
+            TensorDecl::new("v", &CACHE, DtypeRule::Like("q"), "the value cache, like k"),
             SINK_LOGITS,
         ],
         outputs: &[out(&SINGLE_Q)],
@@ -293,9 +265,9 @@ inventory::submit! {
         family: "attention",
         summary: "split-KV (flash-decoding) decode SDPA: per-chunk partial max/sum/output, then a combine kernel",
         inputs: &[
-            float("q", &SINGLE_Q, "one query token (or [1, n_q_heads, head_dim])"),
-            like_q("k", &CACHE, "the key cache; the first kv_len positions are filled"),
-            like_q("v", &CACHE, "the value cache, like k"),
+            TensorDecl::float("q", &SINGLE_Q, "one query token (or [1, n_q_heads, head_dim])"),
+            TensorDecl::new("k", &CACHE, DtypeRule::Like("q"), "the key cache; the first kv_len positions are filled"),
+            TensorDecl::new("v", &CACHE, DtypeRule::Like("q"), "the value cache, like k"),
             SINK_LOGITS,
         ],
         outputs: &[out(&SINGLE_Q)],
@@ -350,10 +322,10 @@ inventory::submit! {
         family: "attention",
         summary: "batched decode SDPA: B sequences with their own caches and device-side lengths, one launch + combine",
         inputs: &[
-            float("q", &BATCH_Q, "one query token per sequence"),
-            like_q("k", &BATCH_CACHE, "each sequence's key cache"),
-            like_q("v", &BATCH_CACHE, "each sequence's value cache, like k"),
-            TensorDecl { name: "kv_lens", shape: &["batch"], dtype: DtypeRule::OneOf(U32), optional: false, doc: "each sequence's filled length (clamped to kv_stride; 0 gives zeros)" },
+            TensorDecl::float("q", &BATCH_Q, "one query token per sequence"),
+            TensorDecl::new("k", &BATCH_CACHE, DtypeRule::Like("q"), "each sequence's key cache"),
+            TensorDecl::new("v", &BATCH_CACHE, DtypeRule::Like("q"), "each sequence's value cache, like k"),
+            TensorDecl::new("kv_lens", &["batch"], DtypeRule::OneOf(U32), "each sequence's filled length (clamped to kv_stride; 0 gives zeros)"),
             SINK_LOGITS,
         ],
         outputs: &[out(&BATCH_Q)],
@@ -409,9 +381,9 @@ inventory::submit! {
         family: "attention",
         summary: "n_query rows against one shared KV cache, causal within the block or full",
         inputs: &[
-            float("q", &MQ_Q, "a block of new query tokens"),
-            like_q("k", &CACHE, "the shared key cache: base_kv cached positions, then the block's own keys"),
-            like_q("v", &CACHE, "the value cache, like k"),
+            TensorDecl::float("q", &MQ_Q, "a block of new query tokens"),
+            TensorDecl::new("k", &CACHE, DtypeRule::Like("q"), "the shared key cache: base_kv cached positions, then the block's own keys"),
+            TensorDecl::new("v", &CACHE, DtypeRule::Like("q"), "the value cache, like k"),
             SINK_LOGITS,
         ],
         outputs: &[out(&MQ_Q)],
@@ -475,9 +447,9 @@ inventory::submit! {
         family: "attention",
         summary: "flash attention for prefill, causal or full, GQA: matrix fragments for f16/bf16, CUDA-core tiles for f32",
         inputs: &[
-            float("q", &PREFILL_Q, "the prompt's queries; query i sits at position n_kv − n_q + i"),
-            like_q("k", &PREFILL_KV, "keys, token-major; the last n_q are the prompt's own"),
-            like_q("v", &PREFILL_KV, "values, like k"),
+            TensorDecl::float("q", &PREFILL_Q, "the prompt's queries; query i sits at position n_kv − n_q + i"),
+            TensorDecl::new("k", &PREFILL_KV, DtypeRule::Like("q"), "keys, token-major; the last n_q are the prompt's own"),
+            TensorDecl::new("v", &PREFILL_KV, DtypeRule::Like("q"), "values, like k"),
         ],
         outputs: &[out(&PREFILL_Q)],
         params: &[CAUSAL, SCALE],

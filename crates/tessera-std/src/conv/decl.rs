@@ -8,39 +8,32 @@ use super::{cases, reference};
 use crate::decl::RefArgs;
 use crate::decl::{
     Break, DtypeRule, Example, OpArgs, OpDecl, OutputDecl, ParamDecl, ParamDefault, ParamKind,
-    Rejection, ShapeFrom, TensorDecl, FLOATS,
+    Rejection, ShapeFrom, TensorDecl,
 };
 use crate::error::OpError;
 use tessera_runtime::DType;
 
-const fn like_x(
-    name: &'static str,
-    shape: &'static [&'static str],
-    doc: &'static str,
-) -> TensorDecl {
-    TensorDecl {
-        name,
-        shape,
-        dtype: DtypeRule::Like("x"),
-        optional: false,
-        doc,
-    }
-}
-
-const W: TensorDecl = like_x("w", &["C", "W"], "the depthwise filter, width W of 2..=8");
-const BIAS: TensorDecl = like_x("bias", &["C"], "the bias");
-const STATE_IN: TensorDecl = like_x(
+const X_DTYPE: DtypeRule = DtypeRule::Like("x");
+const W: TensorDecl = TensorDecl::new(
+    "w",
+    &["C", "W"],
+    X_DTYPE,
+    "the depthwise filter, width W of 2..=8",
+);
+const BIAS: TensorDecl = TensorDecl::new("bias", &["C"], X_DTYPE, "the bias");
+const STATE_IN: TensorDecl = TensorDecl::new(
     "state_in",
     &["B", "C", "W - 1"],
+    X_DTYPE,
     "the last W − 1 inputs, oldest first",
 );
-const STATE_OUT: OutputDecl = OutputDecl {
-    name: "state_out",
-    shape: &["B", "C", "W - 1"],
-    dtype: DtypeRule::Like("x"),
-    shape_from: ShapeFrom::Like("state_in"),
-    doc: "the state after the call",
-};
+const STATE_OUT: OutputDecl = OutputDecl::like(
+    "state_in",
+    "state_out",
+    &["B", "C", "W - 1"],
+    X_DTYPE,
+    "the state after the call",
+);
 const SILU: ParamDecl = ParamDecl {
     name: "silu",
     kind: ParamKind::Bool,
@@ -84,7 +77,7 @@ inventory::submit! {
         family: "conv",
         summary: "causal depthwise conv1d (+SiLU) over [B, T, C] from a carried state [B, C, W-1], writing the final state",
         inputs: &[
-            TensorDecl { name: "x", shape: &["B", "T", "C"], dtype: DtypeRule::OneOf(FLOATS), optional: false, doc: "the inputs, B, T > 0" },
+            TensorDecl::float("x", &["B", "T", "C"], "the inputs, B, T > 0"),
             W,
             BIAS,
             STATE_IN,
@@ -118,7 +111,7 @@ inventory::submit! {
         family: "conv",
         summary: "causal depthwise conv1d (+SiLU) decode step: one token per batch row, rolls the state [B, C, W-1]",
         inputs: &[
-            TensorDecl { name: "x", shape: &["B", "C"], dtype: DtypeRule::OneOf(FLOATS), optional: false, doc: "one token per batch row, B > 0" },
+            TensorDecl::float("x", &["B", "C"], "one token per batch row, B > 0"),
             W,
             BIAS,
             STATE_IN,

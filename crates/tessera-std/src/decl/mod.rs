@@ -66,6 +66,41 @@ pub struct TensorDecl {
     pub doc: &'static str,
 }
 
+impl TensorDecl {
+    /// A required input whose dtype follows `dtype`.
+    pub const fn new(
+        name: &'static str,
+        shape: &'static [&'static str],
+        dtype: DtypeRule,
+        doc: &'static str,
+    ) -> Self {
+        TensorDecl {
+            name,
+            shape,
+            dtype,
+            optional: false,
+            doc,
+        }
+    }
+
+    /// A required input of any float dtype ([`FLOATS`]).
+    pub const fn float(
+        name: &'static str,
+        shape: &'static [&'static str],
+        doc: &'static str,
+    ) -> Self {
+        Self::new(name, shape, DtypeRule::OneOf(FLOATS), doc)
+    }
+
+    /// The same input, optional.
+    pub const fn optional(self) -> Self {
+        TensorDecl {
+            optional: true,
+            ..self
+        }
+    }
+}
+
 /// How an output's shape follows from the inputs.
 #[derive(Clone, Copy)]
 pub enum ShapeFrom {
@@ -85,6 +120,25 @@ pub struct OutputDecl {
     pub dtype: DtypeRule,
     pub shape_from: ShapeFrom,
     pub doc: &'static str,
+}
+
+impl OutputDecl {
+    /// An output with the shape of the input `like` and the dtype `dtype`.
+    pub const fn like(
+        like: &'static str,
+        name: &'static str,
+        shape: &'static [&'static str],
+        dtype: DtypeRule,
+        doc: &'static str,
+    ) -> Self {
+        OutputDecl {
+            name,
+            shape,
+            dtype,
+            shape_from: ShapeFrom::Like(like),
+            doc,
+        }
+    }
 }
 
 /// A parameter's type and its allowed values.

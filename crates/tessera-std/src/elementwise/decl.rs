@@ -9,7 +9,7 @@ use super::{cases, reference};
 use crate::decl::RefArgs;
 use crate::decl::{
     Break, DtypeRule, Example, OpArgs, OpDecl, OutputDecl, ParamDecl, ParamDefault, ParamKind,
-    Rejection, ShapeFrom, TensorDecl, WorkspaceDecl, FLOATS,
+    Rejection, ShapeFrom, TensorDecl, WorkspaceDecl,
 };
 use crate::error::OpError;
 use tessera_runtime::{Context, DType};
@@ -29,8 +29,8 @@ inventory::submit! {
         family: "elementwise",
         summary: "out = a + b, elementwise",
         inputs: &[
-            TensorDecl { name: "a", shape: &["dims…"], dtype: DtypeRule::OneOf(FLOATS), optional: false, doc: "any shape" },
-            TensorDecl { name: "b", shape: &["dims…"], dtype: DtypeRule::Like("a"), optional: false, doc: "like a" },
+            TensorDecl::float("a", &["dims…"], "any shape"),
+            TensorDecl::new("b", &["dims…"], DtypeRule::Like("a"), "like a"),
         ],
         outputs: &[OutputDecl { name: "out", shape: &["dims…"], dtype: DtypeRule::Like("a"), shape_from: ShapeFrom::Like("a"), doc: "a + b" }],
         params: &[],
@@ -58,27 +58,18 @@ inventory::submit! {
 
 // ── gated activations ────────────────────────────────────────────────────────────────
 
-const GATE: TensorDecl = TensorDecl {
-    name: "gate",
-    shape: &["rows…", "d"],
-    dtype: DtypeRule::OneOf(FLOATS),
-    optional: false,
-    doc: "the gate projection",
-};
-const UP: TensorDecl = TensorDecl {
-    name: "up",
-    shape: &["rows…", "d"],
-    dtype: DtypeRule::Like("gate"),
-    optional: false,
-    doc: "the up projection",
-};
-const GATE_UP: TensorDecl = TensorDecl {
-    name: "gate_up",
-    shape: &["rows…", "2·d"],
-    dtype: DtypeRule::OneOf(FLOATS),
-    optional: false,
-    doc: "each row the gate (first d) then the up projection (last d)",
-};
+const GATE: TensorDecl = TensorDecl::float("gate", &["rows…", "d"], "the gate projection");
+const UP: TensorDecl = TensorDecl::new(
+    "up",
+    &["rows…", "d"],
+    DtypeRule::Like("gate"),
+    "the up projection",
+);
+const GATE_UP: TensorDecl = TensorDecl::float(
+    "gate_up",
+    &["rows…", "2·d"],
+    "each row the gate (first d) then the up projection (last d)",
+);
 
 const SEPARATE_INVARIANTS: [&str; 3] = [
     "gate, up and out share one float dtype and one non-empty shape [rows…, d]",
@@ -315,7 +306,7 @@ inventory::submit! {
         family: "elementwise",
         summary: "x converted to another float dtype: round to nearest even, NaN and ±inf kept, overflow to ±inf",
         accuracy: crate::decl::Accuracy::EXACT,
-        inputs: &[TensorDecl { name: "x", shape: &["dims…"], dtype: DtypeRule::OneOf(FLOATS), optional: false, doc: "any shape" }],
+        inputs: &[TensorDecl::float("x", &["dims…"], "any shape")],
         outputs: &[OutputDecl { name: "out", shape: &["dims…"], dtype: DtypeRule::Derived(cast_target, "the dtype `to` names"), shape_from: ShapeFrom::Like("x"), doc: "x in the dtype `to`" }],
         params: &[ParamDecl { name: "to", kind: ParamKind::Choice(&["f32", "f16", "bf16"]), default: ParamDefault::Required, doc: "the output dtype" }],
         invariants: &[
@@ -348,8 +339,8 @@ inventory::submit! {
         summary: "out[t, :] = table[ids[t], :]; an id outside 0..vocab is refused (checked on the device) before anything is written",
         accuracy: crate::decl::Accuracy::EXACT,
         inputs: &[
-            TensorDecl { name: "ids", shape: &["tokens"], dtype: DtypeRule::OneOf(&embedding::ID_DTYPES), optional: false, doc: "token ids, each in 0..vocab" },
-            TensorDecl { name: "table", shape: &["vocab", "d"], dtype: DtypeRule::OneOf(FLOATS), optional: false, doc: "the embedding table" },
+            TensorDecl::new("ids", &["tokens"], DtypeRule::OneOf(&embedding::ID_DTYPES), "token ids, each in 0..vocab"),
+            TensorDecl::float("table", &["vocab", "d"], "the embedding table"),
         ],
         outputs: &[OutputDecl { name: "out", shape: &["tokens", "d"], dtype: DtypeRule::Like("table"), shape_from: ShapeFrom::Dims, doc: "the rows of the ids" }],
         params: &[],

@@ -18,21 +18,6 @@ use crate::decl::{
 use crate::error::OpError;
 use tessera_runtime::{Context, DType};
 
-const fn t(
-    name: &'static str,
-    shape: &'static [&'static str],
-    dtype: DtypeRule,
-    doc: &'static str,
-) -> TensorDecl {
-    TensorDecl {
-        name,
-        shape,
-        dtype,
-        optional: false,
-        doc,
-    }
-}
-
 const SCALE: ParamDecl = ParamDecl {
     name: "scale",
     kind: ParamKind::Float,
@@ -40,13 +25,13 @@ const SCALE: ParamDecl = ParamDecl {
     doc: "output scale; finite",
 };
 const STATE: [&str; 4] = ["B", "Hv", "Dv", "Dk"];
-const STATE_OUT: OutputDecl = OutputDecl {
-    name: "state_out",
-    shape: &STATE,
-    dtype: DtypeRule::Like("state_in"),
-    shape_from: ShapeFrom::Like("state_in"),
-    doc: "the state after the step",
-};
+const STATE_OUT: OutputDecl = OutputDecl::like(
+    "state_in",
+    "state_out",
+    &STATE,
+    DtypeRule::Like("state_in"),
+    "the state after the step",
+);
 const STATE_INVARIANTS: [&str; 3] = [
     "Dk is 64, 128 or 256; Hv is a positive multiple of Hk (GQA)",
     "state_in and state_out share one dtype, f32 or the activations', and the shape [B, Hv, Dv, Dk]",
@@ -73,12 +58,12 @@ inventory::submit! {
         family: "gdn",
         summary: "Gated DeltaNet recurrent decode step: state [B, Hv, Dv, Dk] in/out, GQA, Dk 64/128/256",
         inputs: &[
-            t("q", &["B", "Hk", "Dk"], DtypeRule::OneOf(FLOATS), "queries, normalised as the model wants"),
-            t("k", &["B", "Hk", "Dk"], DtypeRule::Like("q"), "keys"),
-            t("v", &["B", "Hv", "Dv"], DtypeRule::Like("q"), "values"),
-            t("g", &["B", "Hv"], DtypeRule::OneOf(F32), "log decay (≤ 0 in models)"),
-            t("beta", &["B", "Hv"], DtypeRule::OneOf(F32), "the delta rule's step"),
-            t("state_in", &STATE, DtypeRule::F32OrLike("q"), "the state before the step"),
+            TensorDecl::new("q", &["B", "Hk", "Dk"], DtypeRule::OneOf(FLOATS), "queries, normalised as the model wants"),
+            TensorDecl::new("k", &["B", "Hk", "Dk"], DtypeRule::Like("q"), "keys"),
+            TensorDecl::new("v", &["B", "Hv", "Dv"], DtypeRule::Like("q"), "values"),
+            TensorDecl::new("g", &["B", "Hv"], DtypeRule::OneOf(F32), "log decay (≤ 0 in models)"),
+            TensorDecl::new("beta", &["B", "Hv"], DtypeRule::OneOf(F32), "the delta rule's step"),
+            TensorDecl::new("state_in", &STATE, DtypeRule::F32OrLike("q"), "the state before the step"),
         ],
         outputs: &[
             STATE_OUT,
@@ -158,14 +143,14 @@ inventory::submit! {
         family: "gdn",
         summary: "fused GDN decode: conv split, per-head RMSNorm of q/k, gate and beta, delta-rule step",
         inputs: &[
-            t("conv_out", &["B", "2·Hk·Dk + Hv·Dv"], DtypeRule::OneOf(FLOATS), "q | k | v of each batch row, head-major"),
-            t("a_log", &["Hv"], DtypeRule::Like("conv_out"), "log of the decay rate"),
-            t("dt_bias", &["Hv"], DtypeRule::Like("conv_out"), "the gate's bias"),
-            t("a", &["B", "Hv"], DtypeRule::Like("conv_out"), "the raw decay projection"),
-            t("b", &["B", "Hv"], DtypeRule::Like("conv_out"), "the raw beta projection"),
-            t("wq", &["Hk·Dk"], DtypeRule::Like("conv_out"), "q's per-head RMSNorm weight"),
-            t("wk", &["Hk·Dk"], DtypeRule::Like("conv_out"), "k's per-head RMSNorm weight"),
-            t("state_in", &STATE, DtypeRule::F32OrLike("conv_out"), "the state before the step"),
+            TensorDecl::new("conv_out", &["B", "2·Hk·Dk + Hv·Dv"], DtypeRule::OneOf(FLOATS), "q | k | v of each batch row, head-major"),
+            TensorDecl::new("a_log", &["Hv"], DtypeRule::Like("conv_out"), "log of the decay rate"),
+            TensorDecl::new("dt_bias", &["Hv"], DtypeRule::Like("conv_out"), "the gate's bias"),
+            TensorDecl::new("a", &["B", "Hv"], DtypeRule::Like("conv_out"), "the raw decay projection"),
+            TensorDecl::new("b", &["B", "Hv"], DtypeRule::Like("conv_out"), "the raw beta projection"),
+            TensorDecl::new("wq", &["Hk·Dk"], DtypeRule::Like("conv_out"), "q's per-head RMSNorm weight"),
+            TensorDecl::new("wk", &["Hk·Dk"], DtypeRule::Like("conv_out"), "k's per-head RMSNorm weight"),
+            TensorDecl::new("state_in", &STATE, DtypeRule::F32OrLike("conv_out"), "the state before the step"),
         ],
         outputs: &[
             STATE_OUT,
@@ -347,12 +332,12 @@ inventory::submit! {
         family: "gdn",
         summary: "Gated DeltaNet chunked prefill (chunks of 64 on matrix fragments for f16/bf16, f32 token by token in f32): varlen, GQA, initial state, final state in the decode layout",
         inputs: &[
-            t("q", &TOKENS_Q, DtypeRule::OneOf(FLOATS), "queries, token-major: [T, …] packed or [B, T, …] of equal lengths"),
-            t("k", &TOKENS_Q, DtypeRule::Like("q"), "keys, like q"),
-            t("v", &TOKENS_V, DtypeRule::Like("q"), "values"),
-            t("g", &TOKENS_G, DtypeRule::OneOf(F32), "log decay (≤ 0 in models)"),
-            t("beta", &TOKENS_G, DtypeRule::OneOf(F32), "the delta rule's step"),
-            TensorDecl { name: "h0", shape: &["N", "Hv", "Dv", "Dk"], dtype: DtypeRule::F32OrLike("q"), optional: true, doc: "each sequence's initial state (zero when absent)" },
+            TensorDecl::float("q", &TOKENS_Q, "queries, token-major: [T, …] packed or [B, T, …] of equal lengths"),
+            TensorDecl::new("k", &TOKENS_Q, DtypeRule::Like("q"), "keys, like q"),
+            TensorDecl::new("v", &TOKENS_V, DtypeRule::Like("q"), "values"),
+            TensorDecl::new("g", &TOKENS_G, DtypeRule::OneOf(F32), "log decay (≤ 0 in models)"),
+            TensorDecl::new("beta", &TOKENS_G, DtypeRule::OneOf(F32), "the delta rule's step"),
+            TensorDecl::new("h0", &["N", "Hv", "Dv", "Dk"], DtypeRule::F32OrLike("q"), "each sequence's initial state (zero when absent)").optional(),
         ],
         outputs: &[
             OutputDecl { name: "o", shape: &TOKENS_V, dtype: DtypeRule::Like("q"), shape_from: ShapeFrom::Like("v"), doc: "the outputs, like v" },

@@ -12,13 +12,12 @@ use crate::error::OpError;
 use tessera_runtime::DType;
 
 const HALVES: &[DType] = &[DType::F16, DType::BF16];
-const A: TensorDecl = TensorDecl {
-    name: "a",
-    shape: &["M", "K"],
-    dtype: DtypeRule::OneOf(HALVES),
-    optional: false,
-    doc: "the left matrix, non-empty",
-};
+const A: TensorDecl = TensorDecl::new(
+    "a",
+    &["M", "K"],
+    DtypeRule::OneOf(HALVES),
+    "the left matrix, non-empty",
+);
 const C: OutputDecl = OutputDecl {
     name: "c",
     shape: &["M", "N"],
@@ -52,7 +51,7 @@ inventory::submit! {
         name: "matmul",
         family: "matmul",
         summary: "tiled GEMM on simdgroup matrix fragments: c[M, N] = a[M, K]·b[K, N], f16/bf16 in, f32 accumulation",
-        inputs: &[A, TensorDecl { name: "b", shape: &["K", "N"], dtype: DtypeRule::Like("a"), optional: false, doc: "the right matrix" }],
+        inputs: &[A, TensorDecl::new("b", &["K", "N"], DtypeRule::Like("a"), "the right matrix")],
         outputs: &[C],
         params: &[],
         invariants: INVARIANTS,
@@ -78,7 +77,7 @@ inventory::submit! {
         name: "matmul_bt",
         family: "matmul",
         summary: "tiled GEMM with b as [N, K] (linear-layer weights), read by transposed fragment loads",
-        inputs: &[A, TensorDecl { name: "b", shape: &["N", "K"], dtype: DtypeRule::Like("a"), optional: false, doc: "the weights, one row per output column" }],
+        inputs: &[A, TensorDecl::new("b", &["N", "K"], DtypeRule::Like("a"), "the weights, one row per output column")],
         outputs: &[C],
         params: &[],
         invariants: INVARIANTS,

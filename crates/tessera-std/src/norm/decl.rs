@@ -7,32 +7,24 @@ use super::{cases, reference, row_reference};
 use crate::decl::RefArgs;
 use crate::decl::{
     Break, DtypeRule, Example, OpArgs, OpDecl, OutputDecl, ParamDecl, ParamDefault, ParamKind,
-    Rejection, ShapeFrom, TensorDecl, VariantDecl, F32, FLOATS,
+    Rejection, ShapeFrom, TensorDecl, VariantDecl, F32,
 };
 use crate::error::OpError;
 use tessera_runtime::{Context, DType, Tensor};
 
-const X: TensorDecl = TensorDecl {
-    name: "x",
-    shape: &["rows…", "n"],
-    dtype: DtypeRule::OneOf(FLOATS),
-    optional: false,
-    doc: "rows to normalise over their last dimension",
-};
-const W: TensorDecl = TensorDecl {
-    name: "w",
-    shape: &["n"],
-    dtype: DtypeRule::Like("x"),
-    optional: false,
-    doc: "the weight",
-};
-const OUT: OutputDecl = OutputDecl {
-    name: "out",
-    shape: &["rows…", "n"],
-    dtype: DtypeRule::Like("x"),
-    shape_from: ShapeFrom::Like("x"),
-    doc: "the normalised rows",
-};
+const X: TensorDecl = TensorDecl::float(
+    "x",
+    &["rows…", "n"],
+    "rows to normalise over their last dimension",
+);
+const W: TensorDecl = TensorDecl::new("w", &["n"], DtypeRule::Like("x"), "the weight");
+const OUT: OutputDecl = OutputDecl::like(
+    "x",
+    "out",
+    &["rows…", "n"],
+    DtypeRule::Like("x"),
+    "the normalised rows",
+);
 const EPS: ParamDecl = ParamDecl {
     name: "eps",
     kind: ParamKind::Float,
@@ -278,9 +270,9 @@ inventory::submit! {
         family: "norm",
         summary: "out = rms_norm(y, w) · silu(z), y in f32; n a multiple of 128, at most 4096",
         inputs: &[
-            TensorDecl { name: "y", shape: &["rows…", "n"], dtype: DtypeRule::OneOf(F32), optional: false, doc: "the mixer output, f32" },
-            TensorDecl { name: "z", shape: &["rows…", "n"], dtype: DtypeRule::OneOf(FLOATS), optional: false, doc: "the gate" },
-            TensorDecl { name: "w", shape: &["n"], dtype: DtypeRule::Like("z"), optional: false, doc: "the norm weight" },
+            TensorDecl::new("y", &["rows…", "n"], DtypeRule::OneOf(F32), "the mixer output, f32"),
+            TensorDecl::float("z", &["rows…", "n"], "the gate"),
+            TensorDecl::new("w", &["n"], DtypeRule::Like("z"), "the norm weight"),
         ],
         outputs: &[OutputDecl { name: "out", shape: &["rows…", "n"], dtype: DtypeRule::Like("z"), shape_from: ShapeFrom::Like("z"), doc: "rms_norm(y, w) · silu(z)" }],
         params: &[EPS],
@@ -332,7 +324,7 @@ inventory::submit! {
         summary: "sum = x + residual and out = rms_norm(sum, w) in one pass; any n",
         inputs: &[
             X,
-            TensorDecl { name: "residual", shape: &["rows…", "n"], dtype: DtypeRule::Like("x"), optional: false, doc: "the residual stream" },
+            TensorDecl::new("residual", &["rows…", "n"], DtypeRule::Like("x"), "the residual stream"),
             W,
         ],
         outputs: &[
@@ -392,7 +384,7 @@ inventory::submit! {
         inputs: &[
             X,
             W,
-            TensorDecl { name: "b", shape: &["n"], dtype: DtypeRule::Like("x"), optional: false, doc: "the bias" },
+            TensorDecl::new("b", &["n"], DtypeRule::Like("x"), "the bias"),
         ],
         outputs: &[OUT],
         params: &[ParamDecl { default: ParamDefault::Value("1e-5"), ..EPS }],

@@ -8,7 +8,7 @@ use super::{RopeConfig, RopeLayout, RopeScaling, RopeTable};
 use crate::decl::RefArgs;
 use crate::decl::{
     Break, DtypeRule, Example, OpArgs, OpDecl, OutputDecl, ParamDecl, ParamDefault, ParamKind,
-    ParamValues, Rejection, ShapeFrom, TensorDecl, Workspace, WorkspaceDecl, FLOATS, U32,
+    ParamValues, Rejection, ShapeFrom, TensorDecl, Workspace, WorkspaceDecl, U32,
 };
 use crate::error::OpError;
 use tessera_runtime::{Context, DType};
@@ -167,13 +167,12 @@ fn positions(r: &RefArgs) -> Result<Vec<u32>, OpError> {
     Ok(r.data("positions")?.iter().map(|&p| p as u32).collect())
 }
 
-const POSITIONS: TensorDecl = TensorDecl {
-    name: "positions",
-    shape: &["tokens"],
-    dtype: DtypeRule::OneOf(U32),
-    optional: false,
-    doc: "each token's position",
-};
+const POSITIONS: TensorDecl = TensorDecl::new(
+    "positions",
+    &["tokens"],
+    DtypeRule::OneOf(U32),
+    "each token's position",
+);
 
 inventory::submit! {
     OpDecl {
@@ -181,7 +180,7 @@ inventory::submit! {
         family: "rope",
         summary: "rotary embedding, interleaved or NeoX, partial rot_dim, Llama-3 / YaRN scaled frequency tables",
         inputs: &[
-            TensorDecl { name: "x", shape: &["tokens", "heads", "head_dim"], dtype: DtypeRule::OneOf(FLOATS), optional: false, doc: "queries or keys" },
+            TensorDecl::float("x", &["tokens", "heads", "head_dim"], "queries or keys"),
             POSITIONS,
         ],
         outputs: &[OutputDecl { name: "out", shape: &["tokens", "heads", "head_dim"], dtype: DtypeRule::Like("x"), shape_from: ShapeFrom::Like("x"), doc: "x rotated" }],
@@ -228,10 +227,10 @@ inventory::submit! {
         family: "rope",
         summary: "fused per-head q/k RMSNorm + RoPE (Qwen3), head_dim a multiple of 32",
         inputs: &[
-            TensorDecl { name: "q", shape: &["tokens", "hq", "head_dim"], dtype: DtypeRule::OneOf(FLOATS), optional: false, doc: "queries" },
-            TensorDecl { name: "k", shape: &["tokens", "hk", "head_dim"], dtype: DtypeRule::Like("q"), optional: false, doc: "keys" },
-            TensorDecl { name: "q_w", shape: &["head_dim"], dtype: DtypeRule::Like("q"), optional: false, doc: "q's RMSNorm weight" },
-            TensorDecl { name: "k_w", shape: &["head_dim"], dtype: DtypeRule::Like("q"), optional: false, doc: "k's RMSNorm weight" },
+            TensorDecl::float("q", &["tokens", "hq", "head_dim"], "queries"),
+            TensorDecl::new("k", &["tokens", "hk", "head_dim"], DtypeRule::Like("q"), "keys"),
+            TensorDecl::new("q_w", &["head_dim"], DtypeRule::Like("q"), "q's RMSNorm weight"),
+            TensorDecl::new("k_w", &["head_dim"], DtypeRule::Like("q"), "k's RMSNorm weight"),
             POSITIONS,
         ],
         outputs: &[

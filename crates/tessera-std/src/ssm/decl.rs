@@ -6,23 +6,9 @@ use super::cases;
 use super::reference::{self, ScanStep};
 use super::ScanArgs;
 use crate::decl::{
-    Break, DtypeRule, Example, OpDecl, OutputDecl, Rejection, ShapeFrom, TensorDecl, F32, FLOATS,
+    Break, DtypeRule, Example, OpDecl, OutputDecl, Rejection, ShapeFrom, TensorDecl, F32,
 };
 use tessera_runtime::DType;
-
-const fn like_x(
-    name: &'static str,
-    shape: &'static [&'static str],
-    doc: &'static str,
-) -> TensorDecl {
-    TensorDecl {
-        name,
-        shape,
-        dtype: DtypeRule::Like("x"),
-        optional: false,
-        doc,
-    }
-}
 
 inventory::submit! {
     OpDecl {
@@ -30,15 +16,15 @@ inventory::submit! {
         family: "ssm",
         summary: "Mamba selective-scan decode step: softplus(dt), state [B, D, N] decay + input, C·h + D·x, silu(z) gate",
         inputs: &[
-            TensorDecl { name: "state_in", shape: &["B", "D", "N"], dtype: DtypeRule::F32OrLike("x"), optional: false, doc: "the state before the step" },
-            TensorDecl { name: "x", shape: &["B", "D"], dtype: DtypeRule::OneOf(FLOATS), optional: false, doc: "the input" },
-            like_x("dt", &["B", "D"], "the step size before softplus"),
-            TensorDecl { name: "a", shape: &["D", "N"], dtype: DtypeRule::OneOf(F32), optional: false, doc: "the state matrix (−e^{A_log} in models)" },
-            like_x("b", &["B", "N"], "the input projection"),
-            like_x("c", &["B", "N"], "the output projection"),
-            like_x("d", &["D"], "the skip weight"),
-            like_x("z", &["B", "D"], "the gate"),
-            like_x("dt_bias", &["D"], "the step size's bias"),
+            TensorDecl::new("state_in", &["B", "D", "N"], DtypeRule::F32OrLike("x"), "the state before the step"),
+            TensorDecl::float("x", &["B", "D"], "the input"),
+            TensorDecl::new("dt", &["B", "D"], DtypeRule::Like("x"), "the step size before softplus"),
+            TensorDecl::new("a", &["D", "N"], DtypeRule::OneOf(F32), "the state matrix (−e^{A_log} in models)"),
+            TensorDecl::new("b", &["B", "N"], DtypeRule::Like("x"), "the input projection"),
+            TensorDecl::new("c", &["B", "N"], DtypeRule::Like("x"), "the output projection"),
+            TensorDecl::new("d", &["D"], DtypeRule::Like("x"), "the skip weight"),
+            TensorDecl::new("z", &["B", "D"], DtypeRule::Like("x"), "the gate"),
+            TensorDecl::new("dt_bias", &["D"], DtypeRule::Like("x"), "the step size's bias"),
         ],
         outputs: &[
             OutputDecl { name: "state_out", shape: &["B", "D", "N"], dtype: DtypeRule::Like("state_in"), shape_from: ShapeFrom::Like("state_in"), doc: "the state after the step" },

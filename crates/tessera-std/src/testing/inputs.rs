@@ -1,6 +1,7 @@
 //! Seeded random inputs: values drawn in f64, rounded to the tensor's dtype, uploaded; the
 //! rounded values are what the reference sees.
 
+use super::fixtures::err;
 use half::{bf16, f16};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -82,4 +83,39 @@ pub fn random_tensor(
     let n: usize = shape.iter().product();
     let values: Vec<f64> = (0..n).map(|_| rng.uniform(lo, hi)).collect();
     upload(ctx, dtype, &values, shape)
+}
+
+/// Random q (of `q_shape`), k and v (of `kv_shape`) in `[-1, 1)` with their stored values,
+/// and a NaN-poisoned output like q: the inputs of an attention call.
+pub struct Qkv {
+    pub q: Tensor,
+    pub k: Tensor,
+    pub v: Tensor,
+    pub out: Tensor,
+    pub qv: Vec<f64>,
+    pub kv: Vec<f64>,
+    pub vv: Vec<f64>,
+}
+
+/// Makes a [`Qkv`] of `dt`.
+pub fn qkv(
+    ctx: &Context,
+    rng: &mut CaseRng,
+    dt: DType,
+    q_shape: &[usize],
+    kv_shape: &[usize],
+) -> Result<Qkv, String> {
+    let (q, qv) = random_tensor(ctx, rng, dt, q_shape, -1.0, 1.0)?;
+    let (k, kv) = random_tensor(ctx, rng, dt, kv_shape, -1.0, 1.0)?;
+    let (v, vv) = random_tensor(ctx, rng, dt, kv_shape, -1.0, 1.0)?;
+    let out = ctx.full_nan(dt, q_shape).map_err(err)?;
+    Ok(Qkv {
+        q,
+        k,
+        v,
+        out,
+        qv,
+        kv,
+        vv,
+    })
 }

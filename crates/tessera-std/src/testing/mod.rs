@@ -11,5 +11,5 @@ pub use compare::{accuracy, compare, Tolerance};
 pub use fixtures::{
     err, kernel_use, merge, rejection, rejection_of, replaced, zeros, zeros_of, Refused, Spec,
 };
-pub use inputs::{random_tensor, upload, CaseRng};
+pub use inputs::{qkv, random_tensor, upload, CaseRng, Qkv};
 pub use rejection::expect_rejection;

@@ -17,45 +17,12 @@ use super::reference;
 use crate::error::OpError;
 use crate::registry::{BenchCase, Case, CaseKind, KernelUse, PreparedBench};
 use crate::testing::{
-    accuracy, compare, err, kernel_use, random_tensor, rejection, replaced, upload, zeros_of,
-    CaseRng, Spec,
+    accuracy, compare, err, kernel_use, qkv, random_tensor, rejection, replaced, upload, zeros_of,
+    CaseRng, Qkv, Spec,
 };
 use crate::validate::FLOAT_DTYPES;
 use tessera_runtime::{Context, DType, Tensor};
 use DType::{BF16, F16, F32, U32};
-
-/// Random q `[rows, hq, d]`, k and v `[caches, hkv, stride, d]`, a NaN-poisoned out.
-struct Qkv {
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    out: Tensor,
-    qv: Vec<f64>,
-    kv: Vec<f64>,
-    vv: Vec<f64>,
-}
-
-fn qkv(
-    ctx: &Context,
-    rng: &mut CaseRng,
-    dt: DType,
-    q_shape: &[usize],
-    kv_shape: &[usize],
-) -> Result<Qkv, String> {
-    let (q, qv) = random_tensor(ctx, rng, dt, q_shape, -1.0, 1.0)?;
-    let (k, kv) = random_tensor(ctx, rng, dt, kv_shape, -1.0, 1.0)?;
-    let (v, vv) = random_tensor(ctx, rng, dt, kv_shape, -1.0, 1.0)?;
-    let out = ctx.full_nan(dt, q_shape).map_err(err)?;
-    Ok(Qkv {
-        q,
-        k,
-        v,
-        out,
-        qv,
-        kv,
-        vv,
-    })
-}
 
 /// Split scratch for calls of `q` and `k`'s shapes (q's leading dimensions are rows), made
 /// outside the op call like an engine's: every split count the plan may pick over k's

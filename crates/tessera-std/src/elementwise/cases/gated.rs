@@ -9,6 +9,7 @@ use crate::elementwise::gated::{
     act_mul, act_mul_kernel, act_mul_packed, act_mul_packed_kernel, gelu_mul, gelu_mul_packed,
     silu_mul, silu_mul_packed, vec_width, GeluApproximation,
 };
+use crate::testing::{zeros_of, Spec};
 use tessera_runtime::{Context, Tensor};
 
 /// Builds a refused call's tensors: the output it must leave untouched, and the call.
@@ -151,13 +152,10 @@ pub(crate) fn cases(g: Gated) -> Vec<Case> {
         }
         v.push(non_finite(g, dtype));
     }
+    const EMPTY: [Spec; 3] = [(DType::F16, &[3, 0]); 3];
     let empty: BadCall = if g.op == "silu_mul" {
         |ctx| {
-            let (gate, up) = (
-                zeros(ctx, DType::F16, &[3, 0])?,
-                zeros(ctx, DType::F16, &[3, 0])?,
-            );
-            let out = zeros(ctx, DType::F16, &[3, 0])?;
+            let [gate, up, out] = zeros_of(ctx, EMPTY)?;
             let (c, o) = (ctx.clone(), out.clone());
             Ok((
                 out,
@@ -166,11 +164,7 @@ pub(crate) fn cases(g: Gated) -> Vec<Case> {
         }
     } else {
         |ctx| {
-            let (gate, up) = (
-                zeros(ctx, DType::F16, &[3, 0])?,
-                zeros(ctx, DType::F16, &[3, 0])?,
-            );
-            let out = zeros(ctx, DType::F16, &[3, 0])?;
+            let [gate, up, out] = zeros_of(ctx, EMPTY)?;
             let (c, o) = (ctx.clone(), out.clone());
             let none = GeluApproximation::None;
             Ok((
