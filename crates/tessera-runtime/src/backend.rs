@@ -209,6 +209,13 @@ pub trait Backend: Send + Sync {
         Ok(None)
     }
 
+    /// True while [`Backend::time_graph`] (or another graph capture) is recording: a
+    /// call may then only launch, so an op whose eager form reads device data back takes
+    /// its graph-safe form instead.
+    fn recording_graph(&self) -> bool {
+        false
+    }
+
     /// The device's last-level cache in bytes, 0 where unknown or irrelevant (benchmarks
     /// rotate input sets to exceed it).
     fn l2_bytes(&self) -> usize {

@@ -103,6 +103,12 @@ impl Context {
         tensor.is_on(self.backend())
     }
 
+    /// True while a device graph is being recorded on this context (see
+    /// [`crate::Backend::recording_graph`]): only launches may be issued.
+    pub fn recording_graph(&self) -> bool {
+        self.backend().recording_graph()
+    }
+
     pub fn kind(&self) -> BackendKind {
         self.info().kind
     }

@@ -557,6 +557,10 @@ impl Backend for CudaBackend {
         Ok(Some(Duration::from_secs_f64(ms as f64 / 1e3)))
     }
 
+    fn recording_graph(&self) -> bool {
+        self.capturing.load(Ordering::Acquire)
+    }
+
     fn time_graph(
         &self,
         f: &mut dyn FnMut() -> Result<()>,

@@ -93,6 +93,72 @@ fn refused_gather(ctx: &Context, ids: Tensor) -> Result<(Tensor, Refused), Strin
     ))
 }
 
+/// The form a recorded graph runs (`in_graph` 1, no check before the gather): good rows
+/// are gathered, a row whose id is out of range comes out NaN, and `take_error` names
+/// the first such token once, then finds nothing.
+fn graph_form(dtype: DType) -> Case {
+    Case {
+        op: OP,
+        kind: CaseKind::Correctness,
+        dtype: Some(dtype),
+        name: "graph form: bad ids give NaN rows and a later error".to_string(),
+        run: Box::new(move |ctx, rng| {
+            let (vocab, d) = (12, 40);
+            let (table, tv) = random_tensor(ctx, rng, dtype, &[vocab, d], -2.0, 2.0)?;
+            let idv = [3i32, 12, 0, -4, 11];
+            let id = ctx.tensor(&idv, &[idv.len()]).map_err(err)?;
+            let out = ctx.full_nan(dtype, &[idv.len(), d]).map_err(err)?;
+            let check = EmbeddingCheck::new(ctx).map_err(err)?;
+            let vec = row_vec_width(dtype, d);
+            let total = (idv.len() * d) as u32 / vec;
+            embedding_kernel::launch(
+                ctx,
+                embedding_kernel::Args {
+                    ids: &id,
+                    table: &table,
+                    out: &out,
+                    first_bad: &check.first_bad,
+                    vocab: vocab as u32,
+                    row_vecs: d as u32 / vec,
+                    total,
+                    in_graph: 1,
+                },
+                embedding_kernel::Consts { vec },
+            )
+            .grid([total.div_ceil(64), 1, 1])
+            .group_size(64)
+            .run()
+            .map_err(err)?;
+            let got = out.to_f64_vec().map_err(err)?;
+            for (t, &i) in idv.iter().enumerate() {
+                let row = &got[t * d..(t + 1) * d];
+                let bad = i < 0 || i as usize >= vocab;
+                if bad && !row.iter().all(|x| x.is_nan()) {
+                    return Err(format!("token {t} (id {i}) is not all NaN: {row:?}"));
+                }
+                if !bad && row.iter().zip(&tv[i as usize * d..]).any(|(g, w)| g != w) {
+                    return Err(format!("token {t} (id {i}) is not table row {i}"));
+                }
+            }
+            match check.take_error() {
+                Err(e) if e.to_string().contains("token 1's row was written as NaN") => {}
+                other => return Err(format!("first take_error: {other:?}")),
+            }
+            check
+                .take_error()
+                .map_err(|e| format!("second take_error: {e}"))?;
+            let good: Vec<bool> = idv
+                .iter()
+                .map(|&i| i >= 0 && (i as usize) < vocab)
+                .collect();
+            Ok(crate::registry::Outcome {
+                checked: good.iter().filter(|g| **g).count() * d,
+                ..Default::default()
+            })
+        }),
+    }
+}
+
 pub(crate) fn embedding_cases() -> Vec<Case> {
     let mut v = Vec::new();
     for table in FLOAT_DTYPES {
@@ -108,6 +174,7 @@ pub(crate) fn embedding_cases() -> Vec<Case> {
             }
         }
         v.push(reused_check(table));
+        v.push(graph_form(table));
     }
     v.push(rejection(OP, "id = vocab", "token 3 has id 10", |ctx| {
         refused_gather(
