@@ -10,7 +10,7 @@
 //! device data; nothing is uploaded per call (the gather puts the word back). The gather
 //! takes one 16-byte run of a row per thread.
 
-use super::gated::{element_count, row_vec_width, GROUP};
+use super::gated::{element_count, row_vectors, GROUP};
 use crate::error::{runtime, OpError};
 use crate::validate::{distinct, dtype_in, dtype_is, fits_u32, shape_is, FLOAT_DTYPES};
 use tessera_macros::kernel;
@@ -172,9 +172,7 @@ pub fn embedding(
             format!("`ids` out of range: token {t} has id {id}, the table has vocab = {vocab} rows (0..{vocab})"),
         ));
     }
-    let vec = row_vec_width(table.dtype(), d);
-    let row_vecs = fits_u32(OP, "d", d / vec as usize)?;
-    let total = fits_u32(OP, "the output element count", out.len() / vec as usize)?;
+    let (vec, row_vecs, total) = row_vectors(OP, table.dtype(), d, out.len())?;
     embedding_kernel::launch(
         ctx,
         embedding_kernel::Args {
