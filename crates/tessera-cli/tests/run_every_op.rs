@@ -68,29 +68,21 @@ fn read(path: &Path) -> Result<(Vec<usize>, Vec<f64>), String> {
         npyz::DType::Plain(t) => t.to_string(),
         other => return Err(format!("unexpected dtype {other:?}")),
     };
-    let e = |e: std::io::Error| e.to_string();
-    let data: Vec<f64> = match descr.as_str() {
-        "<f4" => npy
-            .into_vec::<f32>()
-            .map_err(e)?
-            .into_iter()
-            .map(f64::from)
-            .collect(),
-        "<f2" => npy
-            .into_vec::<half::f16>()
-            .map_err(e)?
-            .into_iter()
-            .map(f64::from)
-            .collect(),
-        "<u4" => npy
-            .into_vec::<u32>()
-            .map_err(e)?
-            .into_iter()
-            .map(f64::from)
-            .collect(),
+    let data = match descr.as_str() {
+        "<f4" => widened::<_, f32>(npy)?,
+        "<f2" => widened::<_, half::f16>(npy)?,
+        "<u4" => widened::<_, u32>(npy)?,
         other => return Err(format!("unexpected output dtype {other}")),
     };
     Ok((shape, data))
+}
+
+/// The elements of an npy file whose elements are `T`, each as f64.
+fn widened<R: std::io::Read, T: npyz::Deserialize + Into<f64>>(
+    npy: npyz::NpyFile<R>,
+) -> Result<Vec<f64>, String> {
+    let values = npy.into_vec::<T>().map_err(|e| e.to_string())?;
+    Ok(values.into_iter().map(Into::into).collect())
 }
 
 fn looser(dtype: DType) -> DType {
@@ -286,30 +278,17 @@ fn bad_parameters_are_refused_with_the_declarations_words() {
         e.contains("takes no parameter `spin`") && e.contains("theta"),
         "{e}"
     );
-    let e = run(&["run", "rope", "-p", "layout=sideways", "-o", "out=o.npy"]);
-    assert!(e.contains("one of neox, interleaved"), "{e}");
-    let e = run(&["run", "sdpa_prefill", "-p", "causal=yes", "-o", "out=o.npy"]);
-    assert!(e.contains("true, false, 1 or 0"), "{e}");
-    let e = run(&[
-        "run",
-        "sdpa_decode_split",
-        "-p",
-        "splits=0",
-        "-o",
-        "out=o.npy",
-    ]);
-    assert!(e.contains("1..=1024"), "{e}");
-    let e = run(&[
-        "run",
-        "sdpa_decode_split",
-        "-p",
-        "kv_len=4",
-        "-o",
-        "out=o.npy",
-    ]);
-    assert!(e.contains("needs --param splits"), "{e}");
-    let e = run(&["run", "rms_norm", "-p", "eps=abc", "-o", "out=o.npy"]);
-    assert!(e.contains("a finite number"), "{e}");
+    // One bad parameter each and no inputs at all: the parameter is what is refused.
+    for (op, param, words) in [
+        ("rope", "layout=sideways", "one of neox, interleaved"),
+        ("sdpa_prefill", "causal=yes", "true, false, 1 or 0"),
+        ("sdpa_decode_split", "splits=0", "1..=1024"),
+        ("sdpa_decode_split", "kv_len=4", "needs --param splits"),
+        ("rms_norm", "eps=abc", "a finite number"),
+    ] {
+        let e = run(&["run", op, "-p", param, "-o", "out=o.npy"]);
+        assert!(e.contains(words), "{op} -p {param}: {e}");
+    }
     let e = run(&["run", "rms_norm", "-i", "x=x.npy", "-o", "out=o.npy"]);
     assert!(e.contains("missing --input w=FILE"), "{e}");
 }

@@ -1,9 +1,17 @@
 //! The stable text form of the IR, used by `tessera emit --target ir`, snapshot tests and
 //! `TESSERA_DUMP`.
 
-use crate::kernel::{Block, Body, Function, Inst, Kernel, ParamKind};
+use crate::kernel::{ArrayDecl, Block, Body, Function, Inst, Kernel, ParamKind};
 use crate::ops::{MemRef, Op};
 use std::fmt::{self, Write};
+
+/// `kind name` of array `i` of `arrays`, or `<kind{i}>` where there is no such array.
+fn array_name(arrays: &[ArrayDecl], kind: &str, i: u32) -> String {
+    arrays
+        .get(i as usize)
+        .map(|a| format!("{kind} {}", a.name))
+        .unwrap_or_else(|| format!("<{kind}{i}>"))
+}
 
 struct Printer<'a> {
     body: &'a Body,
@@ -19,18 +27,8 @@ impl Printer<'_> {
                 .get(i as usize)
                 .map(|p| p.name.clone())
                 .unwrap_or_else(|| format!("<param{i}>")),
-            MemRef::Shared(i) => self
-                .body
-                .shared
-                .get(i as usize)
-                .map(|a| format!("shared {}", a.name))
-                .unwrap_or_else(|| format!("<shared{i}>")),
-            MemRef::Local(i) => self
-                .body
-                .locals
-                .get(i as usize)
-                .map(|a| format!("local {}", a.name))
-                .unwrap_or_else(|| format!("<local{i}>")),
+            MemRef::Shared(i) => array_name(&self.body.shared, "shared", i),
+            MemRef::Local(i) => array_name(&self.body.locals, "local", i),
             MemRef::Arg(i) => format!("memarg{i}"),
         }
     }

@@ -10,6 +10,14 @@ struct Assigned {
 }
 
 impl Assigned {
+    /// The assigned variables not declared inside, in order of first assignment.
+    fn outer(self) -> Vec<syn::Ident> {
+        self.assigned
+            .into_iter()
+            .filter(|id| !self.declared.contains(id))
+            .collect()
+    }
+
     fn note_target(&mut self, e: &syn::Expr) {
         if let syn::Expr::Path(p) = e {
             if let Some(id) = p.path.get_ident() {
@@ -76,18 +84,12 @@ fn collect_pat(p: &syn::Pat, out: &mut Vec<syn::Ident>) {
 pub fn outer_assignments(block: &syn::Block) -> Vec<syn::Ident> {
     let mut a = Assigned::default();
     a.visit_block(block);
-    a.assigned
-        .into_iter()
-        .filter(|id| !a.declared.contains(id))
-        .collect()
+    a.outer()
 }
 
 /// The same for an expression (an `else if` chain).
 pub fn outer_assignments_expr(e: &syn::Expr) -> Vec<syn::Ident> {
     let mut a = Assigned::default();
     a.visit_expr(e);
-    a.assigned
-        .into_iter()
-        .filter(|id| !a.declared.contains(id))
-        .collect()
+    a.outer()
 }

@@ -6,13 +6,19 @@
 //! `cargo run -p tessera-runtime --example cuda_smoke`
 
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Instant;
 use tessera_compiler::cuda::samples;
 use tessera_runtime::cuda::{nvrtc::Nvrtc, selftest, CudaBackend, PtxOrigin};
-use tessera_runtime::{Backend, Context};
+use tessera_runtime::{Backend, Context, DeviceBuffer, KernelArg};
 
 fn ms(d: std::time::Duration) -> f64 {
     d.as_secs_f64() * 1e3
+}
+
+/// The input, per-group output and scratch buffers of `samples::threadgroup_reduce`.
+fn reduce_buffers(b: &CudaBackend) -> tessera_runtime::Result<[Arc<dyn DeviceBuffer>; 3]> {
+    Ok([b.alloc(4 * 256 * 4)?, b.alloc(16)?, b.alloc(4 * 256 * 4)?])
 }
 
 fn main() -> ExitCode {
@@ -139,14 +145,8 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
     let _ = std::fs::remove_dir_all(&cache);
     for label in ["cold (NVRTC)", "warm disk cache"] {
         let b = CudaBackend::new(0)?;
-        let x = b.alloc(4 * 256 * 4)?;
-        let o = b.alloc(16)?;
-        let r = b.alloc(4 * 256 * 4)?;
-        let args = [
-            tessera_runtime::KernelArg::Buffer(&*x),
-            tessera_runtime::KernelArg::Buffer(&*o),
-            tessera_runtime::KernelArg::Buffer(&*r),
-        ];
+        let bufs = reduce_buffers(&b)?;
+        let args = bufs.each_ref().map(|b| KernelArg::Buffer(&**b));
         let mut s2 = s.kernel.clone();
         // A name no earlier step used, so neither cache nor driver has seen this module.
         s2.name = "threadgroup_reduce_e2e".into();
@@ -166,14 +166,8 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
 
     // Event timing of repeated launches.
     let k = cold.compile_cuda(&s.kernel)?;
-    let x = cold.alloc(4 * 256 * 4)?;
-    let o = cold.alloc(16)?;
-    let r = cold.alloc(4 * 256 * 4)?;
-    let args = [
-        tessera_runtime::KernelArg::Buffer(&*x),
-        tessera_runtime::KernelArg::Buffer(&*o),
-        tessera_runtime::KernelArg::Buffer(&*r),
-    ];
+    let bufs = reduce_buffers(&cold)?;
+    let args = bufs.each_ref().map(|b| KernelArg::Buffer(&**b));
     let t = Instant::now();
     let dev = cold
         .time_launches(&mut || cold.launch(&*k, &args, s.grid, s.group_size), 1000)?

@@ -228,15 +228,12 @@ pub fn downcast_buffer<B: DeviceBuffer>(
     buf: &dyn DeviceBuffer,
     backend: BackendKind,
 ) -> Result<&B> {
-    buf.as_any()
-        .downcast_ref::<B>()
-        .ok_or_else(|| RuntimeError::Backend {
-            backend,
-            message: format!(
-                "a buffer of another backend was passed to the {backend} backend; \
-                 create tensors with the context that launches them"
-            ),
-        })
+    downcast(
+        buf.as_any(),
+        backend,
+        "a buffer of another backend",
+        "create tensors with the context that launches them",
+    )
 }
 
 /// Downcasts a compiled kernel to a backend's own type, or says which backend expected it.
@@ -244,13 +241,24 @@ pub fn downcast_kernel<K: CompiledKernel>(
     k: &dyn CompiledKernel,
     backend: BackendKind,
 ) -> Result<&K> {
-    k.as_any()
-        .downcast_ref::<K>()
+    downcast(
+        k.as_any(),
+        backend,
+        "a kernel compiled by another backend",
+        "launch it through the context that compiled it",
+    )
+}
+
+/// Downcasts `any` to `T`, or says that `what` was passed to `backend` and how to fix it.
+fn downcast<'a, T: 'static>(
+    any: &'a dyn Any,
+    backend: BackendKind,
+    what: &str,
+    fix: &str,
+) -> Result<&'a T> {
+    any.downcast_ref::<T>()
         .ok_or_else(|| RuntimeError::Backend {
             backend,
-            message: format!(
-                "a kernel compiled by another backend was passed to the {backend} backend; \
-                 launch it through the context that compiled it"
-            ),
+            message: format!("{what} was passed to the {backend} backend; {fix}"),
         })
 }

@@ -81,6 +81,23 @@ pub struct TypedLaunch<'a> {
     dtypes: Vec<(usize, DType)>,
 }
 
+/// The geometry setters of both launch forms, which keep their geometry in `core`.
+macro_rules! geometry_setters {
+    () => {
+        /// Threadgroups per grid axis (x, y, z); each must be at least 1.
+        pub fn grid(mut self, grid: [u32; 3]) -> Self {
+            self.core.grid = Some(grid);
+            self
+        }
+
+        /// Threads per threadgroup.
+        pub fn group_size(mut self, n: u32) -> Self {
+            self.core.group_size = Some(n);
+            self
+        }
+    };
+}
+
 impl<'a> TypedLaunch<'a> {
     /// For generated launchers: `args` in the signature's parameter order, `constexprs` in
     /// its constexpr order, `dtypes` as (generic index, dtype).
@@ -100,17 +117,7 @@ impl<'a> TypedLaunch<'a> {
         }
     }
 
-    /// Threadgroups per grid axis (x, y, z); each must be at least 1.
-    pub fn grid(mut self, grid: [u32; 3]) -> Self {
-        self.core.grid = Some(grid);
-        self
-    }
-
-    /// Threads per threadgroup.
-    pub fn group_size(mut self, n: u32) -> Self {
-        self.core.group_size = Some(n);
-        self
-    }
+    geometry_setters!();
 
     /// Checks everything, compiles (or takes from the cache) and runs.
     pub fn run(self) -> Result<()> {
@@ -182,17 +189,7 @@ impl<'a> Launch<'a> {
         self
     }
 
-    /// Threadgroups per grid axis (x, y, z); each must be at least 1.
-    pub fn grid(mut self, grid: [u32; 3]) -> Self {
-        self.core.grid = Some(grid);
-        self
-    }
-
-    /// Threads per threadgroup.
-    pub fn group_size(mut self, n: u32) -> Self {
-        self.core.group_size = Some(n);
-        self
-    }
+    geometry_setters!();
 
     /// For [`Context::launch_ir`]: run the IR as given, without the compiler's pipeline.
     pub fn no_optimize(mut self) -> Self {

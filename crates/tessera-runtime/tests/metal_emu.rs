@@ -84,6 +84,14 @@ fn output(name: &'static str, dtype: Scalar, len: usize) -> Arg {
     }
 }
 
+/// The error of running `k` as one threadgroup of `group` threads on the emulator; the
+/// run must fail.
+fn one_group_error(k: &Kernel, args: &[Arg], scalars: &[(&str, Literal)], group: u32) -> String {
+    run(&emu(), k, args, scalars, [1, 1, 1], group)
+        .unwrap_err()
+        .to_string()
+}
+
 fn run(
     ctx: &Context,
     k: &Kernel,
@@ -572,32 +580,19 @@ fn an_out_of_bounds_read_is_reported_with_the_tensor() {
         input("x", Scalar::F32, bytes_f32(&x)),
         output("out", Scalar::F32, 64),
     ];
-    let e = run(
-        &emu(),
+    let e = one_group_error(
         &mk::offset_copy(),
         &args,
         &[("off", Literal::U32(4096))],
-        [1, 1, 1],
         64,
-    )
-    .unwrap_err()
-    .to_string();
+    );
     assert!(e.contains("past the end of tensor `x`"), "{e}");
 }
 
 #[test]
 fn a_zero_loop_step_is_an_error_not_a_hang() {
     let args = [output("out", Scalar::U32, 32)];
-    let e = run(
-        &emu(),
-        &mk::runtime_step(),
-        &args,
-        &[("step", Literal::U32(0))],
-        [1, 1, 1],
-        32,
-    )
-    .unwrap_err()
-    .to_string();
+    let e = one_group_error(&mk::runtime_step(), &args, &[("step", Literal::U32(0))], 32);
     assert!(e.contains("step"), "{e}");
 }
 

@@ -5,6 +5,9 @@ use std::time::Instant;
 use tessera_ir::{BinaryOp, Builder, Builtin, Scalar, UnaryOp, Value};
 use tessera_runtime::{Context, DType};
 
+mod common;
+use common::run_x_out;
+
 #[test]
 fn a_long_loop_in_a_full_group_is_fast() {
     let (mut b, x, out) = Builder::kernel_x_out("long_loop", Scalar::F32);
@@ -42,14 +45,7 @@ fn a_long_loop_in_a_full_group_is_fast() {
     let xt = ctx.tensor(&xs, &[1024]).unwrap();
     let o = ctx.full_nan(DType::F32, &[1024]).unwrap();
     let start = Instant::now();
-    ctx.launch_ir(&k)
-        .no_optimize()
-        .arg("x", &xt)
-        .arg("out", &o)
-        .grid([1, 1, 1])
-        .group_size(1024)
-        .run()
-        .unwrap();
+    run_x_out(&ctx, &k, &xt, &o, 1024).unwrap();
     let took = start.elapsed();
     eprintln!(
         "1024 threads x 4096 iterations x {} ops: {took:?}",

@@ -4,6 +4,9 @@
 use tessera_ir::{BinaryOp, Builder, Builtin, Inst, Kernel, MemRef, Op, Scalar, Type, Value};
 use tessera_runtime::{Context, DType, RuntimeError, Violation};
 
+mod common;
+use common::run_x_out;
+
 /// out[4t..4t+4] = reverse(x[4t+off..4t+off+4]) * 2 through a shared array and a vector.
 fn kernel(offset: u32) -> Kernel {
     let (mut b, _x, _out) = Builder::kernel_x_out("vec4", Scalar::F32);
@@ -83,14 +86,7 @@ fn vector_ops_round_trip_through_shared_memory() {
     let xs: Vec<f32> = (0..256).map(|i| i as f32).collect();
     let x = ctx.tensor(&xs, &[256]).unwrap();
     let out = ctx.full_nan(DType::F32, &[256]).unwrap();
-    ctx.launch_ir(&kernel(0))
-        .no_optimize()
-        .arg("x", &x)
-        .arg("out", &out)
-        .grid([1, 1, 1])
-        .group_size(64)
-        .run()
-        .unwrap();
+    run_x_out(&ctx, &kernel(0), &x, &out, 64).unwrap();
     let want: Vec<f32> = (0..256).map(|i| xs[i / 4 * 4 + 3 - i % 4] * 2.0).collect();
     assert_eq!(out.to_vec::<f32>().unwrap(), want);
 }
@@ -100,14 +96,7 @@ fn misaligned_vector_index_is_an_error() {
     let ctx = Context::cpu();
     let x = ctx.zeros(DType::F32, &[260]).unwrap();
     let out = ctx.zeros(DType::F32, &[256]).unwrap();
-    let r = ctx
-        .launch_ir(&kernel(2))
-        .no_optimize()
-        .arg("x", &x)
-        .arg("out", &out)
-        .grid([1, 1, 1])
-        .group_size(64)
-        .run();
+    let r = run_x_out(&ctx, &kernel(2), &x, &out, 64);
     match r {
         Err(RuntimeError::Sanitizer(e)) => {
             assert!(e.op.starts_with("vload x["), "{}", e.op);

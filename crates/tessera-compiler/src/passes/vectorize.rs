@@ -470,12 +470,19 @@ mod tests {
         b.finish_kernel().unwrap()
     }
 
+    /// [`four_per_lane`] after the pass: what the pass returned and the verified result's
+    /// text.
+    fn vectorized_four_per_lane(elem: Scalar, barrier_between: bool) -> (usize, String) {
+        let mut k = four_per_lane(elem, barrier_between);
+        let rewrites = vectorize(&mut k);
+        verify_kernel(&k).unwrap();
+        (rewrites, k.to_string())
+    }
+
     #[test]
     fn four_f32_loads_and_stores_become_one_16_byte_access_each() {
-        let mut k = four_per_lane(Scalar::F32, false);
-        assert_eq!(vectorize(&mut k), 2);
-        verify_kernel(&k).unwrap();
-        let text = k.to_string();
+        let (rewrites, text) = vectorized_four_per_lane(Scalar::F32, false);
+        assert_eq!(rewrites, 2);
         assert!(text.contains("vload4 x["), "{text}");
         assert!(text.contains("vstore out["), "{text}");
         assert!(!text.contains("= load "), "{text}");
@@ -484,19 +491,14 @@ mod tests {
 
     #[test]
     fn four_f16_loads_become_one_8_byte_access() {
-        let mut k = four_per_lane(Scalar::F16, false);
-        assert_eq!(vectorize(&mut k), 2);
-        verify_kernel(&k).unwrap();
-        let text = k.to_string();
+        let (rewrites, text) = vectorized_four_per_lane(Scalar::F16, false);
+        assert_eq!(rewrites, 2);
         assert!(text.contains(": f16x4 = vload4 x["), "{text}");
     }
 
     #[test]
     fn a_barrier_splits_the_run() {
-        let mut k = four_per_lane(Scalar::F32, true);
-        vectorize(&mut k);
-        verify_kernel(&k).unwrap();
-        let text = k.to_string();
+        let (_, text) = vectorized_four_per_lane(Scalar::F32, true);
         assert!(!text.contains("vload4"), "{text}");
         // Two pairs of 8 bytes each remain possible.
         assert_eq!(text.matches("vload2 x[").count(), 2, "{text}");

@@ -116,6 +116,25 @@ fn in_dir(dir: &Path) -> Vec<PathBuf> {
     found
 }
 
+/// The entries of `dir` whose names start with `prefix`, sorted; none where `dir` cannot
+/// be read.
+fn entries_named(dir: &Path, prefix: &str) -> Vec<PathBuf> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut found: Vec<PathBuf> = rd
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(prefix))
+        })
+        .collect();
+    found.sort();
+    found
+}
+
 /// Python site-package roots that may hold the `nvidia-cuda-nvrtc` wheel.
 fn python_roots() -> Vec<PathBuf> {
     let mut bases: Vec<PathBuf> = Vec::new();
@@ -128,20 +147,7 @@ fn python_roots() -> Vec<PathBuf> {
     bases.extend(["/usr/local/lib", "/usr/lib", "/opt/conda/lib"].map(PathBuf::from));
     let mut roots = Vec::new();
     for base in bases {
-        let Ok(rd) = std::fs::read_dir(&base) else {
-            continue;
-        };
-        let mut pys: Vec<PathBuf> = rd
-            .filter_map(|e| e.ok())
-            .map(|e| e.path())
-            .filter(|p| {
-                p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with("python3"))
-            })
-            .collect();
-        pys.sort();
-        for py in pys {
+        for py in entries_named(&base, "python3") {
             roots.push(py.join("site-packages"));
             roots.push(py.join("dist-packages"));
         }
@@ -171,20 +177,9 @@ fn candidates() -> (Vec<PathBuf>, Vec<String>) {
         }
     }
     dirs.push(PathBuf::from("/usr/local/cuda/lib64"));
-    if let Ok(rd) = std::fs::read_dir("/usr/local") {
-        let mut cudas: Vec<PathBuf> = rd
-            .filter_map(|e| e.ok())
-            .map(|e| e.path())
-            .filter(|p| {
-                p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with("cuda-"))
-            })
-            .collect();
-        cudas.sort();
-        cudas.reverse();
-        dirs.extend(cudas.into_iter().map(|c| c.join("lib64")));
-    }
+    let mut cudas = entries_named(Path::new("/usr/local"), "cuda-");
+    cudas.reverse();
+    dirs.extend(cudas.into_iter().map(|c| c.join("lib64")));
     for root in python_roots() {
         dirs.push(root.join("nvidia/cu13/lib"));
         dirs.push(root.join("nvidia/cuda_nvrtc/lib"));

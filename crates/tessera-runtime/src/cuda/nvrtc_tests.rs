@@ -17,6 +17,14 @@ fn nvrtc() -> Option<&'static Nvrtc> {
     }
 }
 
+/// The PTX of a sample's CUDA C for the virtual architecture `arch`.
+fn sample_ptx(n: &Nvrtc, s: &samples::Sample, arch: &str) -> String {
+    let src = emit(&s.kernel).unwrap();
+    n.compile(&src.source, s.name, arch, &src.options)
+        .unwrap()
+        .text
+}
+
 #[test]
 fn every_sample_compiles_to_ptx_for_sm_90() {
     let Some(n) = nvrtc() else { return };
@@ -38,27 +46,17 @@ fn every_sample_compiles_to_ptx_for_sm_90() {
 fn older_architectures_compile_too() {
     let Some(n) = nvrtc() else { return };
     let s = samples::half_casts().unwrap();
-    let src = emit(&s.kernel).unwrap();
     // Before sm_80 bf16 rounding takes the integer path.
-    let ptx = n
-        .compile(&src.source, s.name, "compute_75", &src.options)
-        .unwrap();
-    assert!(!ptx.text.contains("cvt.rn.bf16.f32"), "{}", ptx.text);
-    let ptx = n
-        .compile(&src.source, s.name, "compute_90", &src.options)
-        .unwrap();
-    assert!(ptx.text.contains("cvt.rn.bf16.f32"));
+    let ptx = sample_ptx(n, &s, "compute_75");
+    assert!(!ptx.contains("cvt.rn.bf16.f32"), "{ptx}");
+    let ptx = sample_ptx(n, &s, "compute_90");
+    assert!(ptx.contains("cvt.rn.bf16.f32"));
 }
 
 #[test]
 fn vector_accesses_become_128_bit_memory_ops() {
     let Some(n) = nvrtc() else { return };
-    let s = samples::vector_access().unwrap();
-    let src = emit(&s.kernel).unwrap();
-    let ptx = n
-        .compile(&src.source, s.name, "compute_90", &src.options)
-        .unwrap()
-        .text;
+    let ptx = sample_ptx(n, &samples::vector_access().unwrap(), "compute_90");
     assert!(
         ptx.contains("ld.global.nc.v4.f32") || ptx.contains("ld.global.v4.f32"),
         "{ptx}"

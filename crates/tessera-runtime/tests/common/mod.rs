@@ -51,3 +51,21 @@ pub fn iota_kernel(k: u32) -> tessera_ir::Kernel {
     b.store(out, g, v).expect("store");
     b.finish_kernel().expect("kernel")
 }
+
+/// Runs IR kernel `k` of tensors `x` and `out`, unoptimised, as one threadgroup of
+/// `group` threads on `ctx`.
+pub fn run_x_out(
+    ctx: &tessera_runtime::Context,
+    k: &tessera_ir::Kernel,
+    x: &tessera_runtime::Tensor,
+    out: &tessera_runtime::Tensor,
+    group: u32,
+) -> tessera_runtime::Result<()> {
+    ctx.launch_ir(k)
+        .no_optimize()
+        .arg("x", x)
+        .arg("out", out)
+        .grid([1, 1, 1])
+        .group_size(group)
+        .run()
+}

@@ -2,7 +2,7 @@
 //! Markdown, written between two marker comments of docs/kernels.md. A test regenerates
 //! them and fails when the checked-in copy is stale.
 
-use super::{default_text, dtype_text, kind_text, shape_text, OpDecl};
+use super::{default_text, dtype_text, kind_text, shape_text, DtypeRule, OpDecl};
 
 /// The line that opens the generated part of docs/kernels.md.
 pub const BEGIN: &str =
@@ -13,6 +13,16 @@ pub const END: &str = "<!-- op-tables:end -->";
 /// A table cell: pipes escaped, newlines flattened.
 fn cell(s: &str) -> String {
     s.replace('|', "\\|").replace('\n', " ")
+}
+
+/// A tensor's row of an op's tensor table.
+fn tensor_row(name: &str, role: &str, shape: &[&str], dtype: DtypeRule, doc: &str) -> String {
+    format!(
+        "| `{name}` | {role} | `{}` | {} | {} |\n",
+        shape_text(shape),
+        cell(&dtype_text(dtype)),
+        cell(doc)
+    )
 }
 
 /// One op's section.
@@ -30,22 +40,10 @@ pub fn op_section(op: &OpDecl) -> String {
         } else {
             "input"
         };
-        s += &format!(
-            "| `{}` | {role} | `{}` | {} | {} |\n",
-            t.name,
-            shape_text(t.shape),
-            cell(&dtype_text(t.dtype)),
-            cell(t.doc)
-        );
+        s += &tensor_row(t.name, role, t.shape, t.dtype, t.doc);
     }
     for o in op.outputs {
-        s += &format!(
-            "| `{}` | output | `{}` | {} | {} |\n",
-            o.name,
-            shape_text(o.shape),
-            cell(&dtype_text(o.dtype)),
-            cell(o.doc)
-        );
+        s += &tensor_row(o.name, "output", o.shape, o.dtype, o.doc);
     }
     if !op.params.is_empty() {
         s += "\n| parameter | type | default | meaning |\n|---|---|---|---|\n";

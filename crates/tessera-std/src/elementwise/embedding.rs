@@ -11,7 +11,7 @@
 //! token, which [`EmbeddingCheck::take_error`] reports after the replay. Nothing is
 //! uploaded per call. The gather takes one 16-byte run of a row per thread.
 
-use super::gated::{element_count, row_vec_width, GROUP};
+use super::gated::{element_count, row_vectors, GROUP};
 use crate::error::{runtime, OpError};
 use crate::validate::{distinct, dtype_in, dtype_is, fits_u32, shape_is, FLOAT_DTYPES};
 use tessera_macros::kernel;
@@ -172,9 +172,7 @@ pub fn embedding(
     if !in_graph {
         refuse_bad_ids(ctx, ids, check, tokens32, vocab32)?;
     }
-    let vec = row_vec_width(table.dtype(), d);
-    let row_vecs = fits_u32(OP, "d", d / vec as usize)?;
-    let total = fits_u32(OP, "the output element count", out.len() / vec as usize)?;
+    let (vec, row_vecs, total) = row_vectors(OP, table.dtype(), d, out.len())?;
     embedding_kernel::launch(
         ctx,
         embedding_kernel::Args {

@@ -88,6 +88,20 @@ pub(super) fn row_vec_width(dtype: DType, d: usize) -> u32 {
     w
 }
 
+/// How a row kernel reads rows of `d` elements of `dtype` into an output of `out_len`
+/// elements: `(vec, vectors per row, vectors in the output)`, `vec` from [`row_vec_width`].
+pub(super) fn row_vectors(
+    op: &'static str,
+    dtype: DType,
+    d: usize,
+    out_len: usize,
+) -> Result<(u32, u32, u32), OpError> {
+    let vec = row_vec_width(dtype, d);
+    let row_vecs = fits_u32(op, "d", d / vec as usize)?;
+    let total = fits_u32(op, "the output element count", out_len / vec as usize)?;
+    Ok((vec, row_vecs, total))
+}
+
 /// The element count of `[rows…, d]` tensors as the kernels index it.
 pub(super) fn element_count(op: &'static str, len: usize) -> Result<u32, OpError> {
     if len >= MAX_ELEMENTS {
@@ -159,9 +173,7 @@ pub(super) fn act_mul_packed(
     }
     shape_is(op, "out", out, &want)?;
     element_count(op, gate_up.len())?;
-    let vec = row_vec_width(gate_up.dtype(), d);
-    let row_vecs = fits_u32(op, "d", d / vec as usize)?;
-    let total = fits_u32(op, "the output element count", out.len() / vec as usize)?;
+    let (vec, row_vecs, total) = row_vectors(op, gate_up.dtype(), d, out.len())?;
     act_mul_packed_kernel::launch(
         ctx,
         act_mul_packed_kernel::Args {

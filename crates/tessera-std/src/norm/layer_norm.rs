@@ -5,8 +5,8 @@
 //! overflowed (see norm::rms_inv).
 
 use super::rms_norm::check_row_norm;
-use super::rms_norm_residual::strided_group;
-use crate::error::{runtime, OpError};
+use super::rms_norm_residual::run_strided_rows;
+use crate::error::OpError;
 use crate::validate::{distinct, dtype_is, shape_is};
 use tessera_macros::kernel;
 use tessera_runtime::{Context, Tensor};
@@ -79,7 +79,7 @@ pub fn layer_norm(
     dtype_is(OP, "b", b, x.dtype())?;
     shape_is(OP, "b", b, &[n as usize])?;
     distinct(OP, out, &[("b", b)])?;
-    layer_norm_kernel::launch(
+    let launch = layer_norm_kernel::launch(
         ctx,
         layer_norm_kernel::Args {
             x,
@@ -89,9 +89,6 @@ pub fn layer_norm(
             eps,
             n,
         },
-    )
-    .grid([rows, 1, 1])
-    .group_size(strided_group(n))
-    .run()
-    .map_err(runtime(OP))
+    );
+    run_strided_rows(OP, launch, rows, n)
 }

@@ -7,7 +7,7 @@ use super::rms_norm_residual_pipe::{residual_pipe_launch, rms_norm_residual_pipe
 use crate::error::{runtime, OpError};
 use crate::validate::{distinct, dtype_is, shape_is};
 use tessera_macros::kernel;
-use tessera_runtime::{Context, Tensor};
+use tessera_runtime::{Context, Tensor, TypedLaunch};
 
 /// `sum = x + residual`, `out = sum / rms(sum) · w`, one threadgroup per row, each thread
 /// striding over the row; the sum is kept in f32 between the passes by re-reading it.
@@ -41,8 +41,23 @@ pub fn rms_norm_residual_kernel<T>(
 }
 
 /// Threads for a strided row kernel: a quarter of the row, whole simdgroups, ≤ 1024.
-pub(crate) fn strided_group(n: u32) -> u32 {
+fn strided_group(n: u32) -> u32 {
     n.div_ceil(4).next_multiple_of(32).clamp(32, 1024)
+}
+
+/// Runs `launch` as the strided row kernels run: one threadgroup per row, its
+/// [`strided_group`] threads striding over the row's `n` elements.
+pub(crate) fn run_strided_rows(
+    op: &'static str,
+    launch: TypedLaunch<'_>,
+    rows: u32,
+    n: u32,
+) -> Result<(), OpError> {
+    launch
+        .grid([rows, 1, 1])
+        .group_size(strided_group(n))
+        .run()
+        .map_err(runtime(op))
 }
 
 /// `sum = x + residual` and `out = rms_norm(sum, w)`: x, residual, sum and out `[rows…,
@@ -112,7 +127,7 @@ pub fn rms_norm_residual_on(
         .run()
         .map_err(runtime(OP));
     }
-    rms_norm_residual_kernel::launch(
+    let launch = rms_norm_residual_kernel::launch(
         ctx,
         rms_norm_residual_kernel::Args {
             x,
@@ -123,9 +138,6 @@ pub fn rms_norm_residual_on(
             eps,
             n,
         },
-    )
-    .grid([rows, 1, 1])
-    .group_size(strided_group(n))
-    .run()
-    .map_err(runtime(OP))
+    );
+    run_strided_rows(OP, launch, rows, n)
 }

@@ -1,8 +1,8 @@
 //! Softmax over the last dimension and its log-normaliser, logsumexp: a threadgroup max,
 //! then a threadgroup sum of `exp(x - max)`, in f32.
 
-use super::rms_norm_residual::strided_group;
-use crate::error::{runtime, OpError};
+use super::rms_norm_residual::run_strided_rows;
+use crate::error::OpError;
 use crate::validate::{distinct, dtype_in, dtype_is, fits_u32, rows_of, shape_is, FLOAT_DTYPES};
 use tessera_macros::kernel;
 use tessera_runtime::{Context, DType, Tensor};
@@ -64,11 +64,8 @@ pub fn softmax(ctx: &Context, x: &Tensor, out: &Tensor) -> Result<(), OpError> {
     dtype_is(OP, "out", out, x.dtype())?;
     shape_is(OP, "out", out, x.shape())?;
     distinct(OP, out, &[("x", x)])?;
-    softmax_kernel::launch(ctx, softmax_kernel::Args { x, out, n })
-        .grid([rows, 1, 1])
-        .group_size(strided_group(n))
-        .run()
-        .map_err(runtime(OP))
+    let launch = softmax_kernel::launch(ctx, softmax_kernel::Args { x, out, n });
+    run_strided_rows(OP, launch, rows, n)
 }
 
 /// logsumexp over the last dimension: `x [rows…, n]` in a float dtype, out f32 `[rows…]`
@@ -85,9 +82,6 @@ pub fn logsumexp(ctx: &Context, x: &Tensor, out: &Tensor) -> Result<(), OpError>
     };
     shape_is(OP, "out", out, &want)?;
     distinct(OP, out, &[("x", x)])?;
-    logsumexp_kernel::launch(ctx, logsumexp_kernel::Args { x, out, n })
-        .grid([rows, 1, 1])
-        .group_size(strided_group(n))
-        .run()
-        .map_err(runtime(OP))
+    let launch = logsumexp_kernel::launch(ctx, logsumexp_kernel::Args { x, out, n });
+    run_strided_rows(OP, launch, rows, n)
 }

@@ -5,7 +5,7 @@ use super::kernels::{norm_rope_kernel, rope_kernel};
 use super::table::{RopeLayout, RopeTable};
 use crate::error::{runtime, OpError};
 use crate::validate::{distinct, dtype_in, dtype_is, eps_ok, fits_u32, shape_is, FLOAT_DTYPES};
-use tessera_runtime::{Context, DType, Tensor};
+use tessera_runtime::{Context, DType, Tensor, TypedLaunch};
 
 /// Checks x `[tokens, heads, D]`, positions u32 `[tokens]`, out like x, and the table's
 /// rot_dim against D; returns (tokens, heads, D).
@@ -61,6 +61,22 @@ pub(crate) fn heads_per_group(tokens: u32) -> u32 {
     }
 }
 
+/// Runs `launch` on the grid of both RoPE kernels: x is the token, y the group of
+/// [`heads_per_group`] heads; `group_size` threads each.
+fn run_per_token(
+    op: &'static str,
+    launch: TypedLaunch<'_>,
+    tokens: u32,
+    heads: u32,
+    group_size: u32,
+) -> Result<(), OpError> {
+    launch
+        .grid([tokens, heads.div_ceil(heads_per_group(tokens)), 1])
+        .group_size(group_size)
+        .run()
+        .map_err(runtime(op))
+}
+
 fn neox(table: &RopeTable) -> u32 {
     u32::from(table.config.layout == RopeLayout::NeoX)
 }
@@ -76,7 +92,7 @@ pub fn rope(
 ) -> Result<(), OpError> {
     const OP: &str = "rope";
     let (tokens, heads, d) = check(OP, x, positions, table, out)?;
-    rope_kernel::launch(
+    let launch = rope_kernel::launch(
         ctx,
         rope_kernel::Args {
             x,
@@ -92,11 +108,10 @@ pub fn rope(
             neox: neox(table),
             heads_per_group: heads_per_group(tokens),
         },
-    )
-    .grid([tokens, heads.div_ceil(heads_per_group(tokens)), 1])
-    .group_size(d.div_ceil(2).next_multiple_of(32).min(1024))
-    .run()
-    .map_err(runtime(OP))
+    );
+    // Threads stride over the head: half as many as its elements, whole simdgroups.
+    let threads = d.div_ceil(2).next_multiple_of(32).min(1024);
+    run_per_token(OP, launch, tokens, heads, threads)
 }
 
 /// Per-head RMSNorm (weight `[D]`) then RoPE, for one of q or k: `x [tokens, heads, D]`,
@@ -125,7 +140,7 @@ fn norm_rope_one(
             ),
         ));
     }
-    norm_rope_kernel::launch(
+    let launch = norm_rope_kernel::launch(
         ctx,
         norm_rope_kernel::Args {
             x,
@@ -143,11 +158,8 @@ fn norm_rope_one(
             neox: neox(table),
             heads_per_group: heads_per_group(tokens),
         },
-    )
-    .grid([tokens, heads.div_ceil(heads_per_group(tokens)), 1])
-    .group_size(d)
-    .run()
-    .map_err(runtime(op))
+    );
+    run_per_token(op, launch, tokens, heads, d)
 }
 
 /// Qwen3-style fused q/k RMSNorm + RoPE: each head of q `[tokens, hq, D]` and k `[tokens,

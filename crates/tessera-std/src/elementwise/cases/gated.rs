@@ -268,66 +268,70 @@ pub(crate) fn packed_kernels(acts: &[Activation]) -> Vec<KernelUse> {
 /// and a quick shape.
 const BENCH_SHAPES: [(usize, usize, bool); 2] = [(16, 1024, true), (2048, 14336, false)];
 
-pub(crate) fn benches(g: Gated) -> Vec<BenchCase> {
+/// A gated op's bench at every float dtype and bench shape: `prepare` builds the inputs,
+/// the NaN-poisoned output, the launch and the reference for (dtype, rows, d).
+fn gated_benches(
+    op: &'static str,
+    kernel: &'static str,
+    g: Gated,
+    prepare: fn(
+        Gated,
+        &Context,
+        &mut crate::testing::CaseRng,
+        DType,
+        usize,
+        usize,
+    ) -> Result<PreparedBench, String>,
+) -> Vec<BenchCase> {
     let mut v = Vec::new();
     for dtype in FLOAT_DTYPES {
         for (rows, d, quick) in BENCH_SHAPES {
             v.push(BenchCase {
-                op: g.op,
-                kernel: "act_mul_kernel",
+                op,
+                kernel,
                 dtype,
                 shape: format!("{} rows={rows} d={d}", act_name(g.act)),
                 bytes: (3 * rows * d * dtype.size_bytes()) as u64,
                 flops: 0,
                 quick,
-                prepare: Box::new(move |ctx, rng| {
-                    let (gate, gv) = random_tensor(ctx, rng, dtype, &[rows, d], GATE.0, GATE.1)?;
-                    let (up, uv) = random_tensor(ctx, rng, dtype, &[rows, d], UP.0, UP.1)?;
-                    let out = ctx.full_nan(dtype, &[rows, d]).map_err(err)?;
-                    let (c, o) = (ctx.clone(), out.clone());
-                    Ok(PreparedBench {
-                        launch: Box::new(move || {
-                            act_mul(g.op, &c, &gate, &up, &o, g.act).map_err(err)
-                        }),
-                        output: out,
-                        reference: reference::act_mul(g.f, &gv, &uv),
-                    })
-                }),
+                prepare: Box::new(move |ctx, rng| prepare(g, ctx, rng, dtype, rows, d)),
             });
         }
     }
     v
 }
 
+pub(crate) fn benches(g: Gated) -> Vec<BenchCase> {
+    gated_benches(g.op, "act_mul_kernel", g, |g, ctx, rng, dtype, rows, d| {
+        let (gate, gv) = random_tensor(ctx, rng, dtype, &[rows, d], GATE.0, GATE.1)?;
+        let (up, uv) = random_tensor(ctx, rng, dtype, &[rows, d], UP.0, UP.1)?;
+        let out = ctx.full_nan(dtype, &[rows, d]).map_err(err)?;
+        let (c, o) = (ctx.clone(), out.clone());
+        Ok(PreparedBench {
+            launch: Box::new(move || act_mul(g.op, &c, &gate, &up, &o, g.act).map_err(err)),
+            output: out,
+            reference: reference::act_mul(g.f, &gv, &uv),
+        })
+    })
+}
+
 pub(crate) fn packed_benches(g: Gated) -> Vec<BenchCase> {
-    let op = packed_op(g);
-    let mut v = Vec::new();
-    for dtype in FLOAT_DTYPES {
-        for (rows, d, quick) in BENCH_SHAPES {
-            v.push(BenchCase {
-                op,
-                kernel: "act_mul_packed_kernel",
-                dtype,
-                shape: format!("{} rows={rows} d={d}", act_name(g.act)),
-                bytes: (3 * rows * d * dtype.size_bytes()) as u64,
-                flops: 0,
-                quick,
-                prepare: Box::new(move |ctx, rng| {
-                    let (gu, gv) = random_tensor(ctx, rng, dtype, &[rows, 2 * d], GATE.0, GATE.1)?;
-                    let out = ctx.full_nan(dtype, &[rows, d]).map_err(err)?;
-                    let (c, o) = (ctx.clone(), out.clone());
-                    Ok(PreparedBench {
-                        launch: Box::new(move || {
-                            act_mul_packed(op, &c, &gu, &o, g.act).map_err(err)
-                        }),
-                        output: out,
-                        reference: reference::act_mul_packed(g.f, &gv, d),
-                    })
-                }),
-            });
-        }
-    }
-    v
+    gated_benches(
+        packed_op(g),
+        "act_mul_packed_kernel",
+        g,
+        |g, ctx, rng, dtype, rows, d| {
+            let op = packed_op(g);
+            let (gu, gv) = random_tensor(ctx, rng, dtype, &[rows, 2 * d], GATE.0, GATE.1)?;
+            let out = ctx.full_nan(dtype, &[rows, d]).map_err(err)?;
+            let (c, o) = (ctx.clone(), out.clone());
+            Ok(PreparedBench {
+                launch: Box::new(move || act_mul_packed(op, &c, &gu, &o, g.act).map_err(err)),
+                output: out,
+                reference: reference::act_mul_packed(g.f, &gv, d),
+            })
+        },
+    )
 }
 
 #[cfg(test)]
