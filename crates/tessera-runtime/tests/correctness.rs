@@ -10,11 +10,19 @@ use tessera_ir::{
 };
 use tessera_runtime::{Context, DType, Tensor};
 
+/// A fresh seed per run (TESSERA_SEED repeats one), printed so a failure can be rerun.
 fn seed() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(7)
+    let s = std::env::var("TESSERA_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(7)
+        });
+    eprintln!("seed {s} (TESSERA_SEED={s} reruns it)");
+    s
 }
 
 /// out[row] = sum(x[row, :]) with a strided per-thread loop and a group reduction.

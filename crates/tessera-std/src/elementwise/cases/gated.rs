@@ -268,20 +268,24 @@ pub(crate) fn packed_kernels(acts: &[Activation]) -> Vec<KernelUse> {
 /// and a quick shape.
 const BENCH_SHAPES: [(usize, usize, bool); 2] = [(16, 1024, true), (2048, 14336, false)];
 
+/// Builds a gated bench's inputs, NaN-poisoned output, launch and reference for (dtype,
+/// rows, d).
+type GatedPrepare = fn(
+    Gated,
+    &Context,
+    &mut crate::testing::CaseRng,
+    DType,
+    usize,
+    usize,
+) -> Result<PreparedBench, String>;
+
 /// A gated op's bench at every float dtype and bench shape: `prepare` builds the inputs,
 /// the NaN-poisoned output, the launch and the reference for (dtype, rows, d).
 fn gated_benches(
     op: &'static str,
     kernel: &'static str,
     g: Gated,
-    prepare: fn(
-        Gated,
-        &Context,
-        &mut crate::testing::CaseRng,
-        DType,
-        usize,
-        usize,
-    ) -> Result<PreparedBench, String>,
+    prepare: GatedPrepare,
 ) -> Vec<BenchCase> {
     let mut v = Vec::new();
     for dtype in FLOAT_DTYPES {
