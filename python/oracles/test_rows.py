@@ -101,11 +101,6 @@ def test_norm_adversarial(op, kind, dtype, rng):
     if kind == "huge":
         pytest.skip("huge logits are a softmax case")
     x = adversarial_rows(rng, dtype, kind)
-    if kind == "near_range" and float(np.sum(as_f64(x[0]) ** 2)) > 3.4e38:
-        # Known: the norms sum x² in f32 (for bf16 and f32 rows alike), which overflows for
-        # rows whose values are finite but whose sum of squares is not; the row comes out
-        # 0 (or the bias). PyTorch's f32 rms_norm does the same.
-        pytest.xfail("the f32 sum of squares overflows for values past sqrt(f32 max / n)")
     rms_case(op, x, dtype, rng)
 
 
