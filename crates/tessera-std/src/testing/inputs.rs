@@ -5,6 +5,7 @@ use super::fixtures::err;
 use half::{bf16, f16};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use tessera_ir::literal::{bf16_from_f64, f16_from_f64};
 use tessera_runtime::{Context, DType, Tensor};
 
 /// A case's random source, with the seed that reproduces it.
@@ -48,12 +49,12 @@ pub fn upload(
             Ok((ctx.tensor(&v, shape).map_err(err)?, stored))
         }
         DType::F16 => {
-            let v: Vec<f16> = values.iter().map(|&x| f16::from_f64(x)).collect();
+            let v: Vec<f16> = values.iter().map(|&x| f16_from_f64(x)).collect();
             let stored = v.iter().map(|x| x.to_f64()).collect();
             Ok((ctx.tensor(&v, shape).map_err(err)?, stored))
         }
         DType::BF16 => {
-            let v: Vec<bf16> = values.iter().map(|&x| bf16::from_f64(x)).collect();
+            let v: Vec<bf16> = values.iter().map(|&x| bf16_from_f64(x)).collect();
             let stored = v.iter().map(|x| x.to_f64()).collect();
             Ok((ctx.tensor(&v, shape).map_err(err)?, stored))
         }
