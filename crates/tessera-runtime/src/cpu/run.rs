@@ -7,7 +7,7 @@ use super::program::Program;
 use crate::backend::{downcast_buffer, BackendKind, KernelArg};
 use crate::error::{Result, RuntimeError};
 use rayon::prelude::*;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use tessera_ir::ParamKind;
 
@@ -71,18 +71,20 @@ pub(crate) fn run(
         group_size,
     };
     let total = grid[0] as u64 * grid[1] as u64 * grid[2] as u64;
-    let failed = AtomicBool::new(false);
-    // The error of the lowest-numbered failing threadgroup, for reproducible reports.
+    // The error of the lowest-numbered failing threadgroup, for reproducible reports:
+    // after a failure, groups numbered above it are skipped and those below still run
+    // (one of them may fail first).
+    let lowest_failed = AtomicU64::new(u64::MAX);
     let first: Mutex<Option<(u64, RuntimeError)>> = Mutex::new(None);
     let run_one = |g: &mut Group<'_>, idx: u64| {
-        if failed.load(Ordering::Relaxed) {
+        if idx > lowest_failed.load(Ordering::Relaxed) {
             return;
         }
         let x = (idx % grid[0] as u64) as u32;
         let y = ((idx / grid[0] as u64) % grid[1] as u64) as u32;
         let z = (idx / (grid[0] as u64 * grid[1] as u64)) as u32;
         if let Err(e) = g.run([x, y, z]) {
-            failed.store(true, Ordering::Relaxed);
+            lowest_failed.fetch_min(idx, Ordering::Relaxed);
             let mut slot = first.lock().unwrap_or_else(|p| p.into_inner());
             if slot.as_ref().is_none_or(|(i, _)| idx < *i) {
                 *slot = Some((idx, e));
