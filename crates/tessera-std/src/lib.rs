@@ -21,6 +21,7 @@ pub mod error;
 pub mod gdn;
 pub mod matmul;
 pub mod norm;
+pub mod quant;
 pub mod registry;
 pub mod rope;
 #[cfg(feature = "cases")]

@@ -1,7 +1,7 @@
-//! The declarations of the tiled GEMMs: `c = a·b` and `c = a·bᵀ`.
+//! The declarations of the tiled GEMMs (`c = a·b` and `c = a·bᵀ`) and the dense GEMV.
 
 #[cfg(feature = "cases")]
-use super::{cases, reference};
+use super::{cases, gemv_cases, reference};
 #[cfg(feature = "cases")]
 use crate::decl::RefArgs;
 use crate::decl::{
@@ -95,5 +95,60 @@ inventory::submit! {
         cases: cases::matmul_bt_cases,
         #[cfg(feature = "cases")]
         benches: cases::matmul_bt_benches,
+    }
+}
+
+// ── dense GEMV / skinny GEMM ─────────────────────────────────────────────────────────
+
+#[cfg(feature = "cases")]
+fn gemv_reference(r: &RefArgs) -> Result<Vec<Vec<f64>>, OpError> {
+    let (m, n, k) = (r.dim("M")?, r.dim("N")?, r.dim("K")?);
+    Ok(vec![reference::matmul(
+        r.data("x")?,
+        r.data("w")?,
+        (m, n, k),
+        true,
+    )])
+}
+
+inventory::submit! {
+    OpDecl {
+        name: "gemv",
+        family: "matmul",
+        summary: "dense GEMV / skinny GEMM for decode: y[M, N] = x[M, K]·wᵀ with w [N, K] (linear-layer weights), M = 1–16, f32 accumulation, bandwidth-bound",
+        inputs: &[
+            TensorDecl::float("x", &["M", "K"], "the activations, 1 ≤ M ≤ 16 rows"),
+            TensorDecl::new("w", &["N", "K"], DtypeRule::Like("x"), "the weights, row-major, one row per output column (torch.nn.Linear's layout)"),
+        ],
+        outputs: &[OutputDecl { name: "y", shape: &["M", "N"], dtype: DtypeRule::Like("x"), shape_from: ShapeFrom::Dims, doc: "x·wᵀ, accumulated in f32" }],
+        params: &[],
+        invariants: &[
+            "x, w and y share one float dtype",
+            "x is [M, K] with 1 ≤ M ≤ 16 and K > 0; w is [N, K] with N > 0; y is [M, N]",
+            "y aliases neither x nor w; element counts fit u32",
+        ],
+        rejections: &[
+            Rejection { invariant: 0, by: Break::Dtype("x", DType::U32), reason: "`x` must be one of" },
+            Rejection { invariant: 0, by: Break::Dtype("w", DType::BF16), reason: "`w` must be f32" },
+            Rejection { invariant: 1, by: Break::Dim("M", 17), reason: "at most 16 rows" },
+            Rejection { invariant: 1, by: Break::InputDim("w", "K", 39), reason: "`w` must be [N, K = 40]" },
+            Rejection { invariant: 2, by: Break::Alias("y", "x"), reason: "aliases `x`" },
+        ],
+        variants: &[VariantDecl {
+            name: "gemv_kernel",
+            when: "a simdgroup per output column, 16-byte runs of w (the widest run dividing K), M rounded up to a row tile of 1, 2, 4, 8 or 16",
+        }],
+        example: Example { dims: &[("M", 3), ("K", 40), ("N", 7)], params: &[], ranges: &[], with: &[] },
+        workspace: None,
+        accuracy: crate::decl::Accuracy::STANDARD,
+        call: |ctx, a| super::gemv(ctx, a.input("x")?, a.input("w")?, a.output("y")?),
+        #[cfg(feature = "cases")]
+        reference: gemv_reference,
+        #[cfg(feature = "cases")]
+        kernels: gemv_cases::kernels,
+        #[cfg(feature = "cases")]
+        cases: gemv_cases::cases,
+        #[cfg(feature = "cases")]
+        benches: gemv_cases::benches,
     }
 }

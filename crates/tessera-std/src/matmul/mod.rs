@@ -1,11 +1,16 @@
-//! Matrix multiplication on simdgroup matrix fragments (tensor cores on CUDA,
-//! `simdgroup_matrix` on Metal, plain loops on the CPU).
+//! Matrix multiplication: the tiled GEMM on simdgroup matrix fragments (tensor cores on
+//! CUDA, `simdgroup_matrix` on Metal, plain loops on the CPU), and the bandwidth-bound
+//! dense GEMV / skinny GEMM of decode.
 
 #[cfg(feature = "cases")]
 mod cases;
 mod decl;
+pub mod gemv;
+#[cfg(feature = "cases")]
+mod gemv_cases;
 #[cfg(feature = "cases")]
 pub mod reference;
 pub mod tiled;
 
+pub use gemv::gemv;
 pub use tiled::{matmul, matmul_bt};

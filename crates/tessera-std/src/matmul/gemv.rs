@@ -1,0 +1,148 @@
+//! Dense GEMV and skinny GEMM for decode: `y[M, N] = x[M, K]·wᵀ` with `w` stored `[N, K]`
+//! row-major (the layout of checkpoints and `torch.nn.Linear`), M = 1–16, f32/f16/bf16
+//! with f32 accumulation. Bandwidth-bound, so it is not the tiled GEMM: a simdgroup owns
+//! one output column `n` and walks its weight row in 16-byte runs, lane `l` taking runs
+//! `l, l + 32, …`; every run of `w` is read once and multiplied into all M rows of `x`
+//! (kept in L1 by the four simdgroups of a threadgroup reading the same runs), and a
+//! `simd_sum` per row ends the column. M is rounded up to a power-of-two row tile, a
+//! constexpr, so the per-row sums live in registers.
+
+use crate::error::{runtime, OpError};
+use crate::validate::{distinct_named, dtype_in, dtype_is, fits_u32, shape_is, FLOAT_DTYPES};
+use tessera_macros::kernel;
+use tessera_runtime::{Context, DType, Tensor};
+
+/// The most rows of `x` one call takes (decode batches); larger M belongs to the GEMM.
+pub const GEMV_MAX_ROWS: usize = 16;
+/// Output columns per threadgroup: one per simdgroup.
+pub const GEMV_COLUMNS_PER_GROUP: u32 = 4;
+/// The row tiles a kernel is compiled for; M runs on the smallest that holds it.
+pub const GEMV_TILES: [u32; 5] = [1, 2, 4, 8, 16];
+
+/// `y[r, col] = Σ_k x[r, k]·w[col, k]` for `r < m`: `kvecs = K / vec` runs per row,
+/// `tile ≥ m` rows summed per lane. Grid `[ceil(N / 4), 1, 1]`, 128 threads.
+#[kernel]
+pub fn gemv_kernel<T>(
+    x: Tensor<T>,
+    w: Tensor<T>,
+    mut y: Tensor<T>,
+    m: u32,
+    n: u32,
+    kvecs: u32,
+    #[constexpr] tile: u32,
+    #[constexpr] vec: u32,
+) {
+    let lane = simd_lane();
+    let col = group_id_x() * 4 + simd_id();
+    // A simdgroup past the last column reads the last row and stores nothing.
+    let wrow = min(col, n - 1);
+    let acc = stack_array::<f32>(tile);
+    let wv = stack_array::<f32>(vec);
+    for r in 0..tile {
+        store(acc[r], 0.0f32);
+    }
+    for v in range(lane, kvecs, 32) {
+        let wb = (wrow * kvecs + v) * vec;
+        for e in 0..vec {
+            store(wv[e], load(w[wb + e]).cast::<f32>());
+        }
+        for r in 0..tile {
+            // Rows of the tile past m repeat the last row; their sums are dropped.
+            let xb = (min(r, m - 1) * kvecs + v) * vec;
+            let mut s = load(acc[r]);
+            for e in 0..vec {
+                s = fma(load(x[xb + e]).cast::<f32>(), load(wv[e]), s);
+            }
+            store(acc[r], s);
+        }
+    }
+    for r in 0..tile {
+        let total = simd_sum(load(acc[r]));
+        if lane == 0 && col < n && r < m {
+            store(y[r * n + col], total.cast::<T>());
+        }
+    }
+}
+
+/// The smallest row tile that holds `m` rows.
+pub fn row_tile(m: usize) -> u32 {
+    GEMV_TILES
+        .into_iter()
+        .find(|&t| t as usize >= m)
+        .unwrap_or(GEMV_TILES[GEMV_TILES.len() - 1])
+}
+
+/// The widest power-of-two run, up to 16 bytes of `dtype`, that divides `k`.
+pub fn run_width(dtype: DType, k: usize) -> u32 {
+    let mut w = (16 / dtype.size_bytes().max(1)) as u32;
+    while w > 1 && !k.is_multiple_of(w as usize) {
+        w /= 2;
+    }
+    w
+}
+
+/// `x` `[M, K]` with 1 ≤ M ≤ 16 and K > 0, of `allowed` dtypes: returns (M, K).
+pub fn skinny_rows(
+    op: &'static str,
+    x: &Tensor,
+    allowed: &[DType],
+) -> Result<(usize, usize), OpError> {
+    dtype_in(op, "x", x, allowed)?;
+    match *x.shape() {
+        [m, k] if (1..=GEMV_MAX_ROWS).contains(&m) && k > 0 => Ok((m, k)),
+        [m, _] if m > GEMV_MAX_ROWS => Err(OpError::invalid(
+            op,
+            format!(
+                "`x` has {m} rows; at most {GEMV_MAX_ROWS} rows are taken (a larger M is a GEMM: use matmul_bt)"
+            ),
+        )),
+        ref s => Err(OpError::invalid(
+            op,
+            format!("`x` must be a non-empty matrix [M, K], got shape {s:?}"),
+        )),
+    }
+}
+
+/// `y[M, N] = x[M, K]·w[N, K]ᵀ`: one dtype (f32, f16 or bf16) for `x`, `w` and `y`,
+/// 1 ≤ M ≤ 16, accumulated in f32.
+pub fn gemv(ctx: &Context, x: &Tensor, w: &Tensor, y: &Tensor) -> Result<(), OpError> {
+    const OP: &str = "gemv";
+    let (m, k) = skinny_rows(OP, x, &FLOAT_DTYPES)?;
+    dtype_is(OP, "w", w, x.dtype())?;
+    dtype_is(OP, "y", y, x.dtype())?;
+    distinct_named(OP, "y", y, &[("x", x), ("w", w)])?;
+    let n = match *w.shape() {
+        [n, wk] if wk == k && n > 0 => n,
+        ref s => {
+            return Err(OpError::invalid(
+                OP,
+                format!("`w` must be [N, K = {k}] with N > 0, got shape {s:?}"),
+            ))
+        }
+    };
+    shape_is(OP, "y", y, &[m, n])?;
+    fits_u32(OP, "the element count of `w`", w.len())?;
+    fits_u32(OP, "the element count of `y`", y.len())?;
+    let vec = run_width(x.dtype(), k);
+    let kvecs = (k / vec as usize) as u32;
+    let (m, n) = (m as u32, n as u32);
+    gemv_kernel::launch(
+        ctx,
+        gemv_kernel::Args {
+            x,
+            w,
+            y,
+            m,
+            n,
+            kvecs,
+        },
+        gemv_kernel::Consts {
+            tile: row_tile(m as usize),
+            vec,
+        },
+    )
+    .grid([n.div_ceil(GEMV_COLUMNS_PER_GROUP), 1, 1])
+    .group_size(32 * GEMV_COLUMNS_PER_GROUP)
+    .run()
+    .map_err(runtime(OP))
+}

@@ -1,0 +1,161 @@
+//! `affine_qgemv`: `y[M, N] = x[M, K]·Wᵀ` for M = 1–16 with `W` `[N, K]` in MLX's affine
+//! format, never dequantized to memory. A simdgroup owns one output column `n`; its lanes
+//! walk the row in units of 32 values, which are `bits` whole u32 words (lane `l` takes
+//! units `l, l + 32, …`, so a simdgroup reads `128·bits` contiguous bytes per step, and a
+//! unit of 4-bit values is one 16-byte load). Within a unit every value's word and shift
+//! are constants once the loops unroll, 3-, 5- and 6-bit values straddling two words
+//! included. Per eight values and row of `x`: `Σ q·x` and `Σ x`, then `scale·Σqx +
+//! bias·Σx` (the group's scale and bias are the unit's, a group being 1, 2 or 4 units).
+//! M is rounded up to a power-of-two row tile, a constexpr, as in the dense GEMV.
+
+use super::format::AffineFormat;
+use crate::error::{runtime, OpError};
+use crate::matmul::gemv::{row_tile, skinny_rows, GEMV_COLUMNS_PER_GROUP};
+use crate::validate::{distinct_named, dtype_is, fits_u32, shape_is, FLOAT_DTYPES};
+use tessera_macros::kernel;
+use tessera_runtime::{Context, DType, Tensor};
+
+/// `y[r, col] = Σ_k x[r, k]·(scale·q[col, k] + bias)` for `r < m`: `units = K / 32` units
+/// per row, `units_per_group = group_size / 32`. Grid `[ceil(N / 4), 1, 1]`, 128 threads.
+#[kernel]
+pub fn affine_qgemv_kernel<T>(
+    x: Tensor<T>,
+    packed: Tensor<u32>,
+    scales: Tensor<T>,
+    biases: Tensor<T>,
+    mut y: Tensor<T>,
+    m: u32,
+    n: u32,
+    units: u32,
+    units_per_group: u32,
+    #[constexpr] tile: u32,
+    #[constexpr] bits: u32,
+) {
+    let lane = simd_lane();
+    let col = group_id_x() * 4 + simd_id();
+    // A simdgroup past the last column reads the last row and stores nothing.
+    let row = min(col, n - 1);
+    let groups = units / units_per_group;
+    let mask = (1u32 << bits) - 1u32;
+    let acc = stack_array::<f32>(tile);
+    let words = stack_array::<u32>(bits);
+    let q = stack_array::<f32>(8);
+    for r in 0..tile {
+        store(acc[r], 0.0f32);
+    }
+    for u in range(lane, units, 32) {
+        let wb = (row * units + u) * bits;
+        for i in 0..bits {
+            store(words[i], load(packed[wb + i]));
+        }
+        let gi = row * groups + u / units_per_group;
+        let scale = load(scales[gi]).cast::<f32>();
+        let bias = load(biases[gi]).cast::<f32>();
+        for part in 0..4 {
+            for j in 0..8 {
+                let bit = (part * 8 + j) * bits;
+                let at = bit % 32;
+                let lo = load(words[bit / 32]) >> at;
+                // The next word, for a value that straddles the boundary (the last word
+                // never starts one: a unit ends on a word boundary).
+                let next = load(words[min(bit / 32 + 1, bits - 1)]);
+                let hi = select(at + bits > 32, (next << 1u32) << (31u32 - at), 0u32);
+                store(q[j], ((lo | hi) & mask).cast::<f32>());
+            }
+            for r in 0..tile {
+                // Rows of the tile past m repeat the last row; their sums are dropped.
+                let xb = ((min(r, m - 1) * units + u) * 4 + part) * 8;
+                let mut qx = 0.0f32;
+                let mut sx = 0.0f32;
+                for j in 0..8 {
+                    let xv = load(x[xb + j]).cast::<f32>();
+                    qx = fma(load(q[j]), xv, qx);
+                    sx += xv;
+                }
+                store(acc[r], fma(scale, qx, fma(bias, sx, load(acc[r]))));
+            }
+        }
+    }
+    for r in 0..tile {
+        let total = simd_sum(load(acc[r]));
+        if lane == 0 && col < n && r < m {
+            store(y[r * n + col], total.cast::<T>());
+        }
+    }
+}
+
+/// `y[M, N] = x[M, K]·dequant(W)ᵀ` with `W` `[N, K]` as MLX's affine `packed` `[N,
+/// K·bits/32]`, `scales` and `biases` `[N, K/group_size]`; `x`, `scales`, `biases` and `y`
+/// of one float dtype, 1 ≤ M ≤ 16, accumulated in f32.
+#[allow(clippy::too_many_arguments)]
+pub fn affine_qgemv(
+    ctx: &Context,
+    x: &Tensor,
+    packed: &Tensor,
+    scales: &Tensor,
+    biases: &Tensor,
+    y: &Tensor,
+    bits: u32,
+    group_size: u32,
+) -> Result<(), OpError> {
+    const OP: &str = "affine_qgemv";
+    let format = AffineFormat::new(OP, bits, group_size)?;
+    let (m, k) = skinny_rows(OP, x, &FLOAT_DTYPES)?;
+    format.check_row(OP, k)?;
+    dtype_is(OP, "scales", scales, x.dtype())?;
+    dtype_is(OP, "y", y, x.dtype())?;
+    distinct_named(
+        OP,
+        "y",
+        y,
+        &[
+            ("x", x),
+            ("packed", packed),
+            ("scales", scales),
+            ("biases", biases),
+        ],
+    )?;
+    dtype_is(OP, "packed", packed, DType::U32)?;
+    dtype_is(OP, "biases", biases, x.dtype())?;
+    let n = match *packed.shape() {
+        [n, words] if n > 0 && words == format.words(k) => n,
+        ref s => {
+            return Err(OpError::invalid(
+                OP,
+                format!(
+                    "`packed` must be [N, {}] ({k} {bits}-bit values per row, as `x` has K = {k}), got shape {s:?}",
+                    format.words(k)
+                ),
+            ))
+        }
+    };
+    shape_is(OP, "scales", scales, &[n, format.groups(k)])?;
+    shape_is(OP, "biases", biases, &[n, format.groups(k)])?;
+    shape_is(OP, "y", y, &[m, n])?;
+    fits_u32(OP, "the element count of `x`", x.len())?;
+    fits_u32(OP, "the word count of `packed`", packed.len())?;
+    fits_u32(OP, "the element count of `y`", y.len())?;
+    let (m, n) = (m as u32, n as u32);
+    affine_qgemv_kernel::launch(
+        ctx,
+        affine_qgemv_kernel::Args {
+            x,
+            packed,
+            scales,
+            biases,
+            y,
+            m,
+            n,
+            units: (k / 32) as u32,
+            units_per_group: group_size / 32,
+        },
+        affine_qgemv_kernel::Consts {
+            tile: row_tile(m as usize),
+            bits,
+        },
+    )
+    .grid([n.div_ceil(GEMV_COLUMNS_PER_GROUP), 1, 1])
+    .group_size(32 * GEMV_COLUMNS_PER_GROUP)
+    .run()
+    .map_err(runtime(OP))
+}
