@@ -147,12 +147,14 @@ fn known(op: &OpDecl, sweep: &str, dtype: DType, input: &str) -> bool {
 }
 
 /// The inputs that are factors of a dot product the op sums in f32 and returns or
-/// exponentiates: attention's q and k (logits), matmul's a and b, the Gated DeltaNet
+/// exponentiates: attention's q and k (logits), matmul's a and b (the GEMV's x and w), the
+/// quantized GEMV's x and the scale and bias its weights are made of, the Gated DeltaNet
 /// state's products with q and k (and the q/k norm weights), the selective scan's C·h with
 /// h built from B·x.
 const DOT_FACTORS: &[(&str, &[&str])] = &[
     ("attention", &["q", "k"]),
-    ("matmul", &["a", "b"]),
+    ("matmul", &["a", "b", "x", "w"]),
+    ("quant", &["x", "scales", "biases"]),
     ("gdn", &["q", "k", "state_in", "h0", "wq", "wk"]),
     ("ssm", &["x", "b", "c", "state_in"]),
 ];
