@@ -14,7 +14,8 @@ Peers: PyTorch SDPA (decode with enable_gqa, and with the GQA group folded into 
 rows; prefill with enable_gqa), F.rms_norm eager and under torch.compile, Liger RMSNorm,
 flash-linear-attention's chunk_gated_delta_rule and fused_recurrent_gated_delta_rule,
 and for the elementwise ops PyTorch eager (and torch.compile for the gated activations):
-silu(gate)·up, gelu(gate)·up, a + b, Tensor.to and F.embedding.
+silu(gate)·up, gelu(gate)·up, a + b, Tensor.to and F.embedding; for the dense and the
+MLX-affine GEMV, PyTorch's dense `x @ W.T` (cuBLAS) in the activations' dtype.
 
 usage: run_peers.py SHAPES.json OUT.json [--only PEER,PEER] [--filter OP]
 """
@@ -282,6 +283,19 @@ def embedding_peers(p, dt, nsets):
     return [("torch_embedding", [(lambda i=i: F.embedding(i, table)) for i in sets])]
 
 
+# ── GEMV: dense and on MLX affine weights (matmul/gemv.rs, quant/qgemv.rs) ───────────────
+
+
+def linear_peers(p, dt, nsets):
+    """PyTorch's `x @ W.T` with W a dense [N, K] matrix in the activations' dtype (cuBLAS):
+    the peer of the dense GEMV, and of the quantized one (what it replaces). Its own input
+    sets: dense weights are larger than the quantized row's bytes."""
+    m, n, k = p["M"], p["N"], p["K"]
+    sets = [(rnd((m, k), dt), rnd((n, k), dt, -0.05, 0.05))
+            for _ in range(sets_for(n * k * dt.itemsize, 0))]
+    return [("torch_matmul", [(lambda x=x, w=w: x @ w.T) for x, w in sets])]
+
+
 def peers_for(row, nsets):
     p, dt, op = row["params"], DT[row["dtype"]], row["op"]
     if op == "sdpa_decode":
@@ -304,6 +318,8 @@ def peers_for(row, nsets):
         return cast_peers(p, dt, nsets)
     if op == "embedding":
         return embedding_peers(p, dt, nsets)
+    if op in ("gemv", "affine_qgemv"):
+        return linear_peers(p, dt, nsets)
     return []
 
 
