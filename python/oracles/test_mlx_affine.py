@@ -6,10 +6,14 @@ mx.dequantize's weights. (Not mx.quantized_matmul's result: on the CPU it sums b
 bf16, a dozen units in the last place away at K = 512.) Skipped where mlx does not
 install."""
 
+import os
+import subprocess
+import tempfile
+
 import numpy as np
 import pytest
 
-from harness import DTYPES as NP_DTYPES, as_f64, assert_close, cast, run
+from harness import BACKEND, BINARY, as_f64, assert_close, cast, run, work_dir
 
 mx = pytest.importorskip("mlx.core")
 
@@ -98,3 +102,24 @@ def test_qgemv_multiplies_by_mlx_dequantized_weights(dtype, bits, m, rng):
     w_mlx = from_mx(mx.dequantize(packed, scales, biases, group_size=group, bits=bits))
     want = as_f64(x) @ w_mlx.T
     assert_close(got["y"], want, dtype, f"affine_qgemv M={m}", terms=k, repro=got["_cmd"])
+
+
+@pytest.mark.parametrize("bits", [3, 4, 6])
+def test_an_mlx_safetensors_file_is_read_as_it_is(bits):
+    """A layer saved by MLX (`weight`, `scales`, `biases` under a model's names) goes into
+    `tessera run` straight from the file, and what comes out is what MLX reads back."""
+    pre = "model.layers.0.mlp.up_proj."
+    w = mx.random.normal((12, 256), key=mx.random.key(bits)).astype(mx.bfloat16)
+    packed, scales, biases = mx.quantize(w, group_size=64, bits=bits)
+    tmp = tempfile.mkdtemp(prefix="mlx-file-", dir=work_dir())
+    layer, out = os.path.join(tmp, "layer.safetensors"), os.path.join(tmp, "out.safetensors")
+    mx.save_safetensors(layer, {pre + "weight": packed, pre + "scales": scales, pre + "biases": biases})
+    cmd = [BINARY, "run", "affine_dequantize", "--backend", BACKEND,
+           "--input", f"packed={layer}:{pre}weight", "--input", f"scales={layer}:{pre}scales",
+           "--input", f"biases={layer}:{pre}biases", "--param", f"bits={bits}",
+           "--param", "group_size=64", "--output", f"out={out}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, f"{' '.join(cmd)}: {proc.stderr}"
+    got = mx.load(out)["out"]
+    want = mx.dequantize(packed, scales, biases, group_size=64, bits=bits)
+    assert got.dtype == mx.bfloat16 and mx.array_equal(got, want).item(), " ".join(cmd)
