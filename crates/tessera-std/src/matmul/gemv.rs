@@ -2,7 +2,8 @@
 //! row-major (the layout of checkpoints and `torch.nn.Linear`), M = 1–16, f32/f16/bf16
 //! with f32 accumulation. Bandwidth-bound, so it is not the tiled GEMM: a simdgroup owns
 //! one output column `n` and walks its weight row in 16-byte runs, lane `l` taking runs
-//! `l, l + 32, …`; every run of `w` is read once and multiplied into all M rows of `x`
+//! `l, l + 32, …`, four at a time (loaded before any is used, to keep loads in flight);
+//! every run of `w` is read once and multiplied into all M rows of `x`
 //! (kept in L1 by the four simdgroups of a threadgroup reading the same runs), and a
 //! `simd_sum` per row ends the column. M is rounded up to a power-of-two row tile, a
 //! constexpr, so the per-row sums live in registers.
@@ -37,23 +38,32 @@ pub fn gemv_kernel<T>(
     // A simdgroup past the last column reads the last row and stores nothing.
     let wrow = min(col, n - 1);
     let acc = stack_array::<f32>(tile);
-    let wv = stack_array::<f32>(vec);
+    let wv = stack_array::<f32>(4 * vec);
     for r in 0..tile {
         store(acc[r], 0.0f32);
     }
-    for v in range(lane, kvecs, 32) {
-        let wb = (wrow * kvecs + v) * vec;
-        for e in 0..vec {
-            store(wv[e], load(w[wb + e]).cast::<f32>());
-        }
-        for r in 0..tile {
-            // Rows of the tile past m repeat the last row; their sums are dropped.
-            let xb = (min(r, m - 1) * kvecs + v) * vec;
-            let mut s = load(acc[r]);
+    // Four runs per lane per step, all loaded before any is used, so four loads per lane
+    // are in flight; a run past the row's end loads the last run again and is skipped.
+    for v0 in range(lane, kvecs, 128) {
+        for u in 0..4 {
+            let wb = (wrow * kvecs + min(v0 + u * 32, kvecs - 1)) * vec;
             for e in 0..vec {
-                s = fma(load(x[xb + e]).cast::<f32>(), load(wv[e]), s);
+                store(wv[u * vec + e], load(w[wb + e]).cast::<f32>());
             }
-            store(acc[r], s);
+        }
+        for u in 0..4 {
+            let v = v0 + u * 32;
+            if v < kvecs {
+                for r in 0..tile {
+                    // Rows of the tile past m repeat the last row; their sums are dropped.
+                    let xb = (min(r, m - 1) * kvecs + v) * vec;
+                    let mut s = load(acc[r]);
+                    for e in 0..vec {
+                        s = fma(load(x[xb + e]).cast::<f32>(), load(wv[u * vec + e]), s);
+                    }
+                    store(acc[r], s);
+                }
+            }
         }
     }
     for r in 0..tile {

@@ -41,6 +41,8 @@ pub(super) fn cases() -> Vec<Case> {
             (5, 130, 77),
             (8, 4, 4096),
             (16, 1, 3),
+            (3, 5, 1000),
+            (2, 3, 2056),
         ] {
             v.push(correct(dt, dims));
         }

@@ -1,8 +1,8 @@
 //! `affine_qgemv`: `y[M, N] = x[M, K]·Wᵀ` for M = 1–16 with `W` `[N, K]` in MLX's affine
 //! format, never dequantized to memory. A simdgroup owns one output column `n`; its lanes
 //! walk the row in units of 32 values, which are `bits` whole u32 words (lane `l` takes
-//! units `l, l + 32, …`, so a simdgroup reads `128·bits` contiguous bytes per step, and a
-//! unit of 4-bit values is one 16-byte load). Within a unit every value's word and shift
+//! units `l, l + 32, …`, two at a time, loaded before either is used; a simdgroup reads
+//! `128·bits` contiguous bytes per unit, and a unit of 4-bit values is one 16-byte load). Within a unit every value's word and shift
 //! are constants once the loops unroll, 3-, 5- and 6-bit values straddling two words
 //! included. Per eight values and row of `x`: `Σ q·x` and `Σ x`, then `scale·Σqx +
 //! bias·Σx` (the group's scale and bias are the unit's, a group being 1, 2 or 4 units).
@@ -38,41 +38,55 @@ pub fn affine_qgemv_kernel<T>(
     let groups = units / units_per_group;
     let mask = (1u32 << bits) - 1u32;
     let acc = stack_array::<f32>(tile);
-    let words = stack_array::<u32>(bits);
+    let words = stack_array::<u32>(2 * bits);
+    let sb = stack_array::<f32>(4);
     let q = stack_array::<f32>(8);
     for r in 0..tile {
         store(acc[r], 0.0f32);
     }
-    for u in range(lane, units, 32) {
-        let wb = (row * units + u) * bits;
-        for i in 0..bits {
-            store(words[i], load(packed[wb + i]));
-        }
-        let gi = row * groups + u / units_per_group;
-        let scale = load(scales[gi]).cast::<f32>();
-        let bias = load(biases[gi]).cast::<f32>();
-        for part in 0..4 {
-            for j in 0..8 {
-                let bit = (part * 8 + j) * bits;
-                let at = bit % 32;
-                let lo = load(words[bit / 32]) >> at;
-                // The next word, for a value that straddles the boundary (the last word
-                // never starts one: a unit ends on a word boundary).
-                let next = load(words[min(bit / 32 + 1, bits - 1)]);
-                let hi = select(at + bits > 32, (next << 1u32) << (31u32 - at), 0u32);
-                store(q[j], ((lo | hi) & mask).cast::<f32>());
+    // Two units per lane per step, their words, scales and biases all loaded before either
+    // is used, so that loads stay in flight; a unit past the row's end loads the last unit
+    // again and is skipped.
+    for u0 in range(lane, units, 64) {
+        for h in 0..2 {
+            let u = min(u0 + h * 32, units - 1);
+            let wb = (row * units + u) * bits;
+            for i in 0..bits {
+                store(words[h * bits + i], load(packed[wb + i]));
             }
-            for r in 0..tile {
-                // Rows of the tile past m repeat the last row; their sums are dropped.
-                let xb = ((min(r, m - 1) * units + u) * 4 + part) * 8;
-                let mut qx = 0.0f32;
-                let mut sx = 0.0f32;
-                for j in 0..8 {
-                    let xv = load(x[xb + j]).cast::<f32>();
-                    qx = fma(load(q[j]), xv, qx);
-                    sx += xv;
+            let gi = row * groups + u / units_per_group;
+            store(sb[2 * h], load(scales[gi]).cast::<f32>());
+            store(sb[2 * h + 1], load(biases[gi]).cast::<f32>());
+        }
+        for h in 0..2 {
+            let u = u0 + h * 32;
+            if u < units {
+                let scale = load(sb[2 * h]);
+                let bias = load(sb[2 * h + 1]);
+                for part in 0..4 {
+                    for j in 0..8 {
+                        let bit = (part * 8 + j) * bits;
+                        let at = bit % 32;
+                        let lo = load(words[h * bits + bit / 32]) >> at;
+                        // The next word, for a value that straddles the boundary (the last
+                        // word never starts one: a unit ends on a word boundary).
+                        let next = load(words[h * bits + min(bit / 32 + 1, bits - 1)]);
+                        let hi = select(at + bits > 32, (next << 1u32) << (31u32 - at), 0u32);
+                        store(q[j], ((lo | hi) & mask).cast::<f32>());
+                    }
+                    for r in 0..tile {
+                        // Rows of the tile past m repeat the last row; their sums are dropped.
+                        let xb = ((min(r, m - 1) * units + u) * 4 + part) * 8;
+                        let mut qx = 0.0f32;
+                        let mut sx = 0.0f32;
+                        for j in 0..8 {
+                            let xv = load(x[xb + j]).cast::<f32>();
+                            qx = fma(load(q[j]), xv, qx);
+                            sx += xv;
+                        }
+                        store(acc[r], fma(scale, qx, fma(bias, sx, load(acc[r]))));
+                    }
                 }
-                store(acc[r], fma(scale, qx, fma(bias, sx, load(acc[r]))));
             }
         }
     }

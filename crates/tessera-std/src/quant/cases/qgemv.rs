@@ -62,6 +62,8 @@ pub(crate) fn qgemv_cases() -> Vec<Case> {
         }
         v.push(correct(dtype, (5, 9, 1024), (4, 64), false));
         v.push(correct(dtype, (8, 4, 1152), (3, 128), true));
+        // 99 units: a row that ends in the second unit of a lane's last step.
+        v.push(correct(dtype, (2, 6, 3168), (5, 32), false));
     }
     v.push(rejection(
         OP,
