@@ -50,12 +50,15 @@ def assert_identical(got, want, what):
 
 def weights(rng, n, k, group, dtype):
     """Rows of mixed scale with groups of every kind MLX's quantizer branches on: mixed
-    signs, all positive, all negative, constant, a range below its 1e-7 step floor."""
+    signs, all positive, all negative, constant, a range below its 1e-7 step floor, codes
+    that are exact ties."""
     w = rng.standard_normal((n, k)) * rng.uniform(0.01, 3.0, size=(n, 1))
     w[0, :group] = w[0, 0]
     w[1 % n, :group] = np.abs(w[1 % n, :group])
     w[2 % n, group : 2 * group] = -np.abs(w[2 % n, group : 2 * group]) - 0.5
     w[3 % n, :group] = 1.0 + rng.uniform(0.0, 1e-8, size=group)
+    # Halves from 0 to 3: at 2 bits the step is 1 from the edge 3, every half a tie.
+    w[4 % n, group : 2 * group] = (np.arange(group) % 7) * 0.5
     return cast(w, dtype)
 
 

@@ -1,6 +1,7 @@
 //! Cases of `affine_quantize`: every dtype × bits × group size; groups of every kind the
 //! algorithm branches on (mixed signs, all positive, all negative, constant, a range below
-//! the 1e-7 step floor, zeros); the words, scales and biases compared exactly.
+//! the 1e-7 step floor, zeros, codes that are exact ties); the words, scales and biases
+//! compared exactly.
 
 use super::*;
 use crate::quant::affine::{affine_quantize, affine_quantize_kernel};
@@ -10,17 +11,19 @@ use crate::validate::FLOAT_DTYPES;
 
 const OP: &str = "affine_quantize";
 
-/// Values of group `g`: one of six kinds in turn.
+/// Values of group `g`: one of seven kinds in turn, the last halves from 0 to 3 (2-bit
+/// steps of 1 from the edge 3: codes that are exact ties, which round to even).
 fn group_values(rng: &mut CaseRng, g: usize, len: usize) -> Vec<f64> {
     let c = rng.uniform(-2.0, 2.0);
     (0..len)
-        .map(|_| match g % 6 {
+        .map(|i| match g % 7 {
             0 => rng.uniform(-1.0, 1.0),
             1 => rng.uniform(0.25, 3.0),
             2 => rng.uniform(-5.0, -0.5),
             3 => c,
             4 => c + rng.uniform(0.0, 1e-6),
-            _ => 0.0,
+            5 => 0.0,
+            _ => (i % 7) as f64 * 0.5,
         })
         .collect()
 }
@@ -62,6 +65,7 @@ pub(crate) fn quantize_cases() -> Vec<Case> {
         }
         v.push(correct(dtype, (1, 384), (3, 128)));
         v.push(correct(dtype, (7, 96), (5, 32)));
+        v.push(correct(dtype, (7, 64), (2, 32)));
     }
     v.push(rejection(
         OP,
