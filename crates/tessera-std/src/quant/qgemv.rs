@@ -4,8 +4,9 @@
 //! units `l, l + 32, …`, two at a time, loaded before either is used; a simdgroup reads
 //! `128·bits` contiguous bytes per unit, and a unit of 4-bit values is one 16-byte load). Within a unit every value's word and shift
 //! are constants once the loops unroll, 3-, 5- and 6-bit values straddling two words
-//! included. Per eight values and row of `x`: `Σ q·x` and `Σ x`, then `scale·Σqx +
-//! bias·Σx` (the group's scale and bias are the unit's, a group being 1, 2 or 4 units).
+//! included. Eight values at a time are dequantized in registers, `w = scale·q + bias` in
+//! f32 (one fma each, whatever M), then multiplied into every row of `x` (the group's
+//! scale and bias are the unit's, a group being 1, 2 or 4 units).
 //! M is rounded up to a power-of-two row tile, a constexpr, as in the dense GEMV.
 
 use super::format::AffineFormat;
@@ -40,7 +41,7 @@ pub fn affine_qgemv_kernel<T>(
     let acc = stack_array::<f32>(tile);
     let words = stack_array::<u32>(2 * bits);
     let sb = stack_array::<f32>(4);
-    let q = stack_array::<f32>(8);
+    let wv = stack_array::<f32>(8);
     for r in 0..tile {
         store(acc[r], 0.0f32);
     }
@@ -72,19 +73,17 @@ pub fn affine_qgemv_kernel<T>(
                         // word never starts one: a unit ends on a word boundary).
                         let next = load(words[h * bits + min(bit / 32 + 1, bits - 1)]);
                         let hi = select(at + bits > 32, (next << 1u32) << (31u32 - at), 0u32);
-                        store(q[j], ((lo | hi) & mask).cast::<f32>());
+                        let code = ((lo | hi) & mask).cast::<f32>();
+                        store(wv[j], fma(scale, code, bias));
                     }
                     for r in 0..tile {
                         // Rows of the tile past m repeat the last row; their sums are dropped.
                         let xb = ((min(r, m - 1) * units + u) * 4 + part) * 8;
-                        let mut qx = 0.0f32;
-                        let mut sx = 0.0f32;
+                        let mut s = load(acc[r]);
                         for j in 0..8 {
-                            let xv = load(x[xb + j]).cast::<f32>();
-                            qx = fma(load(q[j]), xv, qx);
-                            sx += xv;
+                            s = fma(load(wv[j]), load(x[xb + j]).cast::<f32>(), s);
                         }
-                        store(acc[r], fma(scale, qx, fma(bias, sx, load(acc[r]))));
+                        store(acc[r], s);
                     }
                 }
             }
