@@ -532,6 +532,24 @@ impl Builder {
         Ok(Value::Id(self.push1(Op::Cast(x, ty), Type::Scalar(ty))))
     }
 
+    /// Reinterprets the bits of `a` as `ty`, a numeric type of the same width.
+    pub fn bitcast(&mut self, a: Value, ty: Scalar) -> R<Value> {
+        let x = self.materialize(a)?;
+        let have = self.scalar_of(self.body.ty(x), "bitcast")?;
+        if let Err(why) = eval::bitcast_allowed(have, ty) {
+            return Err(self.error(format!("`bitcast` of {have} to {ty}: {why}")));
+        }
+        if have == ty {
+            return Ok(Value::Id(x));
+        }
+        if let Some(&c) = self.consts.get(&x) {
+            if let Ok(l) = eval::bitcast(c, ty) {
+                return Ok(self.lit(l));
+            }
+        }
+        Ok(Value::Id(self.push1(Op::Bitcast(x, ty), Type::Scalar(ty))))
+    }
+
     // ── sugar lowered to primitive ops ───────────────────────────────────────
 
     /// `1 / (1 + exp(-x))`.

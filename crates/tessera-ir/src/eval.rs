@@ -67,6 +67,34 @@ pub fn cast(v: Literal, to: Scalar) -> Literal {
     }
 }
 
+/// Whether `from` may be bitcast to `to`: both numeric (not bool) and of one width, or
+/// why not.
+pub fn bitcast_allowed(from: Scalar, to: Scalar) -> Result<(), String> {
+    if !from.is_numeric() || !to.is_numeric() {
+        return Err(format!(
+            "a bitcast reinterprets numbers only, not {from} as {to}; compare with `!= 0` or `select` instead"
+        ));
+    }
+    if from.size_bytes() != to.size_bytes() {
+        return Err(format!(
+            "a bitcast keeps the width: {from} is {} bits and {to} is {} bits; bitcast to a type of {} bits (then cast) instead",
+            from.size_bytes() * 8,
+            to.size_bytes() * 8,
+            from.size_bytes() * 8
+        ));
+    }
+    Ok(())
+}
+
+/// Reinterprets the bits of `v` as `to` (same width, numeric; see [`bitcast_allowed`]).
+pub fn bitcast(v: Literal, to: Scalar) -> Result<Literal, EvalError> {
+    bitcast_allowed(v.ty(), to).map_err(|_| EvalError::Unsupported {
+        op: "bitcast",
+        ty: v.ty(),
+    })?;
+    Ok(Literal::from_bits(to, v.to_bits()))
+}
+
 /// Evaluates a unary op.
 pub fn unary(op: UnaryOp, v: Literal) -> Result<Literal, EvalError> {
     let ty = v.ty();
@@ -269,6 +297,42 @@ mod tests {
         assert_eq!(cast(Literal::F32(-3.7), Scalar::I32), Literal::I32(-3));
         assert_eq!(cast(Literal::I32(-1), Scalar::U32), Literal::U32(u32::MAX));
         assert_eq!(cast(Literal::U32(7), Scalar::Bool), Literal::Bool(true));
+    }
+
+    #[test]
+    fn bitcasts_keep_every_bit_pattern() {
+        assert_eq!(
+            bitcast(Literal::U32(0x3f80_0000), Scalar::F32),
+            Ok(Literal::F32(1.0))
+        );
+        assert_eq!(
+            bitcast(Literal::F32(-0.0), Scalar::U32),
+            Ok(Literal::U32(0x8000_0000))
+        );
+        assert_eq!(
+            bitcast(Literal::I32(-1), Scalar::U32),
+            Ok(Literal::U32(u32::MAX))
+        );
+        assert_eq!(bitcast(Literal::U8(0xff), Scalar::I8), Ok(Literal::I8(-1)));
+        // The pattern of f16 1.0 (0x3c00) read as bf16 is 2^-7.
+        assert_eq!(
+            bitcast(Literal::F16(f16::from_bits(0x3c00)), Scalar::BF16),
+            Ok(Literal::BF16(bf16::from_bits(0x3c00)))
+        );
+        // A NaN's payload and sign survive.
+        let nan = bitcast(Literal::U32(0xffc0_1234), Scalar::F32).unwrap();
+        assert_eq!(bitcast(nan, Scalar::U32), Ok(Literal::U32(0xffc0_1234)));
+    }
+
+    #[test]
+    fn bitcasts_refuse_another_width_or_bool() {
+        let why = bitcast_allowed(Scalar::U32, Scalar::F16).unwrap_err();
+        assert!(why.contains("32 bits") && why.contains("16 bits"), "{why}");
+        assert!(bitcast_allowed(Scalar::Bool, Scalar::U8).is_err());
+        assert!(matches!(
+            bitcast(Literal::U8(1), Scalar::F16),
+            Err(EvalError::Unsupported { op: "bitcast", .. })
+        ));
     }
 
     #[test]

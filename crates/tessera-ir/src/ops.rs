@@ -7,6 +7,7 @@
 //! - Float `min` / `max` return the other operand when one is NaN (IEEE minNum / maxNum).
 //! - Casts: float → int truncates toward zero and saturates (NaN → 0); int → float and
 //!   float → narrower float round to nearest even; bool ↔ number is 0 / 1 and `!= 0`.
+//! - Bitcasts reinterpret a value's bits as another numeric type of the same width.
 
 use crate::kernel::{Block, Function, ValueId};
 use crate::literal::Literal;
@@ -468,6 +469,10 @@ pub enum Op {
     Select(ValueId, ValueId, ValueId),
     /// Converts to the given scalar type.
     Cast(ValueId, Scalar),
+    /// Reinterprets the bits of a scalar as another numeric scalar type of the same width
+    /// (u32 ↔ i32 ↔ f32, u8 ↔ i8, f16 ↔ bf16): no rounding, every pattern kept, NaN
+    /// payloads included.
+    Bitcast(ValueId, Scalar),
     /// Reads element `index` (u32) of `mem`. 1 result of the element type.
     Load {
         mem: MemRef,
@@ -600,7 +605,7 @@ impl Op {
             Op::FragLoad { index, stride, .. } | Op::FragStore { index, stride, .. } => {
                 vec![*index, *stride]
             }
-            Op::Unary(_, a) | Op::Cast(a, _) | Op::Extract(a, _) => vec![*a],
+            Op::Unary(_, a) | Op::Cast(a, _) | Op::Bitcast(a, _) | Op::Extract(a, _) => vec![*a],
             Op::Simd(_, a) | Op::GroupReduce(_, a) => vec![*a],
             Op::Binary(_, a, b) => vec![*a, *b],
             Op::Fma(a, b, c) | Op::Select(a, b, c) => vec![*a, *b, *c],
@@ -634,7 +639,7 @@ impl Op {
                 *index = f(*index);
                 *stride = f(*stride);
             }
-            Op::Unary(_, a) | Op::Cast(a, _) | Op::Extract(a, _) => *a = f(*a),
+            Op::Unary(_, a) | Op::Cast(a, _) | Op::Bitcast(a, _) | Op::Extract(a, _) => *a = f(*a),
             Op::Simd(_, a) | Op::GroupReduce(_, a) => *a = f(*a),
             Op::Binary(_, a, b) => {
                 *a = f(*a);
@@ -706,6 +711,7 @@ impl Op {
                 | Op::Fma(..)
                 | Op::Select(..)
                 | Op::Cast(..)
+                | Op::Bitcast(..)
                 | Op::Extract(..)
                 | Op::Pack(..)
         )

@@ -93,6 +93,7 @@ impl Printer<'_> {
             Op::Fma(a, b, c) => format!("fma {a}, {b}, {c}"),
             Op::Select(c, a, b) => format!("select {c}, {a}, {b}"),
             Op::Cast(a, t) => format!("cast {a} to {t}"),
+            Op::Bitcast(a, t) => format!("bitcast {a} to {t}"),
             Op::Load { mem, index } => format!("load {}[{index}]", self.mem(*mem)),
             Op::Store { mem, index, value } => {
                 format!("store {}[{index}], {value}", self.mem(*mem))

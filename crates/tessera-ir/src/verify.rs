@@ -608,6 +608,13 @@ impl<'a> Verifier<'a> {
                 scalar(ops[0])?;
                 one(*to)
             }
+            Op::Bitcast(_, to) => {
+                let from = scalar(ops[0])?;
+                if let Err(why) = crate::eval::bitcast_allowed(from, *to) {
+                    return bad(why);
+                }
+                one(*to)
+            }
             Op::Load { mem, .. } => {
                 let elem = self.mem(s, *mem, loc, false)?;
                 self.index_u32(ops[0], loc, name)?;
@@ -941,6 +948,7 @@ pub fn op_name(op: &Op) -> &'static str {
         Op::Fma(..) => "fma",
         Op::Select(..) => "select",
         Op::Cast(..) => "cast",
+        Op::Bitcast(..) => "bitcast",
         Op::Load { .. } => "load",
         Op::Store { .. } => "store",
         Op::VecLoad { .. } => "vload",
@@ -1027,6 +1035,7 @@ impl Analysis<'_> {
             | Op::Fma(..)
             | Op::Select(..)
             | Op::Cast(..)
+            | Op::Bitcast(..)
             | Op::Extract(..)
             | Op::Pack(_) => self.min_of(&inst.op.operands()),
             Op::Load { .. } | Op::VecLoad { .. } | Op::Atomic { .. } => Varying,

@@ -126,3 +126,50 @@ fn a_constant_division_by_zero_names_the_specialisation_behind_it() {
     assert!(e.contains("head_dim = 7") && e.contains("epl = 8"), "{e}");
     assert!(e.contains("op wrapper allows"), "{e}");
 }
+
+/// A bitcast keeps the width: the builder refuses another width, the verifier refuses a
+/// hand-made one, and a valid one prints and folds its constant operand exactly.
+#[test]
+fn bitcasts_keep_the_width_and_fold_exactly() {
+    let mut b = Builder::kernel("bits");
+    let x = b.tensor_param("x", Scalar::U32, false);
+    let out = b.tensor_param("out", Scalar::F32, true);
+    let tid = b.builtin(Builtin::ThreadId);
+    let u = b.load(x, tid).unwrap();
+    let e = b.bitcast(u, Scalar::F16).unwrap_err().to_string();
+    assert!(e.contains("keeps the width") && e.contains("u32"), "{e}");
+    let e = b.bitcast(u, Scalar::Bool).unwrap_err().to_string();
+    assert!(e.contains("numbers only"), "{e}");
+    let f = b.bitcast(u, Scalar::F32).unwrap();
+    let one = b.bitcast(Value::Int(0x3f80_0000), Scalar::F32).unwrap();
+    let s = b.binary(BinaryOp::Add, f, one).unwrap();
+    b.store(out, tid, s).unwrap();
+    let mut k = b.finish_kernel().unwrap();
+    let text = k.to_string();
+    assert!(
+        text.contains("bitcast") && text.contains("to f32"),
+        "{text}"
+    );
+    // The folded constant is exactly 1.0.
+    assert!(
+        text.contains("1.0") || text.contains("0x3f800000"),
+        "{text}"
+    );
+
+    // Damage the bitcast into u32 → f16: the verifier names it.
+    let bitcast = k
+        .body
+        .block
+        .insts
+        .iter_mut()
+        .find_map(|inst| match &mut inst.op {
+            Op::Bitcast(_, to) => Some(to),
+            _ => None,
+        })
+        .expect("the kernel keeps its bitcast of a loaded value");
+    *bitcast = Scalar::F16;
+    let err = verify_kernel(&k)
+        .expect_err("a u32 bitcast to f16")
+        .to_string();
+    assert!(err.contains("bitcast") && err.contains("16 bits"), "{err}");
+}

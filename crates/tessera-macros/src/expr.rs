@@ -7,7 +7,8 @@ use quote::quote;
 use syn::spanned::Spanned;
 use tessera_ir::{AtomicOp, Builtin, ReduceOp, ShuffleKind, SimdOp, UnaryOp};
 
-const METHODS: &str = "cast::<T>(), exp, exp2, ln, log2, sqrt, rsqrt, recip, sin, cos, tanh, abs, \
+const METHODS: &str =
+    "cast::<T>(), bitcast::<T>(), exp, exp2, ln, log2, sqrt, rsqrt, recip, sin, cos, tanh, abs, \
 floor, ceil, is_nan, is_infinite, sigmoid, silu, softplus, max, min, powf, mul_add";
 
 fn ident(s: &str) -> syn::Ident {
@@ -237,21 +238,29 @@ impl Lower<'_> {
                 )
             }
         };
-        if name == "cast" {
+        if name == "cast" || name == "bitcast" {
             arity(0)?;
             let Some(turbo) = &m.turbofish else {
                 return err(
                     m.method.span(),
-                    "`.cast()` needs a target type: write `.cast::<f32>()` (or `.cast::<T>()`)",
+                    &format!(
+                        "`.{name}()` needs a target type: write `.{name}::<f32>()` (or `.{name}::<T>()`)"
+                    ),
                 );
             };
             let ty = match turbo.args.first() {
                 Some(syn::GenericArgument::Type(t)) if turbo.args.len() == 1 => {
                     self.scope.scalar_expr(t, ir)?
                 }
-                _ => return err(turbo.span(), "write `.cast::<f32>()` with one type"),
+                _ => {
+                    return err(
+                        turbo.span(),
+                        &format!("write `.{name}::<f32>()` with one type"),
+                    )
+                }
             };
-            return Ok(quote!({ let __v = #recv; #b.cast(__v, #ty)? }));
+            let method = syn::Ident::new(&name, m.method.span());
+            return Ok(quote!({ let __v = #recv; #b.#method(__v, #ty)? }));
         }
         if m.turbofish.is_some() {
             return err(m.span(), &format!("`.{name}` takes no type arguments"));

@@ -541,8 +541,8 @@ fn signed_loops_stack_arrays_and_casts_match_the_reference() {
     assert_eq!(o.to_vec::<i32>().unwrap(), want);
 }
 
-/// Results agree bit for bit with `tessera_ir::eval` for every unary and binary op on
-/// random operands of every type the op is defined on.
+/// Results agree bit for bit with `tessera_ir::eval` for every unary and binary op, cast
+/// and bitcast on random operands of every type the op is defined on.
 #[test]
 fn ops_agree_with_eval_bit_for_bit() {
     use tessera_ir::{eval, verify::binary_defined, Literal, UnaryOp};
@@ -677,6 +677,24 @@ fn ops_agree_with_eval_bit_for_bit() {
                 &|b, x, _| b.cast(x, to).unwrap(),
                 &|x, _| eval::cast(Literal::from_bits(ty, x), to).to_bits(),
             );
+        }
+        // A bitcast keeps the pattern: the output's bits are the operand's.
+        for to in Scalar::ALL {
+            if to == ty || !to.is_numeric() || !ty.is_numeric() {
+                continue;
+            }
+            if to.size_bytes() == ty.size_bytes() {
+                check(
+                    format!("bitcast to {to}"),
+                    to,
+                    &|b, x, _| b.bitcast(x, to).unwrap(),
+                    &|x, _| {
+                        let l = eval::bitcast(Literal::from_bits(ty, x), to).unwrap();
+                        assert_eq!(l.to_bits(), x, "eval's bitcast of {ty} to {to}");
+                        x
+                    },
+                );
+            }
         }
         if ty.is_float() {
             check(

@@ -417,6 +417,11 @@ impl<D: Fragments> Emitter<'_, D> {
                 let from = self.ty(*a)?.elem();
                 self.elementwise(r, &[*a], |d, o| Ok(d.cast(from, *to, o[0])))?;
             }
+            Op::Bitcast(a, to) => {
+                let r = self.result(inst)?;
+                let from = self.ty(*a)?.elem();
+                self.elementwise(r, &[*a], |d, o| Ok(d.bitcast(from, *to, o[0])))?;
+            }
             Op::Load { mem, index } => {
                 let r = self.result(inst)?;
                 let m = self.mem(*mem)?;
@@ -590,6 +595,7 @@ fn op_name(op: &Op) -> String {
         Op::Fma(..) => "fma".into(),
         Op::Select(..) => "select".into(),
         Op::Cast(_, t) => format!("cast to {t}"),
+        Op::Bitcast(_, t) => format!("bitcast to {t}"),
         Op::Load { mem, .. } => format!("load {mem}"),
         Op::Store { mem, .. } => format!("store {mem}"),
         Op::VecLoad { mem, width, .. } => format!("vector load x{width} {mem}"),

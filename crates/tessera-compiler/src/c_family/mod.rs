@@ -49,6 +49,8 @@ pub(crate) trait ScalarOps {
     fn select(c: &str, a: &str, b: &str) -> String;
     /// `a` converted from `from` to `to`, as the IR defines casts.
     fn cast(&mut self, from: Scalar, to: Scalar, a: &str) -> String;
+    /// The bits of `a` (of type `from`) read as `to`, a numeric type of the same width.
+    fn bitcast(&mut self, from: Scalar, to: Scalar, a: &str) -> String;
 }
 
 /// What differs between CUDA C and MSL. Hooks that write code take the whole

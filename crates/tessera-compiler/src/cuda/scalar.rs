@@ -218,6 +218,21 @@ pub fn cast(from: Scalar, to: Scalar, a: &str) -> String {
     }
 }
 
+/// The bits of `a` (of type `from`) read as `to`, of the same width (the verifier has
+/// checked it): the float ↔ int intrinsics, a struct of the same bits between the two
+/// halves, a C conversion (two's complement) between integers.
+pub fn bitcast(from: Scalar, to: Scalar, a: &str) -> String {
+    match (from, to) {
+        _ if from == to => a.to_string(),
+        (Scalar::F32, Scalar::U32) => format!("__float_as_uint({a})"),
+        (Scalar::F32, _) => format!("__float_as_int({a})"),
+        (Scalar::U32, Scalar::F32) => format!("__uint_as_float({a})"),
+        (_, Scalar::F32) => format!("__int_as_float({a})"),
+        (Scalar::F16 | Scalar::BF16, _) => format!("{}{{({a}).bits}}", scalar_type(to)),
+        _ => format!("(({}){a})", scalar_type(to)),
+    }
+}
+
 /// Why a scalar op has no CUDA expression.
 fn undefined(op: &str, t: Scalar) -> String {
     format!("`{op}` on {t}")
@@ -250,11 +265,25 @@ impl ScalarOps for Cuda {
     fn cast(&mut self, from: Scalar, to: Scalar, a: &str) -> String {
         cast(from, to, a)
     }
+
+    fn bitcast(&mut self, from: Scalar, to: Scalar, a: &str) -> String {
+        bitcast(from, to, a)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bitcasts_use_the_reinterpreting_intrinsics() {
+        assert_eq!(bitcast(Scalar::U32, Scalar::F32, "a"), "__uint_as_float(a)");
+        assert_eq!(bitcast(Scalar::I32, Scalar::F32, "a"), "__int_as_float(a)");
+        assert_eq!(bitcast(Scalar::F32, Scalar::U32, "a"), "__float_as_uint(a)");
+        assert_eq!(bitcast(Scalar::F32, Scalar::I32, "a"), "__float_as_int(a)");
+        assert_eq!(bitcast(Scalar::F16, Scalar::BF16, "a"), "ts_bf16{(a).bits}");
+        assert_eq!(bitcast(Scalar::U8, Scalar::I8, "a"), "((signed char)a)");
+    }
 
     #[test]
     fn signed_arithmetic_goes_through_unsigned() {

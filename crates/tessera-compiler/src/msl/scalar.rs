@@ -188,6 +188,14 @@ impl ScalarOps for Msl {
         format!("{c} ? {a} : {b}")
     }
 
+    /// Reads the bits of `a` as `to` (same width, checked by the verifier).
+    fn bitcast(&mut self, from: Scalar, to: Scalar, a: &str) -> String {
+        if from == to {
+            return a.to_string();
+        }
+        format!("as_type<{}>({a})", scalar(to))
+    }
+
     /// Converts `a` from `from` to `to`.
     fn cast(&mut self, from: Scalar, to: Scalar, a: &str) -> String {
         if from == to {

@@ -17,6 +17,7 @@ enum Key {
     Fma(ValueId, ValueId, ValueId),
     Select(ValueId, ValueId, ValueId),
     Cast(ValueId, Scalar),
+    Bitcast(ValueId, Scalar),
     Extract(ValueId, u8),
     Pack(Vec<ValueId>),
 }
@@ -38,6 +39,7 @@ fn key(op: &Op) -> Option<Key> {
         Op::Fma(a, b, c) => Key::Fma(*a, *b, *c),
         Op::Select(c, a, b) => Key::Select(*c, *a, *b),
         Op::Cast(a, t) => Key::Cast(*a, *t),
+        Op::Bitcast(a, t) => Key::Bitcast(*a, *t),
         Op::Extract(v, l) => Key::Extract(*v, *l),
         Op::Pack(vs) => Key::Pack(vs.clone()),
         _ => return None,

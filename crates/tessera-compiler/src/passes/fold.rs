@@ -141,6 +141,11 @@ impl Folder {
                 }
                 Simplified::Keep
             }
+            Op::Bitcast(a, to) => match k(a).map(|l| eval::bitcast(l, *to)) {
+                Some(Ok(l)) => Simplified::Const(l),
+                _ if body.ty(*a) == Type::Scalar(*to) && result.is_some() => Simplified::Alias(*a),
+                _ => Simplified::Keep,
+            },
             _ => Simplified::Keep,
         }
     }

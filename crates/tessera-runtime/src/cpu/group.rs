@@ -472,6 +472,16 @@ impl<'a> Group<'a> {
                 }
                 Ok(())
             }
+            Op::Bitcast(a, _) => {
+                // Registers hold every type's bit pattern zero-extended to 32 bits and
+                // the verifier keeps the width, so the pattern is the result as it is.
+                let ai = self.p.info(*a);
+                let d = self.p.info(inst.results[0]);
+                for k in 0..d.width as usize {
+                    self.map1(m, d.slot as usize + k, ai.slot as usize + k, |x| x);
+                }
+                Ok(())
+            }
             Op::Extract(v, lane) => {
                 let s = self.p.info(*v).slot as usize + *lane as usize;
                 let d = self.p.info(inst.results[0]).slot as usize;

@@ -6,8 +6,8 @@
 //! threadgroup memory is written by every thread before a barrier and read after it,
 //! collectives sit only under conditions uniform enough for them. What it covers:
 //! arithmetic on u32 / i32 / f32 and on f16 / bf16 values made by casts, casts between
-//! all of them, comparisons and `select`, `fma`, `if` / `else` with yielded values, `for`
-//! loops with constant, uniform-runtime and per-thread bounds and carried values, stack
+//! all of them, bitcasts between those of one width, comparisons and `select`, `fma`,
+//! `if` / `else` with yielded values, `for` loops with constant, uniform-runtime and per-thread bounds and carried values, stack
 //! arrays, threadgroup exchanges with barriers, simdgroup shuffles, reductions and scans,
 //! threadgroup reductions, and 16×16 matrix fragments (fill, load, multiply-accumulate,
 //! scale, store).
@@ -345,6 +345,10 @@ impl Gen<'_> {
                 self.approximate();
                 return;
             }
+            10 => {
+                self.bitcast(a);
+                return;
+            }
             _ => {
                 let to = self.rng.pick(&TYPES);
                 let r = self.b.cast(a.v, to).expect("cast");
@@ -353,6 +357,23 @@ impl Gen<'_> {
             }
         };
         self.push(r, ty, level);
+    }
+
+    /// `a`'s bits read as another type of its width. A float's NaN becomes zero first: the
+    /// backends may give a computed NaN different payloads, which a bitcast would expose.
+    fn bitcast(&mut self, a: Var) {
+        let partners: Vec<Scalar> = TYPES
+            .into_iter()
+            .filter(|t| *t != a.ty && t.size_bytes() == a.ty.size_bytes())
+            .collect();
+        let to = self.rng.pick(&partners);
+        let mut v = a.v;
+        if a.ty.is_float() {
+            let nan = self.b.unary(UnaryOp::IsNan, v).expect("is_nan");
+            v = self.b.select(nan, Value::Float(0.0), v).expect("select");
+        }
+        let r = self.b.bitcast(v, to).expect("bitcast");
+        self.push(r, to, a.level);
     }
 
     /// An approximate op on an f32 value, stored at once to its own slot.
