@@ -370,9 +370,8 @@ fn non_finite(dtype: DType) -> Case {
             if got[..3] != [-1, -1, -1] {
                 return Err(format!("NaN, +inf and all -inf rows gave {:?}", &got[..3]));
             }
-            for r in 3..batch {
-                let t = got[r];
-                if t < 0 || (t as usize + r) % 3 != 0 {
+            for (r, &t) in got.iter().enumerate().skip(3) {
+                if t < 0 || !(t as usize + r).is_multiple_of(3) {
                     return Err(format!("row {r} drew {t}, a banned (-inf) token"));
                 }
             }
@@ -437,10 +436,6 @@ fn graph_form() -> Case {
 
 /// A call whose row 1 has `set` applied: refused naming it, the tokens untouched.
 fn bad_row(what: &str, reason: &'static str, set: fn(&mut HostParams)) -> Case {
-    rejection_of_params(what, reason, set)
-}
-
-fn rejection_of_params(what: &str, reason: &'static str, set: fn(&mut HostParams)) -> Case {
     crate::testing::rejection_of(OP, what, reason, move |ctx, rng| {
         let (x, _) = logits(ctx, rng, DType::F16, 3, 50)?;
         let mut h = random_params(rng, 3);
