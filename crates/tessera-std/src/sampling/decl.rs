@@ -1,6 +1,6 @@
 //! The declarations of the sampling ops.
 
-use super::{argmax, sample, SamplingParams};
+use super::{argmax, penalties, sample, Penalties, SamplingParams};
 #[cfg(feature = "cases")]
 use super::{cases, reference};
 #[cfg(feature = "cases")]
@@ -132,5 +132,77 @@ inventory::submit! {
         cases: cases::sample_cases,
         #[cfg(feature = "cases")]
         benches: cases::sample_benches,
+    }
+}
+
+fn penalties_call(ctx: &Context, a: &OpArgs) -> Result<(), OpError> {
+    let pen = Penalties {
+        output_counts: a.input("output_counts")?,
+        prompt_mask: a.input("prompt_mask")?,
+        repetition: a.input("repetition")?,
+        frequency: a.input("frequency")?,
+        presence: a.input("presence")?,
+    };
+    penalties::apply_penalties(ctx, a.input("logits")?, &pen, a.output("out")?)
+}
+
+#[cfg(feature = "cases")]
+fn penalties_reference(r: &RefArgs) -> Result<Vec<Vec<f64>>, OpError> {
+    Ok(vec![reference::penalties(
+        r.data("logits")?,
+        r.dim("vocab")?,
+        r.data("output_counts")?,
+        r.data("prompt_mask")?,
+        r.data("repetition")?,
+        r.data("frequency")?,
+        r.data("presence")?,
+    )])
+}
+
+inventory::submit! {
+    OpDecl {
+        name: "apply_penalties",
+        family: "sampling",
+        summary: "repetition (HF/vLLM: divide a positive logit, multiply a negative one, where the token is in the prompt or output), then frequency and presence penalties from per-row output counts; out-of-place",
+        accuracy: Accuracy::STANDARD,
+        inputs: &[
+            LOGITS,
+            TensorDecl::new("output_counts", &["batch", "vocab"], DtypeRule::OneOf(I32), "how often each token was generated so far (vLLM's output_bin_counts)"),
+            TensorDecl::new("prompt_mask", &["batch", "vocab"], DtypeRule::OneOf(I32), "nonzero where the token is in the prompt"),
+            TensorDecl::new("repetition", &["batch"], DtypeRule::OneOf(F32), "> 0 and finite; 1 disables"),
+            TensorDecl::new("frequency", &["batch"], DtypeRule::OneOf(F32), "finite; subtracted once per generated occurrence; 0 disables"),
+            TensorDecl::new("presence", &["batch"], DtypeRule::OneOf(F32), "finite; subtracted once from every generated token; 0 disables"),
+        ],
+        outputs: &[OutputDecl { name: "out", shape: &["batch", "vocab"], dtype: DtypeRule::Like("logits"), shape_from: ShapeFrom::Like("logits"), doc: "the penalised logits" }],
+        params: &[],
+        invariants: &[
+            "logits is a float [batch, vocab], not empty, vocab ≤ 262144; output_counts and prompt_mask i32 [batch, vocab]; repetition, frequency, presence f32 [batch]; out like logits",
+            "out aliases no input",
+            "every row's repetition is finite and > 0, frequency and presence finite (an eager call reads them back and refuses the first bad row before anything runs)",
+        ],
+        rejections: &[
+            Rejection { invariant: 0, by: Break::Dtype("logits", DType::I32), reason: "`logits` must be one of" },
+            Rejection { invariant: 0, by: Break::Dtype("output_counts", DType::U32), reason: "`output_counts` must be i32" },
+            Rejection { invariant: 0, by: Break::InputDim("output_counts", "vocab", 300), reason: "`output_counts` must have shape" },
+            Rejection { invariant: 0, by: Break::InputDim("repetition", "batch", 5), reason: "`repetition` must have shape" },
+            Rejection { invariant: 1, by: Break::Alias("out", "logits"), reason: "aliases `logits`" },
+        ],
+        variants: &[],
+        example: Example {
+            dims: &[("batch", 3), ("vocab", 257)],
+            params: &[],
+            ranges: &[("output_counts", 0.0, 3.0), ("prompt_mask", 0.0, 2.0), ("repetition", 0.5, 2.0), ("frequency", 0.0, 0.5), ("presence", 0.0, 0.5)],
+            with: &[],
+        },
+        workspace: None,
+        call: penalties_call,
+        #[cfg(feature = "cases")]
+        reference: penalties_reference,
+        #[cfg(feature = "cases")]
+        kernels: cases::penalties_kernels,
+        #[cfg(feature = "cases")]
+        cases: cases::penalties_cases,
+        #[cfg(feature = "cases")]
+        benches: cases::penalties_benches,
     }
 }

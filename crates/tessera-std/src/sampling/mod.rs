@@ -1,4 +1,5 @@
-//! Sampling and logits processing: greedy `argmax`, and `sample` — temperature, top-k,
+//! Sampling and logits processing: repetition, presence and frequency penalties
+//! (`apply_penalties`), greedy `argmax`, and `sample` — temperature, top-k,
 //! top-p and min-p per row with a Philox4x32-10 draw seeded per row, fused in one kernel
 //! without a sort, the same token for the same seed on every backend.
 
@@ -6,6 +7,7 @@ pub mod argmax;
 #[cfg(feature = "cases")]
 mod cases;
 mod decl;
+pub mod penalties;
 pub mod philox;
 #[cfg(feature = "cases")]
 pub mod reference;
@@ -13,6 +15,7 @@ pub mod same_bits;
 pub mod sample;
 
 pub use argmax::argmax;
+pub use penalties::{apply_penalties, Penalties};
 pub use philox::philox4x32_10;
 pub use sample::{sample, SamplingParams};
 

@@ -200,3 +200,35 @@ pub fn row_params(
         offset: offset[r] as u32,
     }
 }
+
+/// `apply_penalties` in f64: per row `r` and token `i`, repetition where the token is in
+/// the prompt or output (divide a positive logit, multiply any other), then minus
+/// `frequency · count` and `presence · [count > 0]`.
+#[allow(clippy::too_many_arguments)]
+pub fn penalties(
+    logits: &[f64],
+    vocab: usize,
+    counts: &[f64],
+    prompt: &[f64],
+    repetition: &[f64],
+    frequency: &[f64],
+    presence: &[f64],
+) -> Vec<f64> {
+    logits
+        .iter()
+        .enumerate()
+        .map(|(at, &x)| {
+            let r = at / vocab;
+            let in_output = counts[at] > 0.0;
+            let seen = in_output || prompt[at] != 0.0;
+            let x = if !seen {
+                x
+            } else if x > 0.0 {
+                x / repetition[r]
+            } else {
+                x * repetition[r]
+            };
+            x - frequency[r] * counts[at] - presence[r] * if in_output { 1.0 } else { 0.0 }
+        })
+        .collect()
+}

@@ -2,9 +2,11 @@
 //! random logits and per-row parameters, and the kernel specialisations.
 
 mod argmax;
+mod penalties;
 mod sample;
 
 pub(super) use argmax::{argmax_benches, argmax_cases, argmax_kernels};
+pub(super) use penalties::{penalties_benches, penalties_cases, penalties_kernels};
 pub(super) use sample::{sample_benches, sample_cases, sample_kernels};
 
 use super::reference;
