@@ -91,7 +91,10 @@ pub fn threshold<T>(
                 below = select(x < mid, max(below, x), below);
             }
             let total_count = group_sum(count);
-            let total_mass = ordered_sum(mass, partial);
+            let mut total_mass = 0.0f32;
+            if by_mass {
+                total_mass = ordered_sum(mass, partial);
+            }
             let a = group_min(above);
             let b = group_max(below);
             let passes = select(by_mass, total_mass >= target, total_count >= k);
