@@ -6,8 +6,13 @@
 
 use super::philox::philox_uniform_host;
 
-/// How close, relative to the total weight, the f32 kernel may land to a boundary.
+/// How close, relative to the total weight, the f32 kernel may land to a boundary of the
+/// survivor set (a top-p mass, a min-p ratio).
 pub const MARGIN: f64 = 1e-4;
+
+/// How close, as a fraction of the survivors' mass, the f32 kernel's draw may land to a
+/// boundary between two tokens (its prefix sums and weights are within a few 1e-6).
+pub const DRAW_MARGIN: f64 = 1e-5;
 
 /// The lowest index of each row's maximum; −1 for a row holding a NaN.
 pub fn argmax(logits: &[f64], vocab: usize) -> Vec<f64> {
@@ -132,7 +137,7 @@ pub fn filtered(row: &[f64], p: &RowParams) -> Option<Filtered> {
 }
 
 /// The token `sample` draws from `row`, and whether it is sure (no boundary of the set or
-/// of the draw within [`MARGIN`]); −1 where the row has no distribution.
+/// of the draw within [`MARGIN`] / [`DRAW_MARGIN`]); −1 where the row has no distribution.
 pub fn draw(row: &[f64], p: &RowParams) -> (i64, bool) {
     let Some(f) = filtered(row, p) else {
         return (-1, true);
@@ -148,7 +153,7 @@ pub fn draw(row: &[f64], p: &RowParams) -> (i64, bool) {
         cum += q;
         last = i as i64;
         if cum > u {
-            let near = (u - before).abs() < MARGIN || (cum - u).abs() < MARGIN;
+            let near = (u - before).abs() < DRAW_MARGIN || (cum - u).abs() < DRAW_MARGIN;
             return (i as i64, f.sure && !near);
         }
     }

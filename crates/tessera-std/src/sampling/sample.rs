@@ -23,7 +23,8 @@
 //!   call refuses those before anything runs).
 //!
 //! How, without a sort: the top-k and top-p thresholds are logit values found by a search
-//! whose every step is one pass over the row: a pivot between the bounds, the count (or
+//! (top-k's starts from the k-th largest of the threads' own maxima, found by the same
+//! search over one value a thread) whose every step is one pass over the row: a pivot between the bounds, the count (or
 //! mass) of logits at or above it, and the nearest logits on either side, which become
 //! the new bounds; it ends when no logit lies strictly between them. Then one pass sums
 //! each thread's contiguous slice of survivors, a scan places the slices, and the thread
@@ -105,6 +106,30 @@ pub fn threshold<T>(
     lo
 }
 
+/// The k-th largest of one value per thread (`v`, −∞ for a thread without one), by the
+/// same search as [`threshold`] with no pass over memory: `lo` holds a value with at least
+/// `k` values at or above it, `m` the largest. Each thread's value is the largest logit of
+/// its share of the row, so at least `k` logits are at or above the answer: a bound the
+/// search over the row can start from, most of the way to the k-th largest logit.
+#[func]
+pub fn kth_of_threads(v: f32, k: u32, lo_start: f32, m: f32) -> f32 {
+    let mut lo = lo_start;
+    let mut top = m;
+    for _step in 0..96u32 {
+        if lo != top {
+            let mid = pivot(lo, top);
+            let at_or_above = v >= mid;
+            let count = group_sum(select(at_or_above, 1u32, 0u32));
+            let a = group_min(select(at_or_above, v, infinity()));
+            let b = group_max(select(v < mid, v, neg_infinity()));
+            let passes = count >= k;
+            lo = select(passes, a, lo);
+            top = select(passes, top, b);
+        }
+    }
+    lo
+}
+
 /// One token per row; see the module docs for the semantics. `seed` is `[batch, 2]` (the
 /// Philox key), the rest `[batch]`.
 #[allow(clippy::too_many_arguments)]
@@ -159,6 +184,9 @@ pub fn sample_kernel<T>(
     let first_max = group_min(select(m == row_max, at, vocab));
     let finite_count = group_sum(finite);
     let row_min = group_min(smallest);
+    let holds_finite = m > neg_infinity();
+    let threads_with_finite = group_sum(select(holds_finite, 1u32, 0u32));
+    let lowest_thread_max = group_min(select(holds_finite, m, infinity()));
     let usable = params_ok && group_max(bad) == 0u32 && finite_count > 0u32;
 
     let mut chosen = -1i32;
@@ -169,8 +197,14 @@ pub fn sample_kernel<T>(
         let kk = k.cast::<u32>();
         let mut theta = row_min;
         if kk > 0u32 && kk < finite_count {
+            // Start the search over the row from the k-th largest of the threads' maxima
+            // when at least k threads hold a finite logit.
+            let mut start = row_min;
+            if kk <= threads_with_finite {
+                start = kth_of_threads(m, kk, lowest_thread_max, row_max);
+            }
             theta = threshold(
-                logits, base, vocab, false, kk, 0.0f32, row_min, row_max, t, partial,
+                logits, base, vocab, false, kk, 0.0f32, start, row_max, t, partial,
             );
         }
         if p < 1.0f32 {

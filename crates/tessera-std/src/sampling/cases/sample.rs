@@ -140,7 +140,8 @@ fn run(
 }
 
 /// Random rows and parameters: every token equals the f64 reference draw where the
-/// reference is sure (no boundary within its margin), and most rows are sure.
+/// reference is sure (no boundary within its margin), and at least a quarter of the rows
+/// are sure (a row without top-k over 151,936 tokens is rarely: each token weighs ~1e-5).
 fn against_reference(dtype: DType, batch: usize, vocab: usize) -> Case {
     Case {
         op: OP,
@@ -165,7 +166,7 @@ fn against_reference(dtype: DType, batch: usize, vocab: usize) -> Case {
                     }
                 }
             }
-            if 2 * sure < batch {
+            if 4 * sure < batch {
                 return Err(format!(
                     "only {sure} of {batch} rows were far from a boundary"
                 ));
@@ -456,7 +457,7 @@ pub(crate) fn sample_cases() -> Vec<Case> {
         for vocab in VOCABS {
             let batch = match vocab {
                 1 => 4,
-                151_936 => 2,
+                151_936 => 8,
                 _ => 24,
             };
             v.push(against_reference(dtype, batch, vocab));
