@@ -23,10 +23,11 @@
 //!   call refuses those before anything runs).
 //!
 //! How, without a sort: the top-k and top-p thresholds are logit values found by a search
-//! (top-k's starts from the k-th largest of the threads' own maxima, found by the same
-//! search over one value a thread) whose every step is one pass over the row: a pivot between the bounds, the count (or
+//! whose every step is one pass over the row: a pivot between the bounds, the count (or
 //! mass) of logits at or above it, and the nearest logits on either side, which become
-//! the new bounds; it ends when no logit lies strictly between them. Then one pass sums
+//! the new bounds; it ends when no logit lies strictly between them. Top-k's search starts
+//! from the k-th largest of the threads' own maxima, found by the same search over one
+//! value a thread. Then one pass sums
 //! each thread's contiguous slice of survivors, a scan places the slices, and the thread
 //! whose slice holds `u · total` walks it to the token. Every sum is in a fixed order and
 //! every exponential is [`exp_neg`], so the same seed gives the same token on every
@@ -42,22 +43,19 @@ use tessera_runtime::{Context, DType, Tensor};
 
 pub(super) const OP: &str = "sample";
 
-/// The most search steps per threshold (the literal bound of the loop in [`threshold`]): each halves the value range (geometrically across
-/// exponents) or moves a bound past a logit, so a search over f32 values ends well within
-/// it; were it ever reached, the threshold found keeps a superset.
-pub const SEARCH_STEPS: u32 = 96;
-
 /// The weight of logit `x` under the row's max `m` and temperature `t`: `exp((x − m)/t)`.
 #[func]
 pub fn weight(x: f32, m: f32, t: f32) -> f32 {
     exp_neg((x - m) / t)
 }
 
-/// The largest finite logit `v` of the row (from `base`, `vocab` long) that is not above
-/// the answer of a monotone search: with `by_mass` false, the k-th largest logit (the
-/// largest `v` with at least `k` logits ≥ `v`); with `by_mass` true, the largest `v` whose
-/// logits ≥ `v` weigh at least `target` (weights under `m` and `t`). `lo` is a logit known
-/// to pass (the row's smallest, or the top-k threshold), `m` the row's max.
+/// The largest finite logit `v` of the row (from `base`, `vocab` long) that passes: with
+/// `by_mass` false, at least `k` logits are ≥ `v` (the k-th largest logit); with `by_mass`
+/// true, the logits ≥ `v` weigh at least `target` (weights under `m` and `t`). `lo_start`
+/// is a logit known to pass, `m` the row's max. At most 96 steps: each halves the value
+/// range (geometrically across exponents) or moves a bound past a logit, so a search over
+/// f32 values ends well within them; were they ever spent, the logit returned still passes
+/// (the set it keeps is a superset).
 #[allow(clippy::too_many_arguments)]
 #[func]
 pub fn threshold<T>(
