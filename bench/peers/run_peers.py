@@ -15,7 +15,9 @@ rows; prefill with enable_gqa), F.rms_norm eager and under torch.compile, Liger 
 flash-linear-attention's chunk_gated_delta_rule and fused_recurrent_gated_delta_rule,
 and for the elementwise ops PyTorch eager (and torch.compile for the gated activations):
 silu(gate)·up, gelu(gate)·up, a + b, Tensor.to and F.embedding; for the dense and the
-MLX-affine GEMV, PyTorch's dense `x @ W.T` (cuBLAS) in the activations' dtype.
+MLX-affine GEMV, PyTorch's dense `x @ W.T` (cuBLAS) in the activations' dtype; for sampling
+vLLM's PyTorch top-k/top-p path (torch.sort, cumsum, masks, softmax, torch.multinomial) and
+torch.argmax.
 
 usage: run_peers.py SHAPES.json OUT.json [--only PEER,PEER] [--filter OP]
 """
@@ -296,6 +298,39 @@ def linear_peers(p, dt, nsets):
     return [("torch_matmul", [(lambda x=x, w=w: x @ w.T) for x, w in sets])]
 
 
+# ── sampling: PyTorch's sort-based top-k / top-p and its argmax ─────────────────────
+
+
+def _torch_top_k_top_p_sample(logits, temperature, k, p):
+    """vLLM's PyTorch path: scale, sort, mask below the k-th, mask the low cumulative
+    mass, softmax, then torch.multinomial."""
+    x = logits.float() / temperature
+    srt, idx = torch.sort(x, dim=-1, descending=False)
+    kth = srt.gather(-1, (srt.shape[-1] - k).clamp(min=0).unsqueeze(-1))
+    srt = srt.masked_fill(srt < kth, float("-inf"))
+    probs = srt.softmax(dim=-1)
+    drop = probs.cumsum(dim=-1) <= (1.0 - p).unsqueeze(-1)
+    drop[:, -1] = False
+    srt = srt.masked_fill(drop, float("-inf"))
+    x = torch.empty_like(srt).scatter_(-1, idx, srt)
+    return torch.multinomial(x.softmax(dim=-1), 1)
+
+
+def sample_peers(p, dt, nsets):
+    b, v = p["batch"], p["vocab"]
+    k = torch.full((b,), int(p.get("top_k", 50)), device=DEV, dtype=torch.int64)
+    top_p = torch.full((b,), float(p.get("top_p", 0.9)), device=DEV, dtype=torch.float32)
+    t = torch.full((b, 1), 0.7, device=DEV, dtype=torch.float32)
+    sets = [rnd((b, v), dt, -4.0, 4.0) for _ in range(nsets)]
+    return [("torch_sort_top_k_top_p",
+             [(lambda x=x: _torch_top_k_top_p_sample(x, t, k, top_p)) for x in sets])]
+
+
+def argmax_peers(p, dt, nsets):
+    sets = [rnd((p["batch"], p["vocab"]), dt, -4.0, 4.0) for _ in range(nsets)]
+    return [("torch_argmax", [(lambda x=x: torch.argmax(x, dim=-1)) for x in sets])]
+
+
 def peers_for(row, nsets):
     p, dt, op = row["params"], DT[row["dtype"]], row["op"]
     if op == "sdpa_decode":
@@ -320,6 +355,10 @@ def peers_for(row, nsets):
         return embedding_peers(p, dt, nsets)
     if op in ("gemv", "affine_qgemv"):
         return linear_peers(p, dt, nsets)
+    if op == "sample":
+        return sample_peers(p, dt, nsets)
+    if op == "argmax":
+        return argmax_peers(p, dt, nsets)
     return []
 
 

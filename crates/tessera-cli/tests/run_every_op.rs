@@ -54,6 +54,11 @@ fn write(path: &Path, dtype: DType, shape: &[usize], data: &[f64]) -> Result<(),
             shape,
             &data.iter().map(|&v| v as u32).collect::<Vec<_>>(),
         ),
+        DType::I32 => write_npy(
+            path,
+            shape,
+            &data.iter().map(|&v| v as i32).collect::<Vec<_>>(),
+        ),
         other => return Err(format!("the walk writes no {other} inputs")),
     }
     Ok(())
@@ -72,6 +77,7 @@ fn read(path: &Path) -> Result<(Vec<usize>, Vec<f64>), String> {
         "<f4" => widened::<_, f32>(npy)?,
         "<f2" => widened::<_, half::f16>(npy)?,
         "<u4" => widened::<_, u32>(npy)?,
+        "<i4" => widened::<_, i32>(npy)?,
         other => return Err(format!("unexpected output dtype {other}")),
     };
     Ok((shape, data))
@@ -124,7 +130,7 @@ fn run_one(op: &'static OpDecl, rng: &mut CaseRng) -> Result<usize, String> {
             .map(|_| {
                 let v = rng.uniform(lo, hi);
                 match dtype {
-                    DType::U32 => v.floor(),
+                    DType::U32 | DType::I32 => v.floor(),
                     DType::F16 => half::f16::from_f64(v).to_f64(),
                     _ => v as f32 as f64,
                 }

@@ -26,6 +26,7 @@ pub mod registry;
 pub mod rope;
 #[cfg(feature = "cases")]
 pub mod runner;
+pub mod sampling;
 pub mod ssm;
 #[cfg(feature = "cases")]
 pub mod testing;

@@ -137,6 +137,21 @@ const KNOWN: &[(&str, &str, &[DType], &[&str])] = &[
     // The fragment path multiplies whole 16-key tiles of P and V: an infinite or NaN value
     // of a key masked by causality inside a row's diagonal tile reaches that row (0·∞).
     ("sdpa_prefill", "poison", &[DType::F16, DType::BF16], &["v"]),
+    // Per-row sampling parameters and penalties, not data: a non-finite temperature,
+    // top_p, min_p or penalty is out of range and the call is refused, naming the row
+    // (the logits follow the rule).
+    (
+        "sample",
+        "poison",
+        &[DType::F32, DType::F16, DType::BF16],
+        &["temperature", "top_p", "min_p"],
+    ),
+    (
+        "apply_penalties",
+        "poison",
+        &[DType::F32, DType::F16, DType::BF16],
+        &["repetition", "frequency", "presence"],
+    ),
 ];
 
 /// Whether (op, sweep, dtype, input) is a known exception.
