@@ -54,6 +54,11 @@ fn write(path: &Path, dtype: DType, shape: &[usize], data: &[f64]) -> Result<(),
             shape,
             &data.iter().map(|&v| v as u32).collect::<Vec<_>>(),
         ),
+        DType::U8 => write_npy(
+            path,
+            shape,
+            &data.iter().map(|&v| v as u8).collect::<Vec<_>>(),
+        ),
         other => return Err(format!("the walk writes no {other} inputs")),
     }
     Ok(())
@@ -114,7 +119,7 @@ fn run_one(op: &'static OpDecl, rng: &mut CaseRng) -> Result<usize, String> {
             DtypeRule::F32OrLike(_) | DtypeRule::Derived(..) => DType::F32,
         };
         let shape = eval_shape(t.shape, &dims).map_err(|e| format!("input `{}`: {e}", t.name))?;
-        let int = dtype == DType::U32;
+        let int = matches!(dtype, DType::U32 | DType::U8);
         let (lo, hi) = ex
             .ranges
             .iter()
@@ -124,7 +129,7 @@ fn run_one(op: &'static OpDecl, rng: &mut CaseRng) -> Result<usize, String> {
             .map(|_| {
                 let v = rng.uniform(lo, hi);
                 match dtype {
-                    DType::U32 => v.floor(),
+                    DType::U32 | DType::U8 => v.floor(),
                     DType::F16 => half::f16::from_f64(v).to_f64(),
                     _ => v as f32 as f64,
                 }
