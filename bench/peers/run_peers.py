@@ -282,6 +282,14 @@ def embedding_peers(p, dt, nsets):
     return [("torch_embedding", [(lambda i=i: F.embedding(i, table)) for i in sets])]
 
 
+# ── gguf: the same product on a dense bf16 weight (what the quantized GEMV replaces) ──
+
+def gguf_qgemv_peers(p, dt, nsets):
+    m, n, k = p["M"], p["N"], p["K"]
+    sets = [(rnd((m, k), dt), rnd((n, k), dt)) for _ in range(nsets)]
+    return [("torch_dense_matmul", [(lambda x=x, w=w: x @ w.T) for x, w in sets])]
+
+
 def peers_for(row, nsets):
     p, dt, op = row["params"], DT[row["dtype"]], row["op"]
     if op == "sdpa_decode":
@@ -304,6 +312,8 @@ def peers_for(row, nsets):
         return cast_peers(p, dt, nsets)
     if op == "embedding":
         return embedding_peers(p, dt, nsets)
+    if op == "gguf_qgemv":
+        return gguf_qgemv_peers(p, dt, nsets)
     return []
 
 
