@@ -77,6 +77,7 @@ fn read(path: &Path) -> Result<(Vec<usize>, Vec<f64>), String> {
         "<f4" => widened::<_, f32>(npy)?,
         "<f2" => widened::<_, half::f16>(npy)?,
         "<u4" => widened::<_, u32>(npy)?,
+        "|u1" => widened::<_, u8>(npy)?,
         other => return Err(format!("unexpected output dtype {other}")),
     };
     Ok((shape, data))

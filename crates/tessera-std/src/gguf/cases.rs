@@ -3,11 +3,14 @@
 //! blocks; Q6_K's signed scales come from the random bytes), dequantized bit-exact against
 //! llama.cpp's reference math in every float dtype; non-finite scales that must surface
 //! in exactly their rows; the GEMV over every format, activation dtype and M = 1, 3, 16
-//! with odd N; hand-written rejections; specialisations; bench shapes.
+//! with odd N; Q4_0 / Q8_0 quantization byte-exact against llama.cpp's reference math
+//! (ties, equal positive and negative peaks, zero blocks, every binade) and within a
+//! scale of its input after the round trip; hand-written rejections; specialisations;
+//! bench shapes.
 
 use super::format::{GgufFormat, FORMATS};
-use super::kernels::{gguf_dequantize_kernel, gguf_qgemv_kernel};
-use super::ops::{gguf_dequantize, gguf_qgemv, DEQUANTIZE, QGEMV};
+use super::kernels::{gguf_dequantize_kernel, gguf_qgemv_kernel, gguf_quantize_kernel};
+use super::ops::{gguf_dequantize, gguf_qgemv, gguf_quantize, DEQUANTIZE, QGEMV, QUANTIZE};
 use super::reference;
 use crate::registry::{BenchCase, Case, CaseKind, KernelUse, Outcome, PreparedBench};
 use crate::testing::{accuracy, compare, err, random_tensor, rejection, zeros, CaseRng, Refused};
@@ -406,6 +409,170 @@ pub(super) fn dequantize_benches() -> Vec<BenchCase> {
                     Ok(PreparedBench {
                         launch: Box::new(move || gguf_dequantize(&c, &w, format, &o).map_err(err)),
                         output: out,
+                        reference,
+                    })
+                }),
+            });
+        }
+    }
+    v
+}
+
+/// Values to quantize, block by block: uniform over a random binade, all zero, a lone
+/// value, equal positive and negative peaks (the first wins Q4_0's scale), or multiples
+/// of a quarter of a power of two (exact ties of the rounding).
+fn quantize_inputs(rng: &mut CaseRng, len: usize) -> Vec<f64> {
+    let mut v = Vec::with_capacity(len);
+    while v.len() < len {
+        let scale = 2f64.powi(rng.int(0, 40) as i32 - 20);
+        let kind = rng.int(0, 6);
+        for j in 0..32 {
+            v.push(match kind {
+                0 => 0.0,
+                1 => {
+                    if j == 5 {
+                        scale
+                    } else {
+                        0.0
+                    }
+                }
+                2 => match j {
+                    3 => scale,
+                    9 => -scale,
+                    _ => rng.uniform(-scale, scale) / 2.0,
+                },
+                3 => f64::from(rng.int(0, 65) as i32 - 32) * scale / 4.0,
+                _ => rng.uniform(-scale, scale),
+            });
+        }
+    }
+    v.truncate(len);
+    v
+}
+
+fn quantize_case(format: GgufFormat, dtype: DType, n: usize, k: usize) -> Case {
+    Case {
+        op: QUANTIZE,
+        kind: CaseKind::Correctness,
+        dtype: Some(dtype),
+        name: format!("{} N={n} K={k}", format.name()),
+        run: Box::new(move |ctx, rng| {
+            let (x, xv) =
+                crate::testing::upload(ctx, dtype, &quantize_inputs(rng, n * k), &[n, k])?;
+            let w = ctx
+                .zeros(DType::U8, &[n, format.row_bytes(k)])
+                .map_err(err)?;
+            gguf_quantize(ctx, &x, format, &w).map_err(err)?;
+            let got: Vec<u8> = w.to_vec().map_err(err)?;
+            let xf: Vec<f32> = xv.iter().map(|&v| v as f32).collect();
+            let want = reference::quantize(format, &xf);
+            if let Some(i) = (0..want.len()).find(|&i| got[i] != want[i]) {
+                return Err(format!(
+                    "byte {i} (block {}, offset {}) = {:#04x}, llama.cpp writes {:#04x}",
+                    i / format.block_bytes(),
+                    i % format.block_bytes(),
+                    got[i],
+                    want[i]
+                ));
+            }
+            // The round trip lands within one scale of every input, where the scale is a
+            // normal f16 (a smaller one is rounded coarsely or to zero, as llama.cpp does).
+            let back = reference::dequantize(format, &got, n, k);
+            for (b, (&y, &xx)) in back.iter().zip(&xf).enumerate() {
+                let block = &got[b / 32 * format.block_bytes()..];
+                let d = f16::from_le_bytes([block[0], block[1]]).to_f32().abs();
+                if d >= 6.103_515_6e-5 && (y - xx).abs() > d * 1.01 {
+                    return Err(format!("x[{b}] = {xx} comes back as {y} (scale {d})"));
+                }
+            }
+            Ok(Outcome {
+                checked: got.len(),
+                ..Outcome::default()
+            })
+        }),
+    }
+}
+
+pub(super) fn quantize_cases() -> Vec<Case> {
+    let mut v = Vec::new();
+    for format in [GgufFormat::Q4_0, GgufFormat::Q8_0] {
+        for dtype in FLOAT_DTYPES {
+            for (n, k) in [(1, 32), (3, 64), (7, 256)] {
+                v.push(quantize_case(format, dtype, n, k));
+            }
+        }
+    }
+    v.push(rejection(
+        QUANTIZE,
+        "a K format",
+        "quantizing to q4_k is not provided",
+        |ctx| {
+            let x = zeros(ctx, DType::F32, &[2, 256])?;
+            let w = zeros(ctx, DType::U8, &[2, 144])?;
+            let (c, o) = (ctx.clone(), w.clone());
+            Ok((
+                w,
+                Box::new(move || gguf_quantize(&c, &x, GgufFormat::Q4K, &o)) as Refused,
+            ))
+        },
+    ));
+    v.push(rejection(
+        QUANTIZE,
+        "blocks as i8",
+        "`w` must be u8",
+        |ctx| {
+            let x = zeros(ctx, DType::F16, &[2, 32])?;
+            let w = zeros(ctx, DType::I8, &[2, 34])?;
+            let (c, o) = (ctx.clone(), w.clone());
+            Ok((
+                w,
+                Box::new(move || gguf_quantize(&c, &x, GgufFormat::Q8_0, &o)) as Refused,
+            ))
+        },
+    ));
+    v
+}
+
+pub(super) fn quantize_kernels() -> Vec<KernelUse> {
+    let mut v = Vec::new();
+    for format in [GgufFormat::Q4_0, GgufFormat::Q8_0] {
+        for dtype in FLOAT_DTYPES {
+            v.push(KernelUse {
+                def: &gguf_quantize_kernel::DEF,
+                spec: Specialization::new(vec![dtype], vec![Literal::U32(format as u32)]),
+            });
+        }
+    }
+    v
+}
+
+pub(super) fn quantize_benches() -> Vec<BenchCase> {
+    let dtype = DType::BF16;
+    let mut v = Vec::new();
+    for format in [GgufFormat::Q4_0, GgufFormat::Q8_0] {
+        for (n, k, quick) in BENCH_SHAPES.into_iter().take(2) {
+            v.push(BenchCase {
+                op: QUANTIZE,
+                kernel: "gguf_quantize_kernel",
+                dtype,
+                shape: format!("{} N={n} K={k}", format.name()),
+                bytes: (n * k * dtype.size_bytes() + n * format.row_bytes(k)) as u64,
+                flops: 0,
+                quick,
+                prepare: Box::new(move |ctx, rng| {
+                    let (x, xv) = random_tensor(ctx, rng, dtype, &[n, k], -1.0, 1.0)?;
+                    let w = ctx
+                        .zeros(DType::U8, &[n, format.row_bytes(k)])
+                        .map_err(err)?;
+                    let xf: Vec<f32> = xv.iter().map(|&v| v as f32).collect();
+                    let reference = reference::quantize(format, &xf)
+                        .into_iter()
+                        .map(f64::from)
+                        .collect();
+                    let (c, o) = (ctx.clone(), w.clone());
+                    Ok(PreparedBench {
+                        launch: Box::new(move || gguf_quantize(&c, &x, format, &o).map_err(err)),
+                        output: w,
                         reference,
                     })
                 }),

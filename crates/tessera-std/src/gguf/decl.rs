@@ -1,7 +1,7 @@
 //! The declarations of the GGUF ops.
 
 use super::format::{GgufFormat, FORMAT_NAMES};
-use super::ops::{gguf_dequantize, gguf_qgemv, DEQUANTIZE, QGEMV};
+use super::ops::{gguf_dequantize, gguf_qgemv, gguf_quantize, DEQUANTIZE, QGEMV, QUANTIZE};
 #[cfg(feature = "cases")]
 use super::{cases, reference};
 #[cfg(feature = "cases")]
@@ -184,5 +184,62 @@ inventory::submit! {
         cases: cases::qgemv_cases,
         #[cfg(feature = "cases")]
         benches: cases::qgemv_benches,
+    }
+}
+
+// ── quantize ─────────────────────────────────────────────────────────────────────────
+
+/// `[n, row_bytes]` of `x`'s `[n, K]` in the format's blocks.
+fn quantized_shape(a: &OpArgs) -> Result<Vec<usize>, OpError> {
+    let format = format_of(a)?;
+    match *a.input("x")?.shape() {
+        [n, k] => Ok(vec![n, format.row_bytes(k)]),
+        ref s => Err(OpError::invalid(
+            QUANTIZE,
+            format!("`x` must be [n, K], got {s:?}"),
+        )),
+    }
+}
+
+#[cfg(feature = "cases")]
+fn quantize_reference(r: &RefArgs) -> Result<Vec<Vec<f64>>, OpError> {
+    let x: Vec<f32> = r.data("x")?.iter().map(|&v| v as f32).collect();
+    Ok(vec![reference::quantize(ref_format(r)?, &x)
+        .into_iter()
+        .map(f64::from)
+        .collect()])
+}
+
+inventory::submit! {
+    OpDecl {
+        name: QUANTIZE,
+        family: "gguf",
+        summary: "w[n, row_bytes] = x[n, K] in Q4_0 or Q8_0 blocks, byte-exact with llama.cpp's quantize_row_q4_0_ref / quantize_row_q8_0_ref",
+        accuracy: crate::decl::Accuracy::EXACT,
+        inputs: &[TensorDecl::float("x", &["n", "K"], "the values, K a multiple of 32")],
+        outputs: &[OutputDecl { name: "w", shape: &["n", "row_bytes"], dtype: DtypeRule::OneOf(&[DType::U8]), shape_from: ShapeFrom::Derived(quantized_shape), doc: "the blocks, row_bytes = K / 32 · (18 or 34)" }],
+        params: &[ParamDecl { name: "format", kind: ParamKind::Choice(&["q4_0", "q8_0"]), default: ParamDefault::Required, doc: "the block format written: q4_0 or q8_0" }],
+        invariants: &[
+            "x is a float [n, K] with K a multiple of 32",
+            "w is u8 [n, K / 32 · block_bytes] and does not alias x",
+            "n·K is below 2^32",
+        ],
+        rejections: &[
+            Rejection { invariant: 0, by: Break::Dtype("x", DType::I32), reason: "`x` must be one of" },
+            Rejection { invariant: 0, by: Break::Dim("K", 48), reason: "must be a multiple of 32" },
+            Rejection { invariant: 1, by: Break::Dim("row_bytes", 35), reason: "`w` must be [3, 36]" },
+        ],
+        variants: &[],
+        example: Example { dims: &[("n", 3), ("K", 64), ("row_bytes", 36)], params: &[("format", "q4_0")], ranges: &[], with: &[] },
+        workspace: None,
+        call: |ctx, a| gguf_quantize(ctx, a.input("x")?, format_of(a)?, a.output("w")?),
+        #[cfg(feature = "cases")]
+        reference: quantize_reference,
+        #[cfg(feature = "cases")]
+        kernels: cases::quantize_kernels,
+        #[cfg(feature = "cases")]
+        cases: cases::quantize_cases,
+        #[cfg(feature = "cases")]
+        benches: cases::quantize_benches,
     }
 }

@@ -199,3 +199,83 @@ pub fn gguf_qgemv_kernel<T>(
         }
     }
 }
+
+/// The bits of the f16 nearest `v` (ties to even), as llama.cpp's `GGML_FP32_TO_FP16`
+/// stores a block's scale; a NaN is stored as the quiet NaN 0x7e00 whatever its payload.
+/// The rounding is the hardware's f32 → f16 conversion; the bits come from the exact f32
+/// of that f16: exponent rebased for a normal half, the mantissa times 2^24 for a
+/// subnormal one.
+#[func]
+fn half_bits(v: f32) -> u32 {
+    let h = v.cast::<f16>().cast::<f32>();
+    let u = h.bitcast::<u32>();
+    let sign = (u >> 31) << 15;
+    let e = (u >> 23) & 255;
+    let normal = sign | ((e - 112) << 10) | ((u >> 13) & 1023);
+    let subnormal = sign | (h.abs() * 16_777_216.0).cast::<u32>();
+    let finite = select(e >= 113, normal, subnormal);
+    select(h.is_nan(), 0x7e00, select(e == 255, sign | 0x7c00, finite))
+}
+
+/// One block of 32 values of `x` per thread into Q4_0 (`format` 0) or Q8_0 (1), as
+/// llama.cpp's `quantize_row_q4_0_ref` / `quantize_row_q8_0_ref` do: Q4_0's scale is the
+/// first value of largest magnitude over −8 and each weight `min(15, trunc(x/d + 8.5))`;
+/// Q8_0's scale is the largest magnitude over 127 and each weight `x/d` rounded half away
+/// from zero. Both multiply by the f32 reciprocal of the unrounded scale.
+#[kernel]
+pub fn gguf_quantize_kernel<T>(
+    x: Tensor<T>,
+    mut w: Tensor<u8>,
+    blocks: u32,
+    #[constexpr] format: u32,
+) {
+    let b = global_id();
+    if b < blocks {
+        let base = b * 32;
+        let mut amax = 0.0f32;
+        let mut peak = 0.0f32;
+        for j in 0..32 {
+            let v = load(x[base + j]).cast::<f32>();
+            if format == 0 {
+                if amax < v.abs() {
+                    amax = v.abs();
+                    peak = v;
+                }
+            } else {
+                amax = select(amax > v.abs(), amax, v.abs());
+            }
+        }
+        let d = if format == 0 {
+            peak / -8.0
+        } else {
+            amax / 127.0
+        };
+        let id = select(d != 0.0, 1.0 / d, 0.0);
+        let at = b * (18 + 16 * format);
+        let bits = half_bits(d);
+        store(w[at], (bits & 255).cast::<u8>());
+        store(w[at + 1], (bits >> 8).cast::<u8>());
+        if format == 0 {
+            for j in 0..16 {
+                let x0 = load(x[base + j]).cast::<f32>() * id;
+                let x1 = load(x[base + 16 + j]).cast::<f32>() * id;
+                let q0 = min((x0 + 8.5).cast::<i8>(), 15)
+                    .bitcast::<u8>()
+                    .cast::<u32>();
+                let q1 = min((x1 + 8.5).cast::<i8>(), 15)
+                    .bitcast::<u8>()
+                    .cast::<u32>();
+                store(w[at + 2 + j], ((q0 | (q1 << 4)) & 255).cast::<u8>());
+            }
+        } else {
+            for j in 0..32 {
+                let x0 = load(x[base + j]).cast::<f32>() * id;
+                let a = x0.abs();
+                let t = a.floor();
+                let r = t + select(a - t >= 0.5, 1.0, 0.0);
+                let q = select(x0 < 0.0, -r, r);
+                store(w[at + 2 + j], q.cast::<i8>().bitcast::<u8>());
+            }
+        }
+    }
+}

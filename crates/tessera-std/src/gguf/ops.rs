@@ -2,13 +2,16 @@
 //! that divides K, a byte length that matches N, K and the format) before launching.
 
 use super::format::GgufFormat;
-use super::kernels::{gguf_dequantize_kernel, gguf_qgemv_kernel, CHUNK, GROUP, ROWS_PER_GROUP};
+use super::kernels::{
+    gguf_dequantize_kernel, gguf_qgemv_kernel, gguf_quantize_kernel, CHUNK, GROUP, ROWS_PER_GROUP,
+};
 use crate::error::{runtime, OpError};
-use crate::validate::{distinct, dtype_in, dtype_is, fits_u32, FLOAT_DTYPES};
+use crate::validate::{distinct, distinct_named, dtype_in, dtype_is, fits_u32, FLOAT_DTYPES};
 use tessera_runtime::{Context, DType, Tensor};
 
 pub(super) const DEQUANTIZE: &str = "gguf_dequantize";
 pub(super) const QGEMV: &str = "gguf_qgemv";
+pub(super) const QUANTIZE: &str = "gguf_quantize";
 /// Activation rows the GEMV takes (decode batches).
 pub const MAX_GEMV_ROWS: usize = 16;
 
@@ -149,6 +152,44 @@ pub fn gguf_qgemv(
     )
     .grid([groups, 1, 1])
     .group_size(ROWS_PER_GROUP * 32)
+    .run()
+    .map_err(runtime(op))
+}
+
+/// `w[n, row_bytes]` = the float `x[n, k]` in Q4_0 or Q8_0 blocks, byte for byte what
+/// llama.cpp's `quantize_row_q4_0_ref` / `quantize_row_q8_0_ref` write (a NaN scale is
+/// stored as 0x7e00). The K formats' quantizers are not provided.
+pub fn gguf_quantize(
+    ctx: &Context,
+    x: &Tensor,
+    format: GgufFormat,
+    w: &Tensor,
+) -> Result<(), OpError> {
+    let op = QUANTIZE;
+    if !matches!(format, GgufFormat::Q4_0 | GgufFormat::Q8_0) {
+        return Err(OpError::invalid(
+            op,
+            format!(
+                "quantizing to {} is not provided; q4_0 and q8_0 are",
+                format.name()
+            ),
+        ));
+    }
+    dtype_in(op, "x", x, &FLOAT_DTYPES)?;
+    let (n, k) = matrix(op, "x", x, "[n, k]")?;
+    check_blocks(op, w, n, k, format)?;
+    distinct_named(op, "w", w, &[("x", x)])?;
+    fits_u32(op, "the element count of `x`", x.len())?;
+    let blocks = (n * k / format.block_elems()) as u32;
+    gguf_quantize_kernel::launch(
+        ctx,
+        gguf_quantize_kernel::Args { x, w, blocks },
+        gguf_quantize_kernel::Consts {
+            format: format as u32,
+        },
+    )
+    .grid([blocks.div_ceil(GROUP), 1, 1])
+    .group_size(GROUP)
     .run()
     .map_err(runtime(op))
 }

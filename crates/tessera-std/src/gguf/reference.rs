@@ -117,3 +117,51 @@ pub fn qgemv(x: &[f64], w: &[f32], m: usize, n: usize, k: usize) -> Vec<f64> {
     }
     y
 }
+
+/// The f16 bits of `v` as a block stores its scale (a NaN as 0x7e00).
+fn half_bits(v: f32) -> [u8; 2] {
+    let h = f16::from_f32(v);
+    let bits = if h.is_nan() { 0x7e00 } else { h.to_bits() };
+    bits.to_le_bytes()
+}
+
+/// `x` (`n` rows of `k`, `k` a multiple of 32) in Q4_0 or Q8_0 blocks, as llama.cpp's
+/// `quantize_row_q4_0_ref` / `quantize_row_q8_0_ref` compute them in f32. Float → int
+/// conversions saturate and send NaN to 0 (Rust's `as`, the IR's rule; C leaves them
+/// undefined out of range).
+pub fn quantize(format: GgufFormat, x: &[f32]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for xs in x.chunks(32) {
+        match format {
+            GgufFormat::Q4_0 => {
+                let (mut amax, mut max) = (0f32, 0f32);
+                for &v in xs {
+                    if amax < v.abs() {
+                        amax = v.abs();
+                        max = v;
+                    }
+                }
+                let d = max / -8.0;
+                let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+                out.extend_from_slice(&half_bits(d));
+                for j in 0..16 {
+                    let xi0 = ((xs[j] * id + 8.5) as i8).min(15) as u8;
+                    let xi1 = ((xs[j + 16] * id + 8.5) as i8).min(15) as u8;
+                    out.push(xi0 | (xi1 << 4));
+                }
+            }
+            _ => {
+                let mut amax = 0f32;
+                for &v in xs {
+                    // llama.cpp's MAX(a, b): `a > b ? a : b`.
+                    amax = if amax > v.abs() { amax } else { v.abs() };
+                }
+                let d = amax / 127.0;
+                let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+                out.extend_from_slice(&half_bits(d));
+                out.extend(xs.iter().map(|&v| (v * id).round() as i8 as u8));
+            }
+        }
+    }
+    out
+}
