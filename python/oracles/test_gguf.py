@@ -65,3 +65,20 @@ def test_qgemv_against_gguf_py_weights(fmt, dtype, rng):
     got = run("gguf_qgemv", {"x": x, "w": w}, {"format": fmt}, outputs=("y",))
     want = as_f64(x) @ weights.T
     assert_close(got["y"], want, dtype, f"gguf_qgemv {fmt} {m}x{n}x{k}", terms=k, repro=got["_cmd"])
+
+
+@pytest.mark.parametrize("fmt", ["q4_0", "q8_0"])
+@pytest.mark.parametrize("case", range(CASES))
+def test_quantize_byte_exact(fmt, case, rng):
+    rows, k = int(rng.integers(1, 6)), 32 * int(rng.integers(1, 5))
+    x = (rng.standard_normal((rows, k)) * 2.0 ** rng.integers(-10, 10)).astype(np.float32)
+    x[:, :32][rng.random(rows) < 0.2] = 0.0  # some all-zero blocks
+    want = gguf_quants.quantize(x, FORMATS[fmt])
+    got = run("gguf_quantize", {"x": x}, {"format": fmt}, outputs=("w",))
+    got_bytes = got["w"].astype(np.uint8)
+    assert got_bytes.shape == want.shape
+    mismatch = got_bytes != want
+    assert not mismatch.any(), (
+        f"{fmt}: {int(mismatch.sum())} of {want.size} bytes differ from gguf-py, first at "
+        f"{np.argwhere(mismatch)[0]}; {got['_cmd']}"
+    )
