@@ -358,7 +358,8 @@ pub(super) fn qgemv_benches() -> Vec<BenchCase> {
                     kernel: "gguf_qgemv_kernel",
                     dtype,
                     shape: format!("{} M={m} N={n} K={k}", format.name()),
-                    bytes: (w_bytes + (m * k + m * n) * dtype.size_bytes()) as u64,
+                    // What the kernel reads: the blocks and the activations.
+                    bytes: (w_bytes + m * k * dtype.size_bytes()) as u64,
                     flops: (2 * m * n * k) as u64,
                     quick,
                     prepare: Box::new(move |ctx, rng| {
