@@ -14,10 +14,10 @@ Peers: PyTorch SDPA (decode with enable_gqa, and with the GQA group folded into 
 rows; prefill with enable_gqa), F.rms_norm eager and under torch.compile, Liger RMSNorm,
 flash-linear-attention's chunk_gated_delta_rule and fused_recurrent_gated_delta_rule,
 and for the elementwise ops PyTorch eager (and torch.compile for the gated activations):
-silu(gate)·up, gelu(gate)·up, a + b, Tensor.to and F.embedding; for the dense and the
-MLX-affine GEMV, PyTorch's dense `x @ W.T` (cuBLAS) in the activations' dtype; for sampling
-vLLM's PyTorch top-k/top-p path (torch.sort, cumsum, masks, softmax, torch.multinomial) and
-torch.argmax.
+silu(gate)·up, gelu(gate)·up, a + b, Tensor.to and F.embedding; for the dense, the
+MLX-affine and the GGUF GEMV, PyTorch's dense `x @ W.T` (cuBLAS) in the activations'
+dtype; for sampling vLLM's PyTorch top-k/top-p path (torch.sort, cumsum, masks, softmax,
+torch.multinomial) and torch.argmax.
 
 usage: run_peers.py SHAPES.json OUT.json [--only PEER,PEER] [--filter OP]
 """
@@ -353,7 +353,7 @@ def peers_for(row, nsets):
         return cast_peers(p, dt, nsets)
     if op == "embedding":
         return embedding_peers(p, dt, nsets)
-    if op in ("gemv", "affine_qgemv"):
+    if op in ("gemv", "affine_qgemv", "gguf_qgemv"):
         return linear_peers(p, dt, nsets)
     if op == "sample":
         return sample_peers(p, dt, nsets)

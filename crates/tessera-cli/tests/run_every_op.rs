@@ -59,6 +59,11 @@ fn write(path: &Path, dtype: DType, shape: &[usize], data: &[f64]) -> Result<(),
             shape,
             &data.iter().map(|&v| v as i32).collect::<Vec<_>>(),
         ),
+        DType::U8 => write_npy(
+            path,
+            shape,
+            &data.iter().map(|&v| v as u8).collect::<Vec<_>>(),
+        ),
         other => return Err(format!("the walk writes no {other} inputs")),
     }
     Ok(())
@@ -78,6 +83,7 @@ fn read(path: &Path) -> Result<(Vec<usize>, Vec<f64>), String> {
         "<f2" => widened::<_, half::f16>(npy)?,
         "<u4" => widened::<_, u32>(npy)?,
         "<i4" => widened::<_, i32>(npy)?,
+        "|u1" => widened::<_, u8>(npy)?,
         other => return Err(format!("unexpected output dtype {other}")),
     };
     Ok((shape, data))
@@ -120,7 +126,7 @@ fn run_one(op: &'static OpDecl, rng: &mut CaseRng) -> Result<usize, String> {
             DtypeRule::F32OrLike(_) | DtypeRule::Derived(..) => DType::F32,
         };
         let shape = eval_shape(t.shape, &dims).map_err(|e| format!("input `{}`: {e}", t.name))?;
-        let int = dtype == DType::U32;
+        let int = matches!(dtype, DType::U32 | DType::U8);
         let (lo, hi) = ex
             .ranges
             .iter()
@@ -130,7 +136,7 @@ fn run_one(op: &'static OpDecl, rng: &mut CaseRng) -> Result<usize, String> {
             .map(|_| {
                 let v = rng.uniform(lo, hi);
                 match dtype {
-                    DType::U32 | DType::I32 => v.floor(),
+                    DType::U32 | DType::I32 | DType::U8 => v.floor(),
                     DType::F16 => half::f16::from_f64(v).to_f64(),
                     _ => v as f32 as f64,
                 }

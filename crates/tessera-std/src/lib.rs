@@ -19,6 +19,7 @@ pub mod decl;
 pub mod elementwise;
 pub mod error;
 pub mod gdn;
+pub mod gguf;
 pub mod matmul;
 pub mod norm;
 pub mod quant;

@@ -68,6 +68,16 @@ pub fn upload(
             let stored = v.iter().map(|&x| x as f64).collect();
             Ok((ctx.tensor(&v, shape).map_err(err)?, stored))
         }
+        DType::U8 => {
+            let v: Vec<u8> = values.iter().map(|&x| x as u8).collect();
+            let stored = v.iter().map(|&x| x as f64).collect();
+            Ok((ctx.tensor(&v, shape).map_err(err)?, stored))
+        }
+        DType::I8 => {
+            let v: Vec<i8> = values.iter().map(|&x| x as i8).collect();
+            let stored = v.iter().map(|&x| x as f64).collect();
+            Ok((ctx.tensor(&v, shape).map_err(err)?, stored))
+        }
         other => Err(format!("random inputs of dtype {other} are not supported")),
     }
 }
