@@ -43,6 +43,7 @@
 //! 64-wide operands, `Dk + 8` for the state) so fragment loads and stores meet no bank
 //! conflicts.
 
+use crate::float_range::finite;
 use tessera_macros::{func, kernel};
 
 /// Per (chunk, value head): everything of the chunk that does not depend on the state.
@@ -357,12 +358,6 @@ pub fn gdn_chunk_prep_kernel<T, P>(
         store(decay[c * hv + h], exp(glast));
         store(redo[c * hv + h], 0u32);
     }
-}
-
-/// Whether `x` is neither NaN nor ±∞.
-#[func]
-fn finite(x: f32) -> bool {
-    abs(x) <= 3.402_823_5e38
 }
 
 /// Checks the `rows` × `cols` block at `at` of `x` (row stride `stride`), `threads` threads
