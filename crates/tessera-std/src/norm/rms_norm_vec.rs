@@ -9,6 +9,7 @@
 use super::rms_inv::tiny_square;
 use super::rms_norm::check_row_norm;
 use crate::error::{runtime, OpError};
+use crate::float_range::f32_range;
 use tessera_macros::{func, kernel};
 use tessera_runtime::{Context, DType, Tensor};
 
@@ -39,7 +40,7 @@ pub fn rms_norm_vec_kernel<T>(
     let total = group_sum(ssq);
     let mut inv = rsqrt(total / n.cast::<f32>() + eps);
     // f16 squares cannot overflow f32 (a constant of the specialisation: no branch).
-    let wide = (1.0e-30f32).cast::<T>().cast::<f32>() > 0.0f32;
+    let wide = f32_range(x);
     if wide && total > 3.402_823_5e38 {
         let mut tiny = 0.0f32;
         for e in 0..epl {
@@ -96,7 +97,7 @@ pub fn rms_norm_rows_kernel<T>(
     let mut inv = rsqrt(ssq / n.cast::<f32>() + eps);
     // The overflow-free sum (see rms_inv) from the registers, only in a simdgroup where
     // some row's plain sum overflowed; its rows differ, so each selects its own.
-    let wide = (1.0e-30f32).cast::<T>().cast::<f32>() > 0.0f32;
+    let wide = f32_range(x);
     if wide && simd_any(ssq > 3.402_823_5e38) {
         let mut tiny = 0.0f32;
         for e in 0..epl {

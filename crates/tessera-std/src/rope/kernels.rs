@@ -3,6 +3,7 @@
 //! head; an element rotates with its partner `e ^ 1` (interleaved) or `e ± rot_dim/2`
 //! (NeoX).
 
+use crate::float_range::f32_range;
 use crate::norm::rms_inv::tiny_square;
 use tessera_macros::{func, kernel};
 
@@ -112,7 +113,7 @@ pub fn norm_rope_kernel<T>(
     // A sum of squares of f16 values cannot overflow f32; one of f32 or bf16 values can
     // (see norm::rms_inv), and is then redone from squares scaled by 2⁻⁸⁰. `wide` is a
     // constant of the specialisation, so the f16 kernel has no such branch.
-    let wide = (1.0e-30f32).cast::<T>().cast::<f32>() > 0.0f32;
+    let wide = f32_range(x);
     for i in range(0, heads_per_group, 1) {
         let head = min(first_head + i, n_heads - 1);
         let base = (token * n_heads + head) * head_dim;
