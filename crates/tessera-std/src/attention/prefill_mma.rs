@@ -339,16 +339,18 @@ pub fn sdpa_prefill_mma_kernel<T>(
                         simd_barrier();
                         // Lane pair `sr` scales its own row `sr`, eight columns each.
                         let at = base_s + sr * 16 + half * 8;
-                        let col = vo + d0 + f * 16 + half * 8;
                         for i in 0..8 {
-                            let mut x = load(fsh[at + i]) * fr;
-                            if exact {
-                                for j in 0..bk {
-                                    let p = load(psh[base_p + sr * pst + j]).cast::<f32>();
-                                    let pv = p * load(kvsh[col + j * dp + i]).cast::<f32>();
-                                    x += select(b + j < row_end, pv, 0.0f32);
-                                }
-                            }
+                            store(fsh[at + i], load(fsh[at + i]) * fr);
+                        }
+                        // With `exact`, the block's P·V over the row's visible keys: a
+                        // loop left rolled (rare), so this one still unrolls.
+                        let col = vo + d0 + f * 16 + half * 8;
+                        for e in range(0, select(exact, 8 * bk, 0), 1) {
+                            let i = e / bk;
+                            let j = e % bk;
+                            let p = load(psh[base_p + sr * pst + j]).cast::<f32>();
+                            let pv = p * load(kvsh[col + j * dp + i]).cast::<f32>();
+                            let x = load(fsh[at + i]) + select(b + j < row_end, pv, 0.0f32);
                             store(fsh[at + i], x);
                         }
                         simd_barrier();
