@@ -260,3 +260,54 @@ fn prefill_nan_in_q_or_k_reaches_exactly_the_rows_and_heads_it_touches() {
         }
     }
 }
+
+/// An infinite or NaN value in one key's v reaches only the rows that see that key, in
+/// that column: on the fragment path the key also sits in the V tiles of rows that mask it
+/// (causality inside their last blocks, the padding past `n_kv`, which repeats the last
+/// key), where its 0 weight must not make them NaN. Head sizes of one and two column parts,
+/// queries at the end of a longer cache, the last key and one inside the diagonal tiles.
+#[test]
+fn prefill_non_finite_v_reaches_only_the_rows_that_see_its_key() {
+    let ctx = Context::cpu();
+    let mut rng = CaseRng::new(0xa0a1b);
+    let (nq, hq, hkv) = (40, 4, 2);
+    for dtype in DTYPES {
+        for d in [64, 192, 256] {
+            for (nkv, causal) in [(40, true), (53, true), (53, false)] {
+                for (key, poison) in [
+                    (20, f64::INFINITY),
+                    (nkv - 1, f64::NEG_INFINITY),
+                    (nkv - 5, f64::NAN),
+                ] {
+                    let at = (key * hkv) * d + 5;
+                    let (q, qh) = tensor_with_nan(&ctx, &mut rng, dtype, &[nq, hq, d], None);
+                    let (k, kh) = tensor_with_nan(&ctx, &mut rng, dtype, &[nkv, hkv, d], None);
+                    let mut values: Vec<f64> =
+                        (0..nkv * hkv * d).map(|_| rng.uniform(-1.0, 1.0)).collect();
+                    values[at] = poison;
+                    let (v, vh) = upload(&ctx, dtype, &values, &[nkv, hkv, d]).unwrap();
+                    let out = ctx.zeros(dtype, &[nq, hq, d]).unwrap();
+                    sdpa_prefill(&ctx, &q, &k, &v, &out, causal, None).unwrap();
+                    let scale = 1.0 / (d as f64).sqrt();
+                    let want =
+                        reference::prefill(&qh, &kh, &vh, nq, nkv, hq, hkv, d, scale, causal);
+                    let got = out.to_f64_vec().unwrap();
+                    let what = format!("{dtype:?} d={d} n_kv={nkv} causal={causal} v[{key}]");
+                    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                        let (r, h, e) = (i / (hq * d), (i / d) % hq, i % d);
+                        let sees = h < 2 && e == 5 && (!causal || r + nkv - nq >= key);
+                        assert_eq!(!w.is_finite(), sees, "{what}: the reference at {i}");
+                        if sees {
+                            assert!(!g.is_finite(), "{what}: out[{r}, {h}, {e}] is {g}");
+                        } else {
+                            assert!(
+                                g.is_finite() && (g - w).abs() <= tolerance(dtype),
+                                "{what}: out[{r}, {h}, {e}] is {g}, want {w}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

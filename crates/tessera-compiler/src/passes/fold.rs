@@ -158,7 +158,9 @@ enum Simplified {
     Alias(ValueId),
 }
 
-/// Exact identities on integers and bools (the caller checks the type).
+/// Exact identities on integers and bools (the caller checks the type): an operand that
+/// leaves the other unchanged (`x + 0`, `x && true`) gives the other, and one that decides
+/// the result alone (`x && false`, `x || true`, `x & 0`, `x | !0`, `x * 0`) gives itself.
 fn identity(
     op: BinaryOp,
     x: ValueId,
@@ -184,8 +186,16 @@ fn identity(
             l.ty().is_int() && l.as_i64().is_some_and(|v| v.rem_euclid(bits) == 0)
         })
     };
-    use Simplified::{Alias, Keep};
+    let absorbs = |c: Option<Literal>| match op {
+        BinaryOp::And => is_bool(c, false) || is(c, 0),
+        BinaryOp::Or => is_bool(c, true) || all_ones(c),
+        BinaryOp::Mul => is(c, 0),
+        _ => false,
+    };
+    use Simplified::{Alias, Const, Keep};
     match op {
+        _ if absorbs(cy) => cy.map_or(Keep, Const),
+        _ if absorbs(cx) => cx.map_or(Keep, Const),
         BinaryOp::Add | BinaryOp::Or | BinaryOp::Xor if is(cy, 0) => Alias(x),
         BinaryOp::Add | BinaryOp::Or | BinaryOp::Xor if is(cx, 0) => Alias(y),
         BinaryOp::Sub if is(cy, 0) => Alias(x),
@@ -357,6 +367,96 @@ mod tests {
             find(&k, |op| matches!(op, Op::Binary(..) | Op::Select(..))).is_empty(),
             "{k}"
         );
+    }
+
+    #[test]
+    fn absorbing_operands_decide_the_result() {
+        let mut b = Builder::kernel("absorb");
+        let out = b.tensor_param("out", Scalar::U32, true);
+        let tid = b.builtin(Builtin::ThreadId);
+        let mut k = b.finish_kernel().unwrap();
+        let tid = match tid {
+            Value::Id(v) => v,
+            _ => unreachable!(),
+        };
+        let v = |k: &mut Kernel, t: Scalar| k.body.new_value(Type::Scalar(t));
+        let (five, zero, ones, two) = (
+            v(&mut k, Scalar::U32),
+            v(&mut k, Scalar::U32),
+            v(&mut k, Scalar::U32),
+            v(&mut k, Scalar::U32),
+        );
+        let (f, t, c) = (
+            v(&mut k, Scalar::Bool),
+            v(&mut k, Scalar::Bool),
+            v(&mut k, Scalar::Bool),
+        );
+        // c && false, true || c (either operand order), tid & 0, !0 | tid, tid * 0.
+        let (and_f, or_t) = (v(&mut k, Scalar::Bool), v(&mut k, Scalar::Bool));
+        let (masked, filled, times, picked, sum, total) = (
+            v(&mut k, Scalar::U32),
+            v(&mut k, Scalar::U32),
+            v(&mut k, Scalar::U32),
+            v(&mut k, Scalar::U32),
+            v(&mut k, Scalar::U32),
+            v(&mut k, Scalar::U32),
+        );
+        let (picked2, sum2) = (v(&mut k, Scalar::U32), v(&mut k, Scalar::U32));
+        let i = |op, r: ValueId| Inst {
+            op,
+            results: vec![r],
+            loc: None,
+        };
+        k.body.block.insts.extend([
+            i(Op::Const(Literal::U32(5)), five),
+            i(Op::Const(Literal::U32(0)), zero),
+            i(Op::Const(Literal::U32(u32::MAX)), ones),
+            i(Op::Const(Literal::U32(2)), two),
+            i(Op::Const(Literal::Bool(false)), f),
+            i(Op::Const(Literal::Bool(true)), t),
+            i(Op::Binary(BinaryOp::Lt, tid, five), c),
+            i(Op::Binary(BinaryOp::And, c, f), and_f),
+            i(Op::Binary(BinaryOp::Or, t, c), or_t),
+            i(Op::Binary(BinaryOp::And, tid, zero), masked),
+            i(Op::Binary(BinaryOp::Or, ones, tid), filled),
+            i(Op::Binary(BinaryOp::Mul, zero, tid), times),
+            // and_f is false: two; or_t is true: masked (0); plus times (0): two.
+            i(Op::Select(and_f, five, two), picked),
+            i(Op::Select(or_t, masked, five), picked2),
+            i(Op::Binary(BinaryOp::Add, picked, picked2), sum),
+            i(Op::Binary(BinaryOp::Add, sum, times), sum2),
+            // filled is !0, and !0 + 2 wraps to 1.
+            i(Op::Binary(BinaryOp::Add, filled, sum2), total),
+            Inst {
+                op: Op::Store {
+                    mem: out.mem,
+                    index: tid,
+                    value: total,
+                },
+                results: vec![],
+                loc: None,
+            },
+        ]);
+        verify_kernel(&k).unwrap();
+        fold(&mut k);
+        verify_kernel(&k).unwrap();
+        // Only the comparison stays (unused: dead code elimination's to remove).
+        let left = find(&k, |op| {
+            matches!(op, Op::Select(..)) || matches!(op, Op::Binary(b, ..) if *b != BinaryOp::Lt)
+        });
+        assert!(left.is_empty(), "{k}");
+        let value = match &k.body.block.insts.last().unwrap().op {
+            Op::Store { value, .. } => *value,
+            other => panic!("{other:?}"),
+        };
+        let stored = find(&k, |op| matches!(op, Op::Const(_)))
+            .into_iter()
+            .find(|inst| inst.results == [value])
+            .and_then(|inst| match inst.op {
+                Op::Const(l) => Some(l),
+                _ => None,
+            });
+        assert_eq!(stored, Some(Literal::U32(1)), "{k}");
     }
 
     #[test]

@@ -29,6 +29,7 @@
 
 use super::kv_staging::regs_to_tiles;
 use super::softmax::{normalise, score_weight};
+use crate::float_range::f32_range;
 use tessera_macros::{func, kernel};
 
 /// The head dims the fragment kernel serves.
@@ -107,7 +108,7 @@ pub fn sdpa_decode_mma_kernel<T>(
     // by 2⁻²⁴ (exact) and the result is scaled back; f16 V cannot overflow them and f16
     // has no room below, so it keeps P as is. Partial outputs leave scaled by 2⁻²⁴ either
     // way, as the combine expects (softmax::v_weight).
-    let wide = (1.0e-30f32).cast::<T>().cast::<f32>() > 0.0f32;
+    let wide = f32_range(v);
     let p_scale = select(wide, 5.960_464_5e-8f32, 1.0f32);
     let unscale = select(wide, 16_777_216.0f32, 1.0f32);
     let to_partial = select(wide, 1.0f32, 5.960_464_5e-8f32);

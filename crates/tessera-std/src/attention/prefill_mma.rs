@@ -12,9 +12,17 @@
 //! when its max passes the one its weights were taken against by more than 8 (so a weight
 //! stays below e⁸). Two threadgroup barriers per block (the tiles), two more with two
 //! parts; the rest is ordered by simdgroup barriers.
+//!
+//! A key masked for one of a simdgroup's rows but not all (causality inside its last
+//! blocks, or padding past `n_kv`) still sits in the V tile its `P·V` fragments multiply:
+//! a weight of exactly 0 times an infinite or NaN V is NaN. So in the blocks holding such
+//! keys a simdgroup first reads their V; when one is not finite it sums that block's `P·V`
+//! key by key, each row over its visible keys only, instead of on fragments. Other blocks
+//! hold no masked key and skip the check.
 
 use super::kv_staging::regs_to_tiles;
 use super::softmax::normalise;
+use crate::float_range::{f32_range, finite};
 use tessera_macros::kernel;
 
 /// Query rows per threadgroup at a head_dim: 16 per simdgroup, or per simdgroup pair where
@@ -46,7 +54,7 @@ pub fn sdpa_prefill_mma_kernel<T>(
     // enters the fragments scaled by 2⁻²⁴ (exact) and the output is scaled back, so V near
     // f32's range cannot overflow the f32 accumulators; f16 V cannot, and f16 has no room
     // below, so it keeps P as is.
-    let wide = (1.0e-30f32).cast::<T>().cast::<f32>() > 0.0f32;
+    let wide = f32_range(v);
     let p_scale = select(wide, 5.960_464_5e-8f32, 1.0f32);
     let unscale = select(wide, 16_777_216.0f32, 1.0f32);
     // Column parts; query rows per threadgroup; keys per block (the K and V tiles, which
@@ -122,6 +130,9 @@ pub fn sdpa_prefill_mma_kernel<T>(
     // The simdgroup's last visible key + 1: blocks from it on are skipped.
     let sg_row = min(block + rg * 16 + 15, n_q - 1);
     let sg_end = select(causal != 0, sg_row + offset + 1, n_kv);
+    // Its first row's last visible key + 1: keys from it on are masked for some row.
+    let first_row = min(block + rg * 16, n_q - 1);
+    let first_end = select(causal != 0, first_row + offset + 1, n_kv);
     // Scores in log2 units, so a weight is one `exp2`.
     let c2 = scale * 1.442695f32;
     let base_s = sg * 16 * sst;
@@ -264,6 +275,17 @@ pub fn sdpa_prefill_mma_kernel<T>(
                 mx = max(mx, simd_shuffle_xor(mx, 1));
                 // Every row sees key 0, so after the first block `m` is finite. (A margin of 8
                 // in natural units.)
+                // Whether a key of the block masked for some row has a V that is not finite
+                // (its 0 weight would make that row NaN on fragments).
+                let masked0 = select(first_end > b, first_end - b, 0);
+                let mut odd = false;
+                if masked0 < bk {
+                    for e in range(lane, (bk - masked0) * dw, 32) {
+                        let at = vo + (masked0 + e / dw) * dp + d0 + e % dw;
+                        odd = odd || !finite(load(kvsh[at]).cast::<f32>());
+                    }
+                }
+                let exact = simd_any(odd);
                 let grow = mx > m + 11.541561f32;
                 let mn = select(grow, mx, m);
                 let fr = select(grow, exp2(m - mn), 1.0f32);
@@ -283,8 +305,9 @@ pub fn sdpa_prefill_mma_kernel<T>(
                 }
                 l += ls;
                 simd_barrier();
-                // Rows whose max moved rescale their outputs through the score slice.
-                if simd_any(fr < 1.0f32) {
+                // Rows whose max moved rescale their outputs through the score slice; with
+                // `exact`, each row also adds the block's P·V over its visible keys there.
+                if simd_any(fr < 1.0f32) || exact {
                     for f in 0..nfr {
                         if f > 0 {
                             simd_barrier();
@@ -319,6 +342,17 @@ pub fn sdpa_prefill_mma_kernel<T>(
                         for i in 0..8 {
                             store(fsh[at + i], load(fsh[at + i]) * fr);
                         }
+                        // With `exact`, the block's P·V over the row's visible keys: a
+                        // loop left rolled (rare), so this one still unrolls.
+                        let col = vo + d0 + f * 16 + half * 8;
+                        for e in range(0, select(exact, 8 * bk, 0), 1) {
+                            let i = e / bk;
+                            let j = e % bk;
+                            let p = load(psh[base_p + sr * pst + j]).cast::<f32>();
+                            let pv = p * load(kvsh[col + j * dp + i]).cast::<f32>();
+                            let x = load(fsh[at + i]) + select(b + j < row_end, pv, 0.0f32);
+                            store(fsh[at + i], x);
+                        }
                         simd_barrier();
                         if f == 0 {
                             matrix_load(o0, fsh[base_s], 16);
@@ -346,34 +380,36 @@ pub fn sdpa_prefill_mma_kernel<T>(
                         }
                     }
                 }
-                // O += P·V over the block's key tiles.
-                for t in 0..tiles {
-                    matrix_load(fp, psh[base_p + t * 16], pst);
-                    for f in 0..nfr {
-                        matrix_load(fk, kvsh[vo + t * 16 * dp + d0 + f * 16], dp);
-                        if f == 0 {
-                            matrix_mma(o0, fp, fk, o0);
-                        }
-                        if f == 1 {
-                            matrix_mma(o1, fp, fk, o1);
-                        }
-                        if f == 2 {
-                            matrix_mma(o2, fp, fk, o2);
-                        }
-                        if f == 3 {
-                            matrix_mma(o3, fp, fk, o3);
-                        }
-                        if f == 4 {
-                            matrix_mma(o4, fp, fk, o4);
-                        }
-                        if f == 5 {
-                            matrix_mma(o5, fp, fk, o5);
-                        }
-                        if f == 6 {
-                            matrix_mma(o6, fp, fk, o6);
-                        }
-                        if f == 7 {
-                            matrix_mma(o7, fp, fk, o7);
+                // O += P·V over the block's key tiles (summed above where `exact`).
+                if !exact {
+                    for t in 0..tiles {
+                        matrix_load(fp, psh[base_p + t * 16], pst);
+                        for f in 0..nfr {
+                            matrix_load(fk, kvsh[vo + t * 16 * dp + d0 + f * 16], dp);
+                            if f == 0 {
+                                matrix_mma(o0, fp, fk, o0);
+                            }
+                            if f == 1 {
+                                matrix_mma(o1, fp, fk, o1);
+                            }
+                            if f == 2 {
+                                matrix_mma(o2, fp, fk, o2);
+                            }
+                            if f == 3 {
+                                matrix_mma(o3, fp, fk, o3);
+                            }
+                            if f == 4 {
+                                matrix_mma(o4, fp, fk, o4);
+                            }
+                            if f == 5 {
+                                matrix_mma(o5, fp, fk, o5);
+                            }
+                            if f == 6 {
+                                matrix_mma(o6, fp, fk, o6);
+                            }
+                            if f == 7 {
+                                matrix_mma(o7, fp, fk, o7);
+                            }
                         }
                     }
                 }

@@ -364,7 +364,7 @@ inventory::submit! {
             with: &["h0"],
         },
         workspace: Some(WorkspaceDecl {
-            bytes: "2·C·Hv·(64·(3·Dk + 64) + 128·Dv + Dv·Dk) + 4·C·Hv + 4·(2·C + N + 1), C = Σ⌈len/64⌉ chunks (Dk > 128: 2·C·Hv·(64·(3·Dk + 64) + 64·Dv) + …); the chunk table is planned from cu_seqlens on the host when it is made",
+            bytes: "2·C·Hv·(64·(3·Dk + 64) + 128·Dv + Dv·Dk) + 8·C·Hv + 4·(2·C + N + 1), C = Σ⌈len/64⌉ chunks (Dk > 128: 2·C·Hv·(64·(3·Dk + 64) + 64·Dv) + …); the chunk table is planned from cu_seqlens on the host when it is made",
             make: prefill_workspace,
         }),
         accuracy: PREFILL_ACCURACY,

@@ -3,7 +3,9 @@
 //! from the sequence boundaries and the per-chunk scratch) and launches the kernels of
 //! [`super::prefill_kernels`] for f16/bf16 activations, allocating nothing; f32 activations
 //! take the token-by-token recurrence of [`super::prefill_recurrent`], which keeps f32
-//! accuracy and range. Any
+//! accuracy and range, and so do the (sequence, value head) pairs of an f16/bf16 prefill
+//! whose chunks came out non-finite (a NaN or ∞ in the data, which the chunk's triangular
+//! products would carry to earlier tokens, or data past the f16 staging's range). Any
 //! sequence lengths (the tail chunk is masked), GQA, an optional initial state, and the
 //! final state written in the decode step's layout `[N, Hv, Dv, Dk]`.
 
@@ -11,7 +13,7 @@ use super::prefill_kernels::{
     gdn_chunk_out_kernel, gdn_chunk_prep_kernel, gdn_chunk_state_kernel,
     gdn_chunk_state_wide_kernel,
 };
-use super::prefill_recurrent::{recurrent_prefill, Heads};
+use super::prefill_recurrent::{recurrent_prefill, Heads, Pairs};
 use super::prefill_workspace::{equal_sequences, GdnPrefillWorkspace};
 use super::validate::check_dk;
 use crate::error::{runtime, OpError};
@@ -77,8 +79,10 @@ fn tokens(
 /// besides the tensors comes from the caller's workspace, so the call allocates and
 /// uploads nothing; a workspace that is too small, for another dtype or context, or planned
 /// for another token count is refused before anything runs. f16/bf16 activations run the
-/// chunked algorithm on matrix fragments (their own precision); f32 activations run the
-/// recurrence token by token in f32 (f32-accurate, any f32 value, slower on long prompts).
+/// chunked algorithm on matrix fragments (their own precision), then redo in f32 the
+/// (sequence, value head) pairs whose chunked outputs were not finite; f32 activations run
+/// the recurrence token by token in f32 (f32-accurate, any f32 value, slower on long
+/// prompts).
 pub fn gdn_chunked_prefill(
     ctx: &Context,
     a: &PrefillArgs,
@@ -181,20 +185,24 @@ pub fn gdn_chunked_prefill(
     fits_u32(OP, "the token count", total * hv * dk.max(dv))?;
     fits_u32(OP, "the state size", n * hv * dv * dk)?;
     let h0 = a.h0.unwrap_or_else(|| ws.zero_state(sd));
+    let heads = Heads {
+        hk: hk as u32,
+        hv: hv as u32,
+        dk: dk as u32,
+        dv: dv as u32,
+    };
+    let recurrent = |pairs| {
+        let with_h0 = a.h0.is_some();
+        recurrent_prefill(OP, ctx, a, h0, with_h0, ws, pairs, n as u32, heads, scale)
+    };
     if t == DType::F32 {
         // f32 data would lose precision (and overflow past 65504) in the f16 fragments.
-        let heads = Heads {
-            hk: hk as u32,
-            hv: hv as u32,
-            dk: dk as u32,
-            dv: dv as u32,
-        };
-        let n = n as u32;
-        return recurrent_prefill(OP, ctx, a, h0, a.h0.is_some(), &ws.cu, n, heads, scale);
+        return recurrent(Pairs::All);
     }
     fits_u32(OP, "the chunk-start states", nc * hv * dv * dk)?;
     let rt = runtime(OP);
     let (chunks, seqs, ops, u, decay) = (&ws.chunks, &ws.seq_chunks, &ws.ops, &ws.u, &ws.decay);
+    let redo = &ws.redo;
     let (dk32, dv32, hv32, hk32) = (dk as u32, dv as u32, hv as u32, hk as u32);
     let use_h0 = u32::from(a.h0.is_some());
     if nc > 0 {
@@ -208,6 +216,7 @@ pub fn gdn_chunked_prefill(
             ops,
             u,
             decay,
+            redo,
             scale,
         };
         let consts = gdn_chunk_prep_kernel::Consts {
@@ -232,6 +241,7 @@ pub fn gdn_chunked_prefill(
             h0,
             o: a.o,
             state_out: a.final_state,
+            redo,
             use_h0,
         };
         let consts = gdn_chunk_state_wide_kernel::Consts {
@@ -239,11 +249,12 @@ pub fn gdn_chunked_prefill(
             dv: dv32,
             hv: hv32,
         };
-        return gdn_chunk_state_wide_kernel::launch(ctx, args, consts)
+        gdn_chunk_state_wide_kernel::launch(ctx, args, consts)
             .grid([dv32 / 16, hv32, n as u32])
             .group_size(128)
             .run()
-            .map_err(rt);
+            .map_err(&rt)?;
+        return redo_flagged(nc, recurrent);
     }
     let (hs, vn) = (&ws.hs, &ws.vn);
     let args = gdn_chunk_state_kernel::Args {
@@ -255,6 +266,7 @@ pub fn gdn_chunked_prefill(
         hs,
         vn,
         state_out: a.final_state,
+        redo,
         use_h0,
     };
     let consts = gdn_chunk_state_kernel::Consts {
@@ -276,6 +288,7 @@ pub fn gdn_chunked_prefill(
         vn,
         chunks,
         o: a.o,
+        redo,
     };
     let consts = gdn_chunk_out_kernel::Consts {
         dk: dk32,
@@ -286,5 +299,19 @@ pub fn gdn_chunked_prefill(
         .grid([nc as u32, hv32, dv32.div_ceil(64)])
         .group_size(128)
         .run()
-        .map_err(rt)
+        .map_err(rt)?;
+    redo_flagged(nc, recurrent)
+}
+
+/// After the chunked kernels: the f32 walk over the pairs they flagged (a launch whose
+/// threadgroups read their sequence's flags and, on the common path, stop there). Without
+/// chunks nothing was staged and nothing is flagged.
+fn redo_flagged(
+    nc: usize,
+    recurrent: impl FnOnce(Pairs) -> Result<(), OpError>,
+) -> Result<(), OpError> {
+    if nc == 0 {
+        return Ok(());
+    }
+    recurrent(Pairs::Flagged)
 }

@@ -17,6 +17,15 @@
 //!
 //! For Dk = 256, [`gdn_chunk_state_wide_kernel`] does steps 2 and 3 in one walk.
 //!
+//! Non-finite values: the chunk's triangular products carry a NaN or ∞ at token t to the
+//! chunk's earlier tokens too (an exact 0 weight of a later token times ∞ is NaN), and the
+//! f16 staging overflows on data near f16's limit (or an f32 state past it). Both show as
+//! a non-finite output (every staged product reaches `o` or the final state), so the
+//! kernels that write the outputs check what they store and set the chunk's flag in `redo`
+//! `[NC, Hv]` (the prep kernel clears it); the op then redoes the flagged (sequence, value
+//! head) pairs token by token in f32 (`super::prefill_recurrent`), which is exact on any
+//! value. Finite data in range sets no flag, so the common path pays only the checks.
+//!
 //! The inverse: with `D_i = (I + A_ii)⁻¹` for the four 16×16 diagonal blocks (forward
 //! substitution in registers, one column per thread) and `G_ik = −D_i·A_ik` for the six
 //! blocks below them, the blocks of `Ai` below the diagonal follow diagonal by diagonal
@@ -34,6 +43,7 @@
 //! 64-wide operands, `Dk + 8` for the state) so fragment loads and stores meet no bank
 //! conflicts.
 
+use crate::float_range::finite;
 use tessera_macros::{func, kernel};
 
 /// Per (chunk, value head): everything of the chunk that does not depend on the state.
@@ -50,6 +60,7 @@ pub fn gdn_chunk_prep_kernel<T, P>(
     mut ops: Tensor<P>,
     mut u: Tensor<P>,
     mut decay: Tensor<f32>,
+    mut redo: Tensor<u32>,
     scale: f32,
     #[constexpr] dk: u32,
     #[constexpr] dv: u32,
@@ -345,6 +356,31 @@ pub fn gdn_chunk_prep_kernel<T, P>(
     }
     if tid == 0 {
         store(decay[c * hv + h], exp(glast));
+        store(redo[c * hv + h], 0u32);
+    }
+}
+
+/// Checks the `rows` × `cols` block at `at` of `x` (row stride `stride`), `threads` threads
+/// from `tid`: flags chunk `c` of head `h` in `redo` when a value is not finite.
+#[allow(clippy::too_many_arguments)]
+#[func]
+fn flag_non_finite<S>(
+    mut redo: Mem<u32>,
+    at: u32,
+    x: Mem<S>,
+    rows: u32,
+    cols: u32,
+    stride: u32,
+    tid: u32,
+    threads: u32,
+    flag_at: u32,
+) {
+    let mut bad = false;
+    for e in range(tid, rows * cols, threads) {
+        bad = bad || !finite(load(x[at + (e / cols) * stride + e % cols]).cast::<f32>());
+    }
+    if bad {
+        store(redo[flag_at], 1u32);
     }
 }
 
@@ -395,6 +431,7 @@ pub fn gdn_chunk_state_kernel<S, P>(
     mut hs: Tensor<P>,
     mut vn: Tensor<P>,
     mut state_out: Tensor<S>,
+    mut redo: Tensor<u32>,
     use_h0: u32,
     #[constexpr] dk: u32,
     #[constexpr] dv: u32,
@@ -524,6 +561,21 @@ pub fn gdn_chunk_state_kernel<S, P>(
             matrix_store(s1, state_out[sbase + 16], dk);
         }
     }
+    // The final state as stored (the last update is staged in P too); none without chunks.
+    if nch > 0 {
+        barrier();
+        flag_non_finite(
+            redo,
+            ((n * hv + h) * dv + v0) * dk,
+            state_out,
+            min(dv - v0, 32),
+            dk,
+            dk,
+            tid,
+            256,
+            (c_end - 1) * hv + h,
+        );
+    }
 }
 
 /// Per (chunk, value head, 64 value columns): `o = qg·Sᵀ + Aqk·V_new` from the chunk's
@@ -537,6 +589,7 @@ pub fn gdn_chunk_out_kernel<T, P>(
     vn: Tensor<P>,
     chunks: Tensor<u32>,
     mut o: Tensor<T>,
+    mut redo: Tensor<u32>,
     #[constexpr] dk: u32,
     #[constexpr] dv: u32,
     #[constexpr] hv: u32,
@@ -616,7 +669,9 @@ pub fn gdn_chunk_out_kernel<T, P>(
             }
         }
     }
-    // The rows of the chunk, 32 columns at a time through `so`.
+    // The rows of the chunk, 32 columns at a time through `so`; a value that is not
+    // finite flags the chunk.
+    let mut bad = false;
     for half in 0..2 {
         if half == 0 {
             matrix_store(o0, so[sg * 16 * 40], 40);
@@ -634,13 +689,15 @@ pub fn gdn_chunk_out_kernel<T, P>(
             let col = vb + half * 32 + cv;
             if r < len && col < dv {
                 for e in 0..8 {
-                    store(
-                        o[((bos + r) * hv + h) * dv + col + e],
-                        load(so[r * 40 + cv + e]).cast::<T>(),
-                    );
+                    let y = load(so[r * 40 + cv + e]).cast::<T>();
+                    store(o[((bos + r) * hv + h) * dv + col + e], y);
+                    bad = bad || !finite(y.cast::<f32>());
                 }
             }
         }
+    }
+    if bad {
+        store(redo[c * hv + h], 1u32);
     }
 }
 
@@ -658,6 +715,7 @@ pub fn gdn_chunk_state_wide_kernel<T, S, P>(
     h0: Tensor<S>,
     mut o: Tensor<T>,
     mut state_out: Tensor<S>,
+    mut redo: Tensor<u32>,
     use_h0: u32,
     #[constexpr] dk: u32,
     #[constexpr] dv: u32,
@@ -751,18 +809,27 @@ pub fn gdn_chunk_state_wide_kernel<T, S, P>(
         barrier();
         let bos = load(chunks[c * 2]);
         let len = load(chunks[c * 2 + 1]);
+        let mut bad = false;
         for e in range(tid, 1024, 128) {
             let i = e / 16;
             if i < len {
-                store(
-                    o[((bos + i) * hv + h) * dv + v0 + e % 16],
-                    load(svn[e]).cast::<T>(),
-                );
+                let y = load(svn[e]).cast::<T>();
+                store(o[((bos + i) * hv + h) * dv + v0 + e % 16], y);
+                bad = bad || !finite(y.cast::<f32>());
             }
+        }
+        if bad {
+            store(redo[c * hv + h], 1u32);
         }
         barrier();
     }
+    let mut bad = false;
     for e in range(tid, 16 * dk, 128) {
-        store(state_out[sbase + e], load(ss[e]).cast::<S>());
+        let y = load(ss[e]).cast::<S>();
+        store(state_out[sbase + e], y);
+        bad = bad || !finite(y.cast::<f32>());
+    }
+    if bad && c_end > c_begin {
+        store(redo[(c_end - 1) * hv + h], 1u32);
     }
 }

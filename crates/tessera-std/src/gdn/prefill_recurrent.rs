@@ -8,7 +8,12 @@
 //! h, dv)`, each lane `Dk / 32` consecutive elements; a threadgroup holds
 //! [`DECODE_ROWS`] rows. The walk is sequential in the tokens, so long prompts take longer
 //! than the chunked path; the sequences, heads and rows run in parallel.
+//!
+//! After a chunked prefill the same kernel redoes, in f32, the (sequence, value head)
+//! pairs whose chunks the chunked kernels flagged (a non-finite output: a NaN or ∞ in the
+//! data, or a value past the f16 staging's range), and leaves the others as they are.
 
+use super::prefill_workspace::GdnPrefillWorkspace;
 use super::validate::DECODE_ROWS;
 use crate::error::{runtime, OpError};
 use tessera_macros::kernel;
@@ -16,9 +21,11 @@ use tessera_runtime::{Context, Tensor};
 
 /// Per state row `(seq, h, r)`, for each token of sequence `seq` (`cu_seqlens[seq] ≤ t <
 /// cu_seqlens[seq + 1]`): `S ← e^{g}·S; v_new = β·(v − S k); S ← S + v_new kᵀ; o = scale·S
-/// q`, from `h0` (or zero when `use_h0 == 0`); the final state goes to `state_out`. Grid
-/// `[N·Hv, ceil(Dv / DECODE_ROWS), 1]`, `32·DECODE_ROWS` threads; rows past `Dv` compute on
-/// row 0 and store nothing.
+/// q`, from `h0` (or zero when `use_h0 == 0`); the final state goes to `state_out`. With
+/// `every == 0` only the pairs `(seq, h)` with a chunk `c` of the sequence
+/// (`seq_chunks[seq] ≤ c < seq_chunks[seq + 1]`) flagged in `redo [NC, Hv]` are walked and
+/// written. Grid `[N·Hv, ceil(Dv / DECODE_ROWS), 1]`, `32·DECODE_ROWS` threads; rows past
+/// `Dv` compute on row 0 and store nothing.
 #[kernel]
 pub fn gdn_recurrent_prefill_kernel<T, S>(
     q: Tensor<T>,
@@ -27,10 +34,13 @@ pub fn gdn_recurrent_prefill_kernel<T, S>(
     g: Tensor<f32>,
     beta: Tensor<f32>,
     cu_seqlens: Tensor<u32>,
+    seq_chunks: Tensor<u32>,
+    redo: Tensor<u32>,
     h0: Tensor<S>,
     mut o: Tensor<T>,
     mut state_out: Tensor<S>,
     use_h0: u32,
+    every: u32,
     scale: f32,
     #[constexpr] dk: u32,
     #[constexpr] dv: u32,
@@ -57,7 +67,15 @@ pub fn gdn_recurrent_prefill_kernel<T, S>(
     // The bounds are the same for every lane; the broadcast says so, which lets the walk
     // hold simdgroup collectives.
     let t0 = simd_broadcast(load(cu_seqlens[seq]), 0);
-    let t1 = simd_broadcast(load(cu_seqlens[seq + 1]), 0);
+    // Whether this pair is walked: always, or when one of its chunks is flagged.
+    let c0 = load(seq_chunks[seq]);
+    let c1 = select(every != 0, c0, load(seq_chunks[seq + 1]));
+    let mut flagged = 0u32;
+    for c in range(c0 + lane, c1, 32) {
+        flagged = max(flagged, load(redo[c * hv + h]));
+    }
+    let walk = every != 0 || simd_max(flagged) != 0;
+    let t1 = select(walk, simd_broadcast(load(cu_seqlens[seq + 1]), 0), t0);
     for t in range(t0, t1, 1) {
         let kbase = (t * hk + kh) * dk + lane * npt;
         let gh = t * hv + h;
@@ -88,7 +106,7 @@ pub fn gdn_recurrent_prefill_kernel<T, S>(
             store(o[gh * dv + r], (acc * scale).cast::<T>());
         }
     }
-    if inside {
+    if inside && walk {
         for i in 0..npt {
             store(state_out[sbase + i], load(ss[i]).cast::<S>());
         }
@@ -103,9 +121,18 @@ pub(crate) struct Heads {
     pub dv: u32,
 }
 
-/// Runs the recurrence over the `n` sequences whose boundaries `cu_seqlens` (u32
-/// `[n + 1]`, from the caller's workspace) holds, for a validated prefill; `h0` is a zero
-/// dummy when `use_h0` is false.
+/// Which (sequence, value head) pairs a recurrent walk covers.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pairs {
+    /// Every pair: the f32 prefill.
+    All,
+    /// The pairs the chunked kernels flagged in the workspace.
+    Flagged,
+}
+
+/// Runs the recurrence over the `n` sequences `ws` is planned for (its boundaries, and the
+/// chunk flags for [`Pairs::Flagged`]), for a validated prefill; `h0` is a zero dummy when
+/// `use_h0` is false.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn recurrent_prefill(
     op: &'static str,
@@ -113,7 +140,8 @@ pub(crate) fn recurrent_prefill(
     a: &super::PrefillArgs,
     h0: &Tensor,
     use_h0: bool,
-    cu_seqlens: &Tensor,
+    ws: &GdnPrefillWorkspace,
+    pairs: Pairs,
     n: u32,
     heads: Heads,
     scale: f32,
@@ -124,11 +152,14 @@ pub(crate) fn recurrent_prefill(
         v: a.v,
         g: a.g,
         beta: a.beta,
-        cu_seqlens,
+        cu_seqlens: &ws.cu,
+        seq_chunks: &ws.seq_chunks,
+        redo: &ws.redo,
         h0,
         o: a.o,
         state_out: a.final_state,
         use_h0: use_h0 as u32,
+        every: u32::from(pairs == Pairs::All),
         scale,
     };
     let consts = gdn_recurrent_prefill_kernel::Consts {

@@ -125,9 +125,10 @@ impl Sizes {
 
     fn bytes(&self, dtype: DType) -> usize {
         let p = staging_dtype(dtype).size_bytes();
-        // Two u32 per chunk, N + 1 sequence starts, two one-element zero states.
+        // The decays and redo flags, two u32 per chunk, N + 1 sequence starts, two
+        // one-element zero states.
         (self.ops + self.u + self.hs.max(1) + self.vn.max(1)) * p
-            + self.decay * 4
+            + self.decay * 8
             + (2 * self.chunks + self.seqs + 1) * 4
             + 4
             + dtype.size_bytes()
@@ -161,6 +162,9 @@ pub struct GdnPrefillWorkspace {
     pub(super) ops: Tensor,
     pub(super) u: Tensor,
     pub(super) decay: Tensor,
+    /// Per (chunk, value head): whether the chunked kernels saw a non-finite output there,
+    /// so the pair is redone in f32.
+    pub(super) redo: Tensor,
     pub(super) hs: Tensor,
     pub(super) vn: Tensor,
     zero_f32: Tensor,
@@ -183,6 +187,8 @@ impl GdnPrefillWorkspace {
             ops: ctx.scratch(p, &[cap.ops]).map_err(&rt)?,
             u: ctx.scratch(p, &[cap.u]).map_err(&rt)?,
             decay: ctx.scratch(DType::F32, &[cap.decay]).map_err(&rt)?,
+            // Zero until a chunked call writes them, so a diagnostic read is never garbage.
+            redo: ctx.zeros(DType::U32, &[cap.decay]).map_err(&rt)?,
             hs: ctx.scratch(p, &[cap.hs.max(1)]).map_err(&rt)?,
             vn: ctx.scratch(p, &[cap.vn.max(1)]).map_err(&rt)?,
             zero_f32: ctx.zeros(DType::F32, &[1]).map_err(&rt)?,
@@ -237,6 +243,28 @@ impl GdnPrefillWorkspace {
     /// The sequence boundaries it is planned for.
     pub fn cu_seqlens(&self) -> &[usize] {
         &self.plan.cu
+    }
+
+    /// The (chunk, value head) pairs the last f16/bf16 prefill in this workspace found
+    /// non-finite (a NaN or ∞ in its data or past the f16 staging's range), whose
+    /// (sequence, value head) it therefore redid token by token in f32. Reads the flags back
+    /// from the device: a diagnostic, not for the hot path.
+    pub fn redone_chunks(&self, hv: usize) -> Result<Vec<(usize, usize)>, OpError> {
+        let n = self.plan.chunks() * hv;
+        if n > self.cap.decay {
+            return Err(OpError::invalid(
+                OP,
+                format!(
+                    "Hv = {hv} does not fit this workspace's {} chunk flags",
+                    self.cap.decay
+                ),
+            ));
+        }
+        let flags = self.redo.to_vec::<u32>().map_err(runtime(OP))?;
+        Ok((0..n)
+            .filter(|&i| flags[i] != 0)
+            .map(|i| (i / hv, i % hv))
+            .collect())
     }
 
     /// Chunks of the planned batch.

@@ -4,6 +4,7 @@
 use super::rms_inv::{rms_inv, tiny_square};
 use super::rms_norm::check_tpg4;
 use crate::error::{runtime, OpError};
+use crate::float_range::f32_range;
 use crate::validate::{
     distinct, dtype_in, dtype_is, eps_ok, fits_u32, rows_of, shape_is, FLOAT_DTYPES,
 };
@@ -34,6 +35,7 @@ pub fn gated_mixer_norm_kernel<T>(
             tiny_square(y0) + tiny_square(y1) + tiny_square(y2) + tiny_square(y3),
             0.0,
         ),
+        f32_range(y),
         eps,
         n,
     );

@@ -2,11 +2,12 @@
 //! eps) · w + b`, the variance taken about the mean in a second pass (no cancellation).
 //! Rows of finite values whose sum or sum of squares overflows f32 are taken again scaled
 //! by 2⁻⁸⁰ (exact), in registers beside the plain sums, reduced only when the plain sum
-//! overflowed (see norm::rms_inv).
+//! overflowed (see norm::rms_inv); f16 rows cannot, and their kernel has no such branch.
 
 use super::rms_norm::check_row_norm;
 use super::rms_norm_residual::run_strided_rows;
 use crate::error::OpError;
+use crate::float_range::f32_range;
 use crate::validate::{distinct, dtype_is, shape_is};
 use tessera_macros::kernel;
 use tessera_runtime::{Context, Tensor};
@@ -33,7 +34,9 @@ pub fn layer_norm_kernel<T>(
     }
     let total = group_sum(s);
     let mut mean = total / nf;
-    if abs(total) > 3.402_823_5e38 {
+    // f16 sums and squares cannot overflow f32: its kernel has neither rare branch.
+    let wide = f32_range(x);
+    if wide && abs(total) > 3.402_823_5e38 {
         mean = group_sum(s_tiny) / nf * 1.208_925_8e24;
     }
     // Deviations and their squares, plain and scaled by 2⁻⁸⁰ (x − mean may itself pass
@@ -53,7 +56,7 @@ pub fn layer_norm_kernel<T>(
     // k = 1 unless the sum of squares overflowed.
     let mut k = 1.0f32;
     let mut inv = rsqrt(var_sum / nf + eps);
-    if var_sum > 3.402_823_5e38 {
+    if wide && var_sum > 3.402_823_5e38 {
         k = 8.271_806e-25;
         inv = rsqrt(group_sum(ss_tiny) / nf);
     }

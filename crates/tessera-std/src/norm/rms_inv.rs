@@ -4,11 +4,11 @@
 //!
 //! A sum of squares in f32 overflows for rows of values past ~1e19 that are themselves
 //! far inside f32's range. Every thread therefore also sums its squares scaled by
-//! 2⁻⁸⁰ (a power of two: exact), in registers; only when the row's plain sum
-//! is +∞ (a uniform branch, the common case pays one compare) is the scaled sum reduced
-//! and used. 2⁻⁸⁰ keeps that sum finite for any finite f32 row of fewer than 2³² elements
-//! (each term is below 2⁹⁶) and normal whenever the plain sum overflowed (the largest
-//! term is then above 2⁻⁶⁴). A row holding ±∞ keeps the plain path: its other elements
+//! 2⁻⁸⁰ (a power of two: exact), in registers, reduced beside the plain sum in the same
+//! pass (one barrier, no rare branch), and used when the plain sum is +∞. Only dtypes
+//! with f32's exponents (f32, bf16) need it: for f16 it is compiled out. 2⁻⁸⁰ keeps that
+//! sum finite for any finite f32 row of fewer than 2³² elements (each term is below 2⁹⁶)
+//! and normal whenever the plain sum overflowed (the largest term is then above 2⁻⁶⁴). A row holding ±∞ keeps the plain path: its other elements
 //! are 0 and the infinite one NaN, the IEEE limit.
 
 use tessera_macros::func;
@@ -20,25 +20,51 @@ pub fn tiny_square(v: f32) -> f32 {
     s * s
 }
 
-/// `1 / sqrt(total / n + eps)`, or, when the row's sum of squares `total` overflowed,
-/// the same from the threadgroup's sum of `ssq_tiny` (eps, below 2⁻¹²⁸ relative to the
-/// mean square then, drops out).
+/// The threadgroup sums of `plain` and, where `wide` (the dtype reaches f32's exponents:
+/// [`crate::float_range::f32_range`]), of `tiny`, in one pass with one barrier: each
+/// simdgroup's sums go to its slots, and every simdgroup adds the partials up again, lane
+/// `l` taking simdgroup `l`'s. Two interleaved shuffle trees instead of a second reduction
+/// (and barrier) in a branch: the common path carries no rare branch. Where `wide` is
+/// false (a constant of the specialisation) the scaled sum is 0 and costs nothing. Every
+/// thread must call it; a caller in a loop must meet a barrier before the next call.
 #[func]
-pub fn rms_inv_from(total: f32, ssq_tiny: f32, eps: f32, n: u32) -> f32 {
-    let nf = n.cast::<f32>();
-    let mut inv = rsqrt(total / nf + eps);
-    if total > 3.402_823_5e38 {
-        let tiny = group_sum(ssq_tiny);
-        inv = rsqrt(tiny / nf) * 8.271_806e-25;
+pub fn group_sum_pair(plain: f32, tiny: f32, wide: bool) -> (f32, f32) {
+    let slots = threadgroup_array::<f32>(64);
+    let sp = simd_sum(plain);
+    let st = select(wide, simd_sum(tiny), 0.0f32);
+    let lane = simd_lane();
+    if lane == 0 {
+        store(slots[simd_id()], sp);
+        if wide {
+            store(slots[32 + simd_id()], st);
+        }
     }
-    inv
+    barrier();
+    let ok = lane < simd_groups();
+    let at = select(ok, lane, 0);
+    let pp = select(ok, load(slots[at]), -0.0f32);
+    let pt = select(ok && wide, load(slots[32 + at]), -0.0f32);
+    (simd_sum(pp), select(wide, simd_sum(pt), 0.0f32))
+}
+
+/// `1 / sqrt(total / n + eps)` from a row's sum of squares, or, when it overflowed (only
+/// where `wide`), from the sum of [`tiny_square`]s (eps, below 2⁻¹²⁸ relative to the mean
+/// square then, drops out).
+#[func]
+pub fn rms_inv_from(total: f32, total_tiny: f32, wide: bool, eps: f32, n: u32) -> f32 {
+    let nf = n.cast::<f32>();
+    let plain = rsqrt(total / nf + eps);
+    let scaled = rsqrt(total_tiny / nf) * 8.271_806e-25;
+    select(wide && total > 3.402_823_5e38, scaled, plain)
 }
 
 /// `1 / sqrt(sum(partial_ssq over the threadgroup) / n + eps)`; every thread must call it
-/// with its own partial sum of squares and the same sum of [`tiny_square`]s.
+/// with its own partial sum of squares and the same sum of [`tiny_square`]s, and `wide`
+/// for a dtype with f32's exponents (f16 rows cannot overflow: no scaled sum at all).
 #[func]
-pub fn rms_inv(partial_ssq: f32, partial_ssq_tiny: f32, eps: f32, n: u32) -> f32 {
-    rms_inv_from(group_sum(partial_ssq), partial_ssq_tiny, eps, n)
+pub fn rms_inv(partial_ssq: f32, partial_ssq_tiny: f32, wide: bool, eps: f32, n: u32) -> f32 {
+    let (total, tiny) = group_sum_pair(partial_ssq, partial_ssq_tiny, wide);
+    rms_inv_from(total, tiny, wide, eps, n)
 }
 
 /// `1 / sqrt(sum(ssq over the threadgroup) / n + eps)` through the `parity` half of

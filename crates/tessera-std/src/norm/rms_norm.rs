@@ -6,6 +6,7 @@
 use super::rms_inv::{rms_inv, tiny_square};
 use super::rms_norm_vec::{rms_norm_vec, vec_layout};
 use crate::error::{runtime, OpError};
+use crate::float_range::f32_range;
 use crate::validate::{
     distinct, dtype_in, dtype_is, eps_ok, fits_u32, rows_of, shape_is, FLOAT_DTYPES,
 };
@@ -30,7 +31,7 @@ pub fn rms_norm_tpg4_kernel<T>(
     let x3 = load(x[base + 3]).cast::<f32>();
     let ssq = select(inside, x0 * x0 + x1 * x1 + x2 * x2 + x3 * x3, 0.0);
     let tiny = tiny_square(x0) + tiny_square(x1) + tiny_square(x2) + tiny_square(x3);
-    let inv = rms_inv(ssq, select(inside, tiny, 0.0), eps, n);
+    let inv = rms_inv(ssq, select(inside, tiny, 0.0), f32_range(x), eps, n);
     if inside {
         let w0 = load(w[col]).cast::<f32>();
         let w1 = load(w[col + 1]).cast::<f32>();
@@ -60,6 +61,7 @@ pub fn rms_norm_small_kernel<T>(
     let inv = rms_inv(
         select(inside, x0 * x0 + x1 * x1, 0.0),
         select(inside, tiny_square(x0) + tiny_square(x1), 0.0),
+        f32_range(x),
         eps,
         n,
     );
@@ -86,7 +88,7 @@ pub fn rms_norm_wide_kernel<T>(x: Tensor<T>, w: Tensor<T>, mut out: Tensor<T>, e
         ssq += v * v;
         tiny += tiny_square(v);
     }
-    let inv = rms_inv(ssq, tiny, eps, n);
+    let inv = rms_inv(ssq, tiny, f32_range(x), eps, n);
     for i in range(thread_id(), n, group_size()) {
         let v = load(x[base + i]).cast::<f32>() * inv * load(w[i]).cast::<f32>();
         store(out[base + i], v.cast::<T>());

@@ -5,6 +5,7 @@ use super::rms_inv::{rms_inv, tiny_square};
 use super::rms_norm::check_row_norm;
 use super::rms_norm_residual_pipe::{residual_pipe_launch, rms_norm_residual_pipe_kernel};
 use crate::error::{runtime, OpError};
+use crate::float_range::f32_range;
 use crate::validate::{distinct, dtype_is, shape_is};
 use tessera_macros::kernel;
 use tessera_runtime::{Context, Tensor, TypedLaunch};
@@ -30,7 +31,7 @@ pub fn rms_norm_residual_kernel<T>(
         ssq += s * s;
         tiny += tiny_square(s);
     }
-    let inv = rms_inv(ssq, tiny, eps, n);
+    let inv = rms_inv(ssq, tiny, f32_range(x), eps, n);
     for i in range(thread_id(), n, group_size()) {
         let s = load(x[base + i]).cast::<f32>() + load(residual[base + i]).cast::<f32>();
         store(

@@ -6,9 +6,10 @@
 //! several rows to a threadgroup, reduced with shuffles (`rms_norm_rows_kernel`). The
 //! dispatching `rms_norm` picks these where the row length allows.
 
-use super::rms_inv::tiny_square;
+use super::rms_inv::{rms_inv, tiny_square};
 use super::rms_norm::check_row_norm;
 use crate::error::{runtime, OpError};
+use crate::float_range::f32_range;
 use tessera_macros::{func, kernel};
 use tessera_runtime::{Context, DType, Tensor};
 
@@ -29,24 +30,16 @@ pub fn rms_norm_vec_kernel<T>(
     let row = group_id_x() * n;
     let xs = stack_array::<f32>(epl);
     let mut ssq = 0.0f32;
+    let mut tiny = 0.0f32;
     for e in 0..epl {
         let v = load(x[row + lane_col + spread_offset(e, n, epl, vec)]).cast::<f32>();
         store(xs[e], v);
         ssq += v * v;
+        tiny += tiny_square(v);
     }
-    // The row is in registers, so the overflow-free sum (see rms_inv) is taken from them
-    // only when the plain one overflowed: the common case pays one compare.
-    let total = group_sum(ssq);
-    let mut inv = rsqrt(total / n.cast::<f32>() + eps);
-    // f16 squares cannot overflow f32 (a constant of the specialisation: no branch).
-    let wide = (1.0e-30f32).cast::<T>().cast::<f32>() > 0.0f32;
-    if wide && total > 3.402_823_5e38 {
-        let mut tiny = 0.0f32;
-        for e in 0..epl {
-            tiny += tiny_square(load(xs[e]));
-        }
-        inv = rsqrt(group_sum(tiny) / n.cast::<f32>()) * 8.271_806e-25;
-    }
+    // The plain and the overflow-free sum (see rms_inv) in one reduction; f16 squares
+    // cannot overflow f32, so its kernel reduces the plain sum alone.
+    let inv = rms_inv(ssq, tiny, f32_range(x), eps, n);
     for e in 0..epl {
         let off = spread_offset(e, n, epl, vec);
         let y = load(xs[e]) * inv * load(w[lane_col + off]).cast::<f32>();
@@ -96,7 +89,7 @@ pub fn rms_norm_rows_kernel<T>(
     let mut inv = rsqrt(ssq / n.cast::<f32>() + eps);
     // The overflow-free sum (see rms_inv) from the registers, only in a simdgroup where
     // some row's plain sum overflowed; its rows differ, so each selects its own.
-    let wide = (1.0e-30f32).cast::<T>().cast::<f32>() > 0.0f32;
+    let wide = f32_range(x);
     if wide && simd_any(ssq > 3.402_823_5e38) {
         let mut tiny = 0.0f32;
         for e in 0..epl {

@@ -580,6 +580,13 @@ pub(crate) fn kernels() -> Vec<KernelUse> {
     for t in [DType::F16, DType::BF16] {
         let p = staging_dtype(t);
         for &(dk, dv, hv, hk) in &cfgs {
+            // The f32 redo of flagged pairs, for either state dtype.
+            for s in [DType::F32, t] {
+                v.push(KernelUse {
+                    def: &gdn_recurrent_prefill_kernel::DEF,
+                    spec: Specialization::new(vec![t, s], vec![lit(dk), lit(dv), lit(hv), lit(hk)]),
+                });
+            }
             v.push(KernelUse {
                 def: &gdn_chunk_prep_kernel::DEF,
                 spec: Specialization::new(vec![t, p], vec![lit(dk), lit(dv), lit(hv), lit(hk)]),
