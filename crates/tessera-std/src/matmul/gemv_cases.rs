@@ -114,7 +114,11 @@ pub(super) fn benches() -> Vec<BenchCase> {
         let dt = DType::BF16;
         v.push(BenchCase {
             op: OP,
-            kernel: "gemv_kernel",
+            kernel: if m == 1 {
+                "gemv_kernel"
+            } else {
+                "gemv_mma_kernel"
+            },
             dtype: dt,
             shape: format!("M={m} N={n} K={k} tile={}", row_tile(m)),
             bytes: ((m * k + n * k + m * n) * dt.size_bytes()) as u64,

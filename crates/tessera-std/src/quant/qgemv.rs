@@ -10,8 +10,10 @@
 //! M is rounded up to a power-of-two row tile, a constexpr, as in the dense GEMV.
 
 use super::format::AffineFormat;
+use super::qgemv_mma::{affine_qgemv_mma_kernel, QGEMV_MMA_COLUMNS};
 use crate::error::{runtime, OpError};
 use crate::matmul::gemv::{row_tile, skinny_rows, GEMV_COLUMNS_PER_GROUP};
+use crate::matmul::tiled::MATMUL_DTYPES;
 use crate::validate::{distinct_named, dtype_is, fits_u32, shape_is, FLOAT_DTYPES};
 use tessera_macros::kernel;
 use tessera_runtime::{Context, DType, Tensor};
@@ -99,7 +101,9 @@ pub fn affine_qgemv_kernel<T>(
 
 /// `y[M, N] = x[M, K]·dequant(W)ᵀ` with `W` `[N, K]` as MLX's affine `packed` `[N,
 /// K·bits/32]`, `scales` and `biases` `[N, K/group_size]`; `x`, `scales`, `biases` and `y`
-/// of one float dtype, 1 ≤ M ≤ 16, accumulated in f32.
+/// of one float dtype, 1 ≤ M ≤ 16, accumulated in f32. f16/bf16 with M ≥ 2 run on matrix
+/// fragments (`affine_qgemv_mma_kernel`, each weight split into a rounded high and low
+/// part of the input dtype); the rest on `affine_qgemv_kernel`.
 #[allow(clippy::too_many_arguments)]
 pub fn affine_qgemv(
     ctx: &Context,
@@ -149,6 +153,28 @@ pub fn affine_qgemv(
     fits_u32(OP, "the word count of `packed`", packed.len())?;
     fits_u32(OP, "the element count of `y`", y.len())?;
     let (m, n) = (m as u32, n as u32);
+    let (units, units_per_group) = ((k / 32) as u32, group_size / 32);
+    if m >= 2 && MATMUL_DTYPES.contains(&x.dtype()) {
+        return affine_qgemv_mma_kernel::launch(
+            ctx,
+            affine_qgemv_mma_kernel::Args {
+                x,
+                packed,
+                scales,
+                biases,
+                y,
+                m,
+                n,
+                units,
+                units_per_group,
+            },
+            affine_qgemv_mma_kernel::Consts { bits },
+        )
+        .grid([n.div_ceil(QGEMV_MMA_COLUMNS), 1, 1])
+        .group_size(128)
+        .run()
+        .map_err(runtime(OP));
+    }
     affine_qgemv_kernel::launch(
         ctx,
         affine_qgemv_kernel::Args {
@@ -159,8 +185,8 @@ pub fn affine_qgemv(
             y,
             m,
             n,
-            units: (k / 32) as u32,
-            units_per_group: group_size / 32,
+            units,
+            units_per_group,
         },
         affine_qgemv_kernel::Consts {
             tile: row_tile(m as usize),
