@@ -2,12 +2,15 @@
 //! format, never dequantized to memory. A simdgroup owns one output column `n`; its lanes
 //! walk the row in units of 32 values, which are `bits` whole u32 words (lane `l` takes
 //! units `l, l + 32, …`, two at a time, loaded before either is used; a simdgroup reads
-//! `128·bits` contiguous bytes per unit, and a unit of 4-bit values is one 16-byte load). Within a unit every value's word and shift
-//! are constants once the loops unroll, 3-, 5- and 6-bit values straddling two words
-//! included. Eight values at a time are dequantized in registers, `w = scale·q + bias` in
-//! f32 (one fma each, whatever M), then multiplied into every row of `x` (the group's
-//! scale and bias are the unit's, a group being 1, 2 or 4 units).
-//! M is rounded up to a power-of-two row tile, a constexpr, as in the dense GEMV.
+//! `128·bits` contiguous bytes per unit, and a unit of 4-bit values is one 16-byte load).
+//! Within a unit every value's word and shift are constants once the loops unroll, 3-, 5-
+//! and 6-bit values straddling two words included. Eight values at a time are dequantized
+//! in registers, `w = scale·q + bias` in f32 (one fma each, whatever M), then multiplied
+//! into every row of `x` (the group's scale and bias are the unit's, a group being 1, 2 or
+//! 4 units). A code becomes f32 without a shift or a conversion instruction: masked where
+//! it lies (`code·2^p`), or-ed into the mantissa of 2^23 and 2^23 subtracted, both exact,
+//! with 2^-p folded into the scale. M is rounded up to a power-of-two row tile, a
+//! constexpr, as in the dense GEMV; f16/bf16 at M ≥ 2 go to `qgemv_mma`.
 
 use super::format::AffineFormat;
 use super::qgemv_mma::{affine_qgemv_mma_kernel, QGEMV_MMA_COLUMNS};
@@ -70,13 +73,23 @@ pub fn affine_qgemv_kernel<T>(
                     for j in 0..8 {
                         let bit = (part * 8 + j) * bits;
                         let at = bit % 32;
-                        let lo = load(words[h * bits + bit / 32]) >> at;
-                        // The next word, for a value that straddles the boundary (the last
-                        // word never starts one: a unit ends on a word boundary).
+                        let word = load(words[h * bits + bit / 32]);
+                        // A value that straddles two words is shifted down and joined
+                        // (the last word never starts one: a unit ends on a word boundary).
+                        let straddles = at + bits > 32;
                         let next = load(words[h * bits + min(bit / 32 + 1, bits - 1)]);
-                        let hi = select(at + bits > 32, (next << 1u32) << (31u32 - at), 0u32);
-                        let code = ((lo | hi) & mask).cast::<f32>();
-                        store(wv[j], fma(scale, code, bias));
+                        let joined = ((word >> at) | ((next << 1u32) << (31u32 - at))) & mask;
+                        // Any other value is masked where it lies, `code·2^p` with p ≤ 20
+                        // (a value above bit 23 is first shifted down 12), so no shift.
+                        let high = at + bits > 23;
+                        let p = select(straddles, 0u32, select(high, at - 12, at));
+                        let src = select(high, word >> 12u32, word);
+                        let field = select(straddles, joined, src & (mask << p));
+                        // code·2^p as f32 without a conversion: the field in the mantissa
+                        // of 2^23, minus 2^23 (both exact); 2^-p goes into the scale.
+                        let value = (field | 0x4B00_0000u32).bitcast::<f32>() - 8388608.0f32;
+                        let step = 1.0f32 / (1u32 << p).cast::<f32>();
+                        store(wv[j], fma(scale * step, value, bias));
                     }
                     for r in 0..tile {
                         // Rows of the tile past m repeat the last row; their sums are dropped.

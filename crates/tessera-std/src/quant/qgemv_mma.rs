@@ -77,13 +77,20 @@ pub fn affine_qgemv_mma_kernel<T>(
             for j in 0..32 {
                 let bit = j * bits;
                 let at = bit % 32;
-                let lo = load(words[q * bits + bit / 32]) >> at;
-                // The next word, for a value that straddles the boundary (the last word
-                // never starts one: a unit ends on a word boundary).
+                let word = load(words[q * bits + bit / 32]);
+                // As in `affine_qgemv_kernel`: a value straddling two words is joined, any
+                // other masked where it lies (`code·2^p`, shifted down 12 above bit 23),
+                // and made f32 in the mantissa of 2^23; 2^-p goes into the scale.
+                let straddles = at + bits > 32;
                 let next = load(words[q * bits + min(bit / 32 + 1, bits - 1)]);
-                let hi = select(at + bits > 32, (next << 1u32) << (31u32 - at), 0u32);
-                let code = ((lo | hi) & mask).cast::<f32>();
-                let wf = fma(scale, code, bias);
+                let joined = ((word >> at) | ((next << 1u32) << (31u32 - at))) & mask;
+                let high = at + bits > 23;
+                let p = select(straddles, 0u32, select(high, at - 12, at));
+                let src = select(high, word >> 12u32, word);
+                let field = select(straddles, joined, src & (mask << p));
+                let value = (field | 0x4B00_0000u32).bitcast::<f32>() - 8388608.0f32;
+                let step = 1.0f32 / (1u32 << p).cast::<f32>();
+                let wf = fma(scale * step, value, bias);
                 let hi = wf.cast::<T>();
                 store(ws[wsb + j], hi);
                 store(wl[wsb + j], (wf - hi.cast::<f32>()).cast::<T>());
