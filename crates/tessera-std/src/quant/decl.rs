@@ -190,7 +190,7 @@ inventory::submit! {
             Rejection { invariant: 2, by: Break::Dtype("biases", DType::F16), reason: "`biases` must be f32" },
             Rejection { invariant: 3, by: Break::Alias("out", "scales"), reason: "`out` aliases `scales`" },
         ],
-        variants: &[VariantDecl { name: "affine_dequantize_kernel", when: "a thread per output element" }],
+        variants: &[VariantDecl { name: "affine_dequantize_kernel", when: "a thread per unit of 32 values (bits whole words)" }],
         example: Example { dims: EXAMPLE_DIMS, params: EXAMPLE_PARAMS, ranges: &[ANY_WORD], with: &[] },
         workspace: None,
         accuracy: Accuracy { keyed_by: "exact: MLX's q·scale + bias, rounded to the dtype after the product and the sum", ..Accuracy::EXACT },
