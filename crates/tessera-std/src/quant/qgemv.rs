@@ -10,13 +10,12 @@
 //! 4 units). A code becomes f32 without a shift or a conversion instruction: masked where
 //! it lies (`code·2^p`), or-ed into the mantissa of 2^23 and 2^23 subtracted, both exact,
 //! with 2^-p folded into the scale. M is rounded up to a power-of-two row tile, a
-//! constexpr, as in the dense GEMV; f16/bf16 at M ≥ 2 go to `qgemv_mma`.
+//! constexpr, as in the dense GEMV; bf16 at M ≥ 2 goes to `qgemv_mma`.
 
 use super::format::AffineFormat;
 use super::qgemv_mma::{affine_qgemv_mma_kernel, QGEMV_MMA_COLUMNS};
 use crate::error::{runtime, OpError};
 use crate::matmul::gemv::{row_tile, skinny_rows, GEMV_COLUMNS_PER_GROUP};
-use crate::matmul::tiled::MATMUL_DTYPES;
 use crate::validate::{distinct_named, dtype_is, fits_u32, shape_is, FLOAT_DTYPES};
 use tessera_macros::kernel;
 use tessera_runtime::{Context, DType, Tensor};
@@ -114,7 +113,7 @@ pub fn affine_qgemv_kernel<T>(
 
 /// `y[M, N] = x[M, K]·dequant(W)ᵀ` with `W` `[N, K]` as MLX's affine `packed` `[N,
 /// K·bits/32]`, `scales` and `biases` `[N, K/group_size]`; `x`, `scales`, `biases` and `y`
-/// of one float dtype, 1 ≤ M ≤ 16, accumulated in f32. f16/bf16 with M ≥ 2 run on matrix
+/// of one float dtype, 1 ≤ M ≤ 16, accumulated in f32. bf16 with M ≥ 2 runs on matrix
 /// fragments (`affine_qgemv_mma_kernel`, each weight split into a rounded high and low
 /// part of the input dtype); the rest on `affine_qgemv_kernel`.
 #[allow(clippy::too_many_arguments)]
@@ -167,7 +166,9 @@ pub fn affine_qgemv(
     fits_u32(OP, "the element count of `y`", y.len())?;
     let (m, n) = (m as u32, n as u32);
     let (units, units_per_group) = ((k / 32) as u32, group_size / 32);
-    if m >= 2 && MATMUL_DTYPES.contains(&x.dtype()) {
+    // bf16 only: a dequantized f16 weight can pass f16's range (65504) although the f32
+    // product the CUDA-core path forms stays finite.
+    if m >= 2 && x.dtype() == DType::BF16 {
         return affine_qgemv_mma_kernel::launch(
             ctx,
             affine_qgemv_mma_kernel::Args {

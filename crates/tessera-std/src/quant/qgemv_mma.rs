@@ -1,6 +1,7 @@
-//! `affine_qgemv` for 2 ≤ M ≤ 16 on matrix fragments: the x rows are one MMA A operand
-//! (rows past M zero), sixteen weight rows dequantized in registers the B operand, f32
-//! accumulators. A threadgroup of four simdgroups owns 16 output columns and splits K in
+//! `affine_qgemv` for 2 ≤ M ≤ 16 and bf16 on matrix fragments (f16 stays on the CUDA-core
+//! kernel: a weight dequantized past f16's range would be infinite in an f16 operand):
+//! the x rows are one MMA A operand (rows past M zero), sixteen weight rows dequantized
+//! in registers the B operand, f32 accumulators. A threadgroup of four simdgroups owns 16 output columns and splits K in
 //! chunks of 256 values: simdgroup `s` takes chunks `s, s + 4, …`. Per chunk a lane first
 //! loads the words, scale and bias of four units of 32 values (row `lane / 2`, so all its
 //! loads are in flight at once), then per quarter of the chunk dequantizes one unit

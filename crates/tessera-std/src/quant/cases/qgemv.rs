@@ -5,7 +5,6 @@
 
 use super::*;
 use crate::matmul::gemv::{row_tile, GEMV_TILES};
-use crate::matmul::tiled::MATMUL_DTYPES;
 use crate::quant::qgemv::{affine_qgemv, affine_qgemv_kernel};
 use crate::quant::qgemv_mma::affine_qgemv_mma_kernel;
 use crate::registry::{BenchCase, Case, CaseKind, KernelUse, PreparedBench};
@@ -119,10 +118,12 @@ pub(crate) fn qgemv_kernels() -> Vec<KernelUse> {
             }
         }
     }
-    for dt in MATMUL_DTYPES {
-        for bits in crate::quant::format::AFFINE_BITS {
-            v.push(kernel_use(&affine_qgemv_mma_kernel::DEF, dt, &[bits]));
-        }
+    for bits in crate::quant::format::AFFINE_BITS {
+        v.push(kernel_use(
+            &affine_qgemv_mma_kernel::DEF,
+            DType::BF16,
+            &[bits],
+        ));
     }
     v
 }
