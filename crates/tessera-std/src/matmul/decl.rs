@@ -134,10 +134,16 @@ inventory::submit! {
             Rejection { invariant: 1, by: Break::InputDim("w", "K", 39), reason: "`w` must be [N, K = 40]" },
             Rejection { invariant: 2, by: Break::Alias("y", "x"), reason: "aliases `x`" },
         ],
-        variants: &[VariantDecl {
-            name: "gemv_kernel",
-            when: "a simdgroup per output column, 16-byte runs of w (the widest run dividing K), M rounded up to a row tile of 1, 2, 4, 8 or 16",
-        }],
+        variants: &[
+            VariantDecl {
+                name: "gemv_kernel",
+                when: "f32, M = 1, or K not a multiple of 8: a simdgroup per output column, 16-byte runs of w (the widest run dividing K), M rounded up to a row tile of 1, 2, 4, 8 or 16",
+            },
+            VariantDecl {
+                name: "gemv_mma_kernel",
+                when: "f16/bf16 with M ≥ 2 and K a multiple of 8: matrix fragments, x rows as the A operand and 16 weight rows as B, four simdgroups splitting K",
+            },
+        ],
         example: Example { dims: &[("M", 3), ("K", 40), ("N", 7)], params: &[], ranges: &[], with: &[] },
         workspace: None,
         accuracy: crate::decl::Accuracy::STANDARD,

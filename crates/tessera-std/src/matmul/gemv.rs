@@ -8,6 +8,8 @@
 //! `simd_sum` per row ends the column. M is rounded up to a power-of-two row tile, a
 //! constexpr, so the per-row sums live in registers.
 
+use super::gemv_mma::{gemv_mma_kernel, GEMV_MMA_COLUMNS};
+use super::tiled::MATMUL_DTYPES;
 use crate::error::{runtime, OpError};
 use crate::validate::{distinct_named, dtype_in, dtype_is, fits_u32, shape_is, FLOAT_DTYPES};
 use tessera_macros::kernel;
@@ -114,7 +116,8 @@ pub fn skinny_rows(
 }
 
 /// `y[M, N] = x[M, K]·w[N, K]ᵀ`: one dtype (f32, f16 or bf16) for `x`, `w` and `y`,
-/// 1 ≤ M ≤ 16, accumulated in f32.
+/// 1 ≤ M ≤ 16, accumulated in f32. f16/bf16 with M ≥ 2 and K a multiple of 8 run on
+/// matrix fragments (`gemv_mma_kernel`); the rest on `gemv_kernel`.
 pub fn gemv(ctx: &Context, x: &Tensor, w: &Tensor, y: &Tensor) -> Result<(), OpError> {
     const OP: &str = "gemv";
     let (m, k) = skinny_rows(OP, x, &FLOAT_DTYPES)?;
@@ -133,6 +136,24 @@ pub fn gemv(ctx: &Context, x: &Tensor, w: &Tensor, y: &Tensor) -> Result<(), OpE
     shape_is(OP, "y", y, &[m, n])?;
     fits_u32(OP, "the element count of `w`", w.len())?;
     fits_u32(OP, "the element count of `y`", y.len())?;
+    if m >= 2 && k.is_multiple_of(8) && MATMUL_DTYPES.contains(&x.dtype()) {
+        let (m, n, kvecs) = (m as u32, n as u32, (k / 8) as u32);
+        return gemv_mma_kernel::launch(
+            ctx,
+            gemv_mma_kernel::Args {
+                x,
+                w,
+                y,
+                m,
+                n,
+                kvecs,
+            },
+        )
+        .grid([n.div_ceil(GEMV_MMA_COLUMNS), 1, 1])
+        .group_size(128)
+        .run()
+        .map_err(runtime(OP));
+    }
     let vec = run_width(x.dtype(), k);
     let kvecs = (k / vec as usize) as u32;
     let (m, n) = (m as u32, n as u32);

@@ -4,7 +4,9 @@
 //! the specialisations; bench shapes of Llama-3-8B and -70B projections at M = 1 and 16.
 
 use super::gemv::{gemv, gemv_kernel, row_tile, run_width, GEMV_TILES};
+use super::gemv_mma::gemv_mma_kernel;
 use super::reference;
+use super::tiled::MATMUL_DTYPES;
 use crate::registry::{BenchCase, Case, CaseKind, KernelUse, PreparedBench};
 use crate::testing::{accuracy, compare, err, kernel_use, random_tensor, rejection, zeros};
 use crate::validate::FLOAT_DTYPES;
@@ -43,6 +45,8 @@ pub(super) fn cases() -> Vec<Case> {
             (16, 1, 3),
             (3, 5, 1000),
             (2, 3, 2056),
+            (4, 37, 392),
+            (16, 48, 1288),
         ] {
             v.push(correct(dt, dims));
         }
@@ -85,6 +89,9 @@ pub(super) fn kernels() -> Vec<KernelUse> {
             w /= 2;
         }
     }
+    for dt in MATMUL_DTYPES {
+        v.push(kernel_use(&gemv_mma_kernel::DEF, dt, &[]));
+    }
     v
 }
 
@@ -107,7 +114,11 @@ pub(super) fn benches() -> Vec<BenchCase> {
         let dt = DType::BF16;
         v.push(BenchCase {
             op: OP,
-            kernel: "gemv_kernel",
+            kernel: if m == 1 {
+                "gemv_kernel"
+            } else {
+                "gemv_mma_kernel"
+            },
             dtype: dt,
             shape: format!("M={m} N={n} K={k} tile={}", row_tile(m)),
             bytes: ((m * k + n * k + m * n) * dt.size_bytes()) as u64,

@@ -8,6 +8,7 @@ mod decl;
 pub mod gemv;
 #[cfg(feature = "cases")]
 mod gemv_cases;
+pub mod gemv_mma;
 #[cfg(feature = "cases")]
 pub mod reference;
 pub mod tiled;

@@ -8,7 +8,7 @@
 //! steps, so `q0 = rint(edge / scale)` and, when `q0 ≠ 0`, `scale = edge / q0` and `bias =
 //! edge` (a group whose edge rounds to step 0 keeps its scale and a zero bias). Values are
 //! quantized with the f32 scale and bias; only the stored ones are rounded to `w`'s dtype.
-//! A thread takes one group. Dequantizing is MLX's `q·scale + bias` in the scales' dtype:
+//! A thread takes one group. Dequantizing (a thread per unit of 32 values) is MLX's `q·scale + bias` in the scales' dtype:
 //! the product rounded to it, then the sum (computed in f32, as MLX's half types do).
 
 use super::format::AffineFormat;
@@ -79,40 +79,43 @@ pub fn affine_quantize_kernel<T>(
     }
 }
 
-/// One thread per element `e < total` of `out` `[N, K]`: `out = q·scale + bias`, rounded
-/// to `T` after the product and after the sum. `words` u32 words per row.
+/// One thread per unit `u < units` of 32 consecutive values of `out` (`bits` whole words,
+/// one 16-byte load at 4 bits; a row holds whole units and whole groups, so the unit's
+/// words start at `u·bits`, its values at `u·32` and its group is `u / (group / 32)`):
+/// `out = q·scale + bias`, rounded to `T` after the product and after the sum. Adjacent
+/// threads read adjacent words and write adjacent 64-byte runs (at 16-bit `T`).
 #[kernel]
 pub fn affine_dequantize_kernel<T>(
     packed: Tensor<u32>,
     scales: Tensor<T>,
     biases: Tensor<T>,
     mut out: Tensor<T>,
-    total: u32,
-    k: u32,
-    words: u32,
+    units: u32,
     #[constexpr] bits: u32,
     #[constexpr] group: u32,
 ) {
-    let e = global_id();
-    if e < total {
-        let row = e / k;
-        let col = e % k;
-        let bit = col * bits;
-        let at = bit % 32;
-        let wi = row * words + bit / 32;
-        let lo = load(packed[wi]) >> at;
-        // A value straddling two words takes its high bits from the next one.
-        let straddles = at + bits > 32;
-        let hi_word = load(packed[select(straddles, wi + 1, wi)]);
-        let hi = select(straddles, (hi_word << 1u32) << (31u32 - at), 0u32);
-        let q = (lo | hi) & ((1u32 << bits) - 1u32);
-        let gi = row * (k / group) + col / group;
+    let u = global_id();
+    if u < units {
+        let words = stack_array::<u32>(bits);
+        for i in 0..bits {
+            store(words[i], load(packed[u * bits + i]));
+        }
+        let gi = u / (group / 32);
         let scale = load(scales[gi]).cast::<f32>();
-        let product = (q.cast::<f32>() * scale).cast::<T>().cast::<f32>();
-        store(
-            out[e],
-            (product + load(biases[gi]).cast::<f32>()).cast::<T>(),
-        );
+        let bias = load(biases[gi]).cast::<f32>();
+        let mask = (1u32 << bits) - 1u32;
+        for j in 0..32 {
+            let bit = j * bits;
+            let at = bit % 32;
+            let lo = load(words[bit / 32]) >> at;
+            // A value straddling two words takes its high bits from the next one (the
+            // last word never starts one: a unit ends on a word boundary).
+            let next = load(words[min(bit / 32 + 1, bits - 1)]);
+            let hi = select(at + bits > 32, (next << 1u32) << (31u32 - at), 0u32);
+            let q = (lo | hi) & mask;
+            let product = (q.cast::<f32>() * scale).cast::<T>().cast::<f32>();
+            store(out[u * 32 + j], (product + bias).cast::<T>());
+        }
     }
 }
 
@@ -201,16 +204,14 @@ pub fn affine_dequantize(
             scales,
             biases,
             out,
-            total,
-            k: k as u32,
-            words: format.words(k) as u32,
+            units: total / 32,
         },
         affine_dequantize_kernel::Consts {
             bits,
             group: group_size,
         },
     )
-    .grid([total.div_ceil(GROUP), 1, 1])
+    .grid([(total / 32).div_ceil(GROUP), 1, 1])
     .group_size(GROUP)
     .run()
     .map_err(runtime(OP))

@@ -9,6 +9,7 @@ mod cases;
 mod decl;
 pub mod format;
 pub mod qgemv;
+pub mod qgemv_mma;
 #[cfg(feature = "cases")]
 pub mod reference;
 

@@ -2,14 +2,18 @@
 //! format, never dequantized to memory. A simdgroup owns one output column `n`; its lanes
 //! walk the row in units of 32 values, which are `bits` whole u32 words (lane `l` takes
 //! units `l, l + 32, …`, two at a time, loaded before either is used; a simdgroup reads
-//! `128·bits` contiguous bytes per unit, and a unit of 4-bit values is one 16-byte load). Within a unit every value's word and shift
-//! are constants once the loops unroll, 3-, 5- and 6-bit values straddling two words
-//! included. Eight values at a time are dequantized in registers, `w = scale·q + bias` in
-//! f32 (one fma each, whatever M), then multiplied into every row of `x` (the group's
-//! scale and bias are the unit's, a group being 1, 2 or 4 units).
-//! M is rounded up to a power-of-two row tile, a constexpr, as in the dense GEMV.
+//! `128·bits` contiguous bytes per unit, and a unit of 4-bit values is one 16-byte load).
+//! Within a unit every value's word and shift are constants once the loops unroll, 3-, 5-
+//! and 6-bit values straddling two words included. Eight values at a time are dequantized
+//! in registers, `w = scale·q + bias` in f32 (one fma each, whatever M), then multiplied
+//! into every row of `x` (the group's scale and bias are the unit's, a group being 1, 2 or
+//! 4 units). A code becomes f32 without a shift or a conversion instruction: masked where
+//! it lies (`code·2^p`), or-ed into the mantissa of 2^23 and 2^23 subtracted, both exact,
+//! with 2^-p folded into the scale. M is rounded up to a power-of-two row tile, a
+//! constexpr, as in the dense GEMV; bf16 at M ≥ 2 goes to `qgemv_mma`.
 
 use super::format::AffineFormat;
+use super::qgemv_mma::{affine_qgemv_mma_kernel, QGEMV_MMA_COLUMNS};
 use crate::error::{runtime, OpError};
 use crate::matmul::gemv::{row_tile, skinny_rows, GEMV_COLUMNS_PER_GROUP};
 use crate::validate::{distinct_named, dtype_is, fits_u32, shape_is, FLOAT_DTYPES};
@@ -68,13 +72,23 @@ pub fn affine_qgemv_kernel<T>(
                     for j in 0..8 {
                         let bit = (part * 8 + j) * bits;
                         let at = bit % 32;
-                        let lo = load(words[h * bits + bit / 32]) >> at;
-                        // The next word, for a value that straddles the boundary (the last
-                        // word never starts one: a unit ends on a word boundary).
+                        let word = load(words[h * bits + bit / 32]);
+                        // A value that straddles two words is shifted down and joined
+                        // (the last word never starts one: a unit ends on a word boundary).
+                        let straddles = at + bits > 32;
                         let next = load(words[h * bits + min(bit / 32 + 1, bits - 1)]);
-                        let hi = select(at + bits > 32, (next << 1u32) << (31u32 - at), 0u32);
-                        let code = ((lo | hi) & mask).cast::<f32>();
-                        store(wv[j], fma(scale, code, bias));
+                        let joined = ((word >> at) | ((next << 1u32) << (31u32 - at))) & mask;
+                        // Any other value is masked where it lies, `code·2^p` with p ≤ 20
+                        // (a value above bit 23 is first shifted down 12), so no shift.
+                        let high = at + bits > 23;
+                        let p = select(straddles, 0u32, select(high, at - 12, at));
+                        let src = select(high, word >> 12u32, word);
+                        let field = select(straddles, joined, src & (mask << p));
+                        // code·2^p as f32 without a conversion: the field in the mantissa
+                        // of 2^23, minus 2^23 (both exact); 2^-p goes into the scale.
+                        let value = (field | 0x4B00_0000u32).bitcast::<f32>() - 8388608.0f32;
+                        let step = 1.0f32 / (1u32 << p).cast::<f32>();
+                        store(wv[j], fma(scale * step, value, bias));
                     }
                     for r in 0..tile {
                         // Rows of the tile past m repeat the last row; their sums are dropped.
@@ -99,7 +113,9 @@ pub fn affine_qgemv_kernel<T>(
 
 /// `y[M, N] = x[M, K]·dequant(W)ᵀ` with `W` `[N, K]` as MLX's affine `packed` `[N,
 /// K·bits/32]`, `scales` and `biases` `[N, K/group_size]`; `x`, `scales`, `biases` and `y`
-/// of one float dtype, 1 ≤ M ≤ 16, accumulated in f32.
+/// of one float dtype, 1 ≤ M ≤ 16, accumulated in f32. bf16 with M ≥ 2 runs on matrix
+/// fragments (`affine_qgemv_mma_kernel`, each weight split into a rounded high and low
+/// part of the input dtype); the rest on `affine_qgemv_kernel`.
 #[allow(clippy::too_many_arguments)]
 pub fn affine_qgemv(
     ctx: &Context,
@@ -149,6 +165,30 @@ pub fn affine_qgemv(
     fits_u32(OP, "the word count of `packed`", packed.len())?;
     fits_u32(OP, "the element count of `y`", y.len())?;
     let (m, n) = (m as u32, n as u32);
+    let (units, units_per_group) = ((k / 32) as u32, group_size / 32);
+    // bf16 only: a dequantized f16 weight can pass f16's range (65504) although the f32
+    // product the CUDA-core path forms stays finite.
+    if m >= 2 && x.dtype() == DType::BF16 {
+        return affine_qgemv_mma_kernel::launch(
+            ctx,
+            affine_qgemv_mma_kernel::Args {
+                x,
+                packed,
+                scales,
+                biases,
+                y,
+                m,
+                n,
+                units,
+                units_per_group,
+            },
+            affine_qgemv_mma_kernel::Consts { bits },
+        )
+        .grid([n.div_ceil(QGEMV_MMA_COLUMNS), 1, 1])
+        .group_size(128)
+        .run()
+        .map_err(runtime(OP));
+    }
     affine_qgemv_kernel::launch(
         ctx,
         affine_qgemv_kernel::Args {
@@ -159,8 +199,8 @@ pub fn affine_qgemv(
             y,
             m,
             n,
-            units: (k / 32) as u32,
-            units_per_group: group_size / 32,
+            units,
+            units_per_group,
         },
         affine_qgemv_kernel::Consts {
             tile: row_tile(m as usize),

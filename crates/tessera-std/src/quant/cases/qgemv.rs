@@ -6,6 +6,7 @@
 use super::*;
 use crate::matmul::gemv::{row_tile, GEMV_TILES};
 use crate::quant::qgemv::{affine_qgemv, affine_qgemv_kernel};
+use crate::quant::qgemv_mma::affine_qgemv_mma_kernel;
 use crate::registry::{BenchCase, Case, CaseKind, KernelUse, PreparedBench};
 use crate::testing::{accuracy, compare, kernel_use, rejection, zeros};
 use crate::validate::FLOAT_DTYPES;
@@ -117,6 +118,13 @@ pub(crate) fn qgemv_kernels() -> Vec<KernelUse> {
             }
         }
     }
+    for bits in crate::quant::format::AFFINE_BITS {
+        v.push(kernel_use(
+            &affine_qgemv_mma_kernel::DEF,
+            DType::BF16,
+            &[bits],
+        ));
+    }
     v
 }
 
@@ -141,7 +149,11 @@ pub(crate) fn qgemv_benches() -> Vec<BenchCase> {
             let weights = n * k * bits as usize / 8 + 2 * (n * k / group) * dtype.size_bytes();
             v.push(BenchCase {
                 op: OP,
-                kernel: "affine_qgemv_kernel",
+                kernel: if m == 1 {
+                    "affine_qgemv_kernel"
+                } else {
+                    "affine_qgemv_mma_kernel"
+                },
                 dtype,
                 shape: format!(
                     "bits={bits} group_size={group} M={m} N={n} K={k} tile={}",
