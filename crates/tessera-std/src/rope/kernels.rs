@@ -4,7 +4,7 @@
 //! (NeoX).
 
 use crate::float_range::f32_range;
-use crate::norm::rms_inv::{rms_inv, tiny_square};
+use crate::norm::rms_inv::tiny_square;
 use tessera_macros::{func, kernel};
 
 /// The partner of element `e`, the pair index, and the sign of the partner's term.
@@ -109,18 +109,20 @@ pub fn norm_rope_kernel<T>(
     let (c, s) = rope_angle(pos, inv_freq, pair);
     let weight = load(w[e]).cast::<f32>();
     let staged = threadgroup_array::<f32>(head_dim);
+    let nf = head_dim.cast::<f32>();
     // A sum of squares of f16 values cannot overflow f32; one of f32 or bf16 values can
-    // (see norm::rms_inv), and is then taken from squares scaled by 2⁻⁸⁰, reduced beside
-    // the plain ones. `wide` is a constant of the specialisation: the f16 kernel reduces
-    // the plain sum alone.
+    // (see norm::rms_inv), and is then redone from squares scaled by 2⁻⁸⁰. `wide` is a
+    // constant of the specialisation, so the f16 kernel has no such branch.
     let wide = f32_range(x);
     for i in range(0, heads_per_group, 1) {
         let head = min(first_head + i, n_heads - 1);
         let base = (token * n_heads + head) * head_dim;
         let v = load(x[base + e]).cast::<f32>();
-        // One reduction of both sums; the loop's barriers below keep the next head's
-        // partials from overtaking this one's reads.
-        let inv = rms_inv(v * v, tiny_square(v), wide, eps, head_dim);
+        let total = group_sum(v * v);
+        let mut inv = rsqrt(total / nf + eps);
+        if wide && total > 3.402_823_5e38 {
+            inv = rsqrt(group_sum(tiny_square(v)) / nf) * 8.271_806e-25;
+        }
         let y = v * inv * weight;
         store(staged[e], y);
         barrier();
