@@ -96,8 +96,9 @@ pub(super) fn kernels() -> Vec<KernelUse> {
 }
 
 /// (M, N, K, quick): Llama-3-8B's up (4096→14336) and down (14336→4096) projections and
-/// Llama-3-70B's up projection (8192→28672, 448 MiB of bf16), at one and sixteen tokens.
-const SHAPES: [(usize, usize, usize, bool); 8] = [
+/// Llama-3-70B's up projection (8192→28672, 448 MiB of bf16), at one and sixteen tokens;
+/// the dense and the quantized GEMVs are benched on the same shapes.
+pub(crate) const GEMV_BENCH_SHAPES: [(usize, usize, usize, bool); 8] = [
     (1, 256, 512, true),
     (16, 256, 512, true),
     (1, 14336, 4096, false),
@@ -110,7 +111,7 @@ const SHAPES: [(usize, usize, usize, bool); 8] = [
 
 pub(super) fn benches() -> Vec<BenchCase> {
     let mut v = Vec::new();
-    for (m, n, k, quick) in SHAPES {
+    for (m, n, k, quick) in GEMV_BENCH_SHAPES {
         let dt = DType::BF16;
         v.push(BenchCase {
             op: OP,

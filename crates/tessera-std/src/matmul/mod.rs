@@ -7,7 +7,7 @@ mod cases;
 mod decl;
 pub mod gemv;
 #[cfg(feature = "cases")]
-mod gemv_cases;
+pub(crate) mod gemv_cases;
 pub mod gemv_mma;
 #[cfg(feature = "cases")]
 pub mod reference;

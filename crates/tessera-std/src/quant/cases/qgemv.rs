@@ -5,6 +5,7 @@
 
 use super::*;
 use crate::matmul::gemv::{row_tile, GEMV_TILES};
+use crate::matmul::gemv_cases::GEMV_BENCH_SHAPES;
 use crate::quant::qgemv::{affine_qgemv, affine_qgemv_kernel};
 use crate::quant::qgemv_mma::affine_qgemv_mma_kernel;
 use crate::registry::{BenchCase, Case, CaseKind, KernelUse, PreparedBench};
@@ -128,24 +129,12 @@ pub(crate) fn qgemv_kernels() -> Vec<KernelUse> {
     v
 }
 
-/// (M, N, K, quick): Llama-3-8B's up and down projections and Llama-3-70B's up projection.
-const SHAPES: [(usize, usize, usize, bool); 8] = [
-    (1, 256, 512, true),
-    (16, 256, 512, true),
-    (1, 14336, 4096, false),
-    (16, 14336, 4096, false),
-    (1, 4096, 14336, false),
-    (16, 4096, 14336, false),
-    (1, 28672, 8192, false),
-    (16, 28672, 8192, false),
-];
-
 pub(crate) fn qgemv_benches() -> Vec<BenchCase> {
     let dtype = DType::BF16;
     let group = 64;
     let mut v = Vec::new();
     for bits in [4u32, 8] {
-        for (m, n, k, quick) in SHAPES {
+        for (m, n, k, quick) in GEMV_BENCH_SHAPES {
             let weights = n * k * bits as usize / 8 + 2 * (n * k / group) * dtype.size_bytes();
             v.push(BenchCase {
                 op: OP,

@@ -19,6 +19,15 @@ use tessera_runtime::{Context, DType, Tensor};
 /// The vocabularies the cases run: tiny, odd, a round 1000, and Qwen's 151,936.
 const VOCABS: [usize; 4] = [1, 257, 1000, 151_936];
 
+/// The bench rows of `argmax` and `sample`, (batch, vocab, quick): a quick small row, then
+/// Qwen's 151,936-token vocabulary at batch 1, 32 and 256.
+const BENCH_ROWS: [(usize, usize, bool); 4] = [
+    (4, 1000, true),
+    (1, 151_936, false),
+    (32, 151_936, false),
+    (256, 151_936, false),
+];
+
 /// Random logits `[batch, vocab]` of `dtype` in `[-4, 4)` (bf16 and f16 round many to
 /// equal values, so ties are common), with their stored values.
 fn logits(

@@ -537,12 +537,7 @@ pub(crate) fn sample_kernels() -> Vec<KernelUse> {
 pub(crate) fn sample_benches() -> Vec<BenchCase> {
     let mut v = Vec::new();
     for dtype in [DType::BF16, DType::F32] {
-        for (batch, vocab, quick) in [
-            (4, 1000, true),
-            (1, 151_936, false),
-            (32, 151_936, false),
-            (256, 151_936, false),
-        ] {
+        for (batch, vocab, quick) in BENCH_ROWS {
             v.push(BenchCase {
                 op: OP,
                 kernel: "sample_kernel",
