@@ -17,8 +17,28 @@ use super::qgemv_mma::{affine_qgemv_mma_kernel, QGEMV_MMA_COLUMNS};
 use crate::error::{runtime, OpError};
 use crate::matmul::gemv::{row_tile, skinny_rows, GEMV_COLUMNS_PER_GROUP};
 use crate::validate::{distinct_named, dtype_is, fits_u32, shape_is, FLOAT_DTYPES};
-use tessera_macros::kernel;
+use tessera_macros::{func, kernel};
 use tessera_runtime::{Context, DType, Tensor};
+
+/// The weight `scale·q + bias` of the code at bit `at` of `word` (`next` the word after it,
+/// for a code straddling the two), in f32. A straddling code is shifted down and joined; any
+/// other is masked where it lies, `code·2^p` with p ≤ 20 (shifted down 12 above bit 23),
+/// so without a shift; `code·2^p` becomes f32 without a conversion instruction, or-ed into
+/// the mantissa of 2^23 and 2^23 subtracted (both exact), and 2^-p goes into the scale.
+/// Both quantized GEMV kernels dequantize through it.
+#[func]
+pub fn affine_weight(word: u32, next: u32, at: u32, bits: u32, scale: f32, bias: f32) -> f32 {
+    let mask = (1u32 << bits) - 1u32;
+    let straddles = at + bits > 32;
+    let joined = ((word >> at) | ((next << 1u32) << (31u32 - at))) & mask;
+    let high = at + bits > 23;
+    let p = select(straddles, 0u32, select(high, at - 12, at));
+    let src = select(high, word >> 12u32, word);
+    let field = select(straddles, joined, src & (mask << p));
+    let value = (field | 0x4B00_0000u32).bitcast::<f32>() - 8388608.0f32;
+    let step = 1.0f32 / (1u32 << p).cast::<f32>();
+    fma(scale * step, value, bias)
+}
 
 /// `y[r, col] = Σ_k x[r, k]·(scale·q[col, k] + bias)` for `r < m`: `units = K / 32` units
 /// per row, `units_per_group = group_size / 32`. Grid `[ceil(N / 4), 1, 1]`, 128 threads.
@@ -41,7 +61,6 @@ pub fn affine_qgemv_kernel<T>(
     // A simdgroup past the last column reads the last row and stores nothing.
     let row = min(col, n - 1);
     let groups = units / units_per_group;
-    let mask = (1u32 << bits) - 1u32;
     let acc = stack_array::<f32>(tile);
     let words = stack_array::<u32>(2 * bits);
     let sb = stack_array::<f32>(4);
@@ -73,22 +92,10 @@ pub fn affine_qgemv_kernel<T>(
                         let bit = (part * 8 + j) * bits;
                         let at = bit % 32;
                         let word = load(words[h * bits + bit / 32]);
-                        // A value that straddles two words is shifted down and joined
-                        // (the last word never starts one: a unit ends on a word boundary).
-                        let straddles = at + bits > 32;
+                        // The last word never starts a straddling value: a unit ends on a
+                        // word boundary.
                         let next = load(words[h * bits + min(bit / 32 + 1, bits - 1)]);
-                        let joined = ((word >> at) | ((next << 1u32) << (31u32 - at))) & mask;
-                        // Any other value is masked where it lies, `code·2^p` with p ≤ 20
-                        // (a value above bit 23 is first shifted down 12), so no shift.
-                        let high = at + bits > 23;
-                        let p = select(straddles, 0u32, select(high, at - 12, at));
-                        let src = select(high, word >> 12u32, word);
-                        let field = select(straddles, joined, src & (mask << p));
-                        // code·2^p as f32 without a conversion: the field in the mantissa
-                        // of 2^23, minus 2^23 (both exact); 2^-p goes into the scale.
-                        let value = (field | 0x4B00_0000u32).bitcast::<f32>() - 8388608.0f32;
-                        let step = 1.0f32 / (1u32 << p).cast::<f32>();
-                        store(wv[j], fma(scale * step, value, bias));
+                        store(wv[j], affine_weight(word, next, at, bits, scale, bias));
                     }
                     for r in 0..tile {
                         // Rows of the tile past m repeat the last row; their sums are dropped.

@@ -11,6 +11,7 @@
 //! values of x beside them and runs eight multiply-accumulates (four per part). The four
 //! partial 16×16 sums meet in threadgroup memory at the end.
 
+use super::qgemv::affine_weight;
 use tessera_macros::kernel;
 
 /// Output columns per threadgroup: one B operand's width.
@@ -48,7 +49,6 @@ pub fn affine_qgemv_mma_kernel<T>(
     let col0 = group_id_x() * 16;
     let base = sg * 1152;
     let groups = units / units_per_group;
-    let mask = (1u32 << bits) - 1u32;
     // This lane's weight row (a row past n repeats the last one) and its half of each
     // quarter's 64 values.
     let r = lane / 2;
@@ -79,19 +79,8 @@ pub fn affine_qgemv_mma_kernel<T>(
                 let bit = j * bits;
                 let at = bit % 32;
                 let word = load(words[q * bits + bit / 32]);
-                // As in `affine_qgemv_kernel`: a value straddling two words is joined, any
-                // other masked where it lies (`code·2^p`, shifted down 12 above bit 23),
-                // and made f32 in the mantissa of 2^23; 2^-p goes into the scale.
-                let straddles = at + bits > 32;
                 let next = load(words[q * bits + min(bit / 32 + 1, bits - 1)]);
-                let joined = ((word >> at) | ((next << 1u32) << (31u32 - at))) & mask;
-                let high = at + bits > 23;
-                let p = select(straddles, 0u32, select(high, at - 12, at));
-                let src = select(high, word >> 12u32, word);
-                let field = select(straddles, joined, src & (mask << p));
-                let value = (field | 0x4B00_0000u32).bitcast::<f32>() - 8388608.0f32;
-                let step = 1.0f32 / (1u32 << p).cast::<f32>();
-                let wf = fma(scale * step, value, bias);
+                let wf = affine_weight(word, next, at, bits, scale, bias);
                 let hi = wf.cast::<T>();
                 store(ws[wsb + j], hi);
                 store(wl[wsb + j], (wf - hi.cast::<f32>()).cast::<T>());
