@@ -255,7 +255,7 @@ inventory::submit! {
             Rejection { invariant: 3, by: Break::Alias("y", "x"), reason: "`y` aliases `x`" },
         ],
         variants: &[
-            VariantDecl { name: "affine_qgemv_kernel", when: "f32, f16, or M = 1: a simdgroup per output column, units of 32 values (bits whole words) per lane, M rounded up to a row tile of 1, 2, 4, 8 or 16" },
+            VariantDecl { name: "affine_qgemv_kernel", when: "f32, f16, or M = 1: a simdgroup per 4 output columns (2 at row tiles 8 and 16), each x load shared by them, K split over 2 or 4 simdgroups for long rows over few columns, units of 32 values (bits whole words) per lane, M rounded up to a row tile of 1, 2, 4, 8 or 16" },
             VariantDecl { name: "affine_qgemv_mma_kernel", when: "bf16 with M ≥ 2: matrix fragments, x rows as the A operand and 16 weight rows dequantized in f32 and split into high and low parts of the input dtype as two B operands, four simdgroups splitting K" },
         ],
         example: Example { dims: EXAMPLE_DIMS, params: EXAMPLE_PARAMS, ranges: &[ANY_WORD], with: &[] },

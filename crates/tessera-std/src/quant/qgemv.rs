@@ -1,16 +1,15 @@
 //! `affine_qgemv`: `y[M, N] = x[M, K]·Wᵀ` for M = 1–16 with `W` `[N, K]` in MLX's affine
-//! format, never dequantized to memory. A simdgroup owns one output column `n`; its lanes
-//! walk the row in units of 32 values, which are `bits` whole u32 words (lane `l` takes
-//! units `l, l + 32, …`, two at a time, loaded before either is used; a simdgroup reads
-//! `128·bits` contiguous bytes per unit, and a unit of 4-bit values is one 16-byte load).
-//! Within a unit every value's word and shift are constants once the loops unroll, 3-, 5-
-//! and 6-bit values straddling two words included. Eight values at a time are dequantized
-//! in registers, `w = scale·q + bias` in f32 (one fma each, whatever M), then multiplied
-//! into every row of `x` (the group's scale and bias are the unit's, a group being 1, 2 or
-//! 4 units). A code becomes f32 without a shift or a conversion instruction: masked where
-//! it lies (`code·2^p`), or-ed into the mantissa of 2^23 and 2^23 subtracted, both exact,
-//! with 2^-p folded into the scale. M is rounded up to a power-of-two row tile, a
-//! constexpr, as in the dense GEMV; bf16 at M ≥ 2 goes to `qgemv_mma`.
+//! format, never dequantized to memory. A simdgroup owns 4 adjacent output columns (2
+//! at wider row tiles), so each x value loaded serves all of them, and long rows over few
+//! columns split K over 2 or 4 simdgroups; its lanes walk the rows in units of 32 values,
+//! `bits` whole u32 words (lane `l` takes units `l, l + 32, …`; a simdgroup reads
+//! `128·bits` contiguous bytes per unit and column, and a unit of 4-bit values is one
+//! 16-byte load). Within a unit every value's word and shift are constants once the loops unroll, 3-, 5- and 6-bit values straddling
+//! two words included. Codes become exact floats (`affine_code`: one logic op and one add,
+//! no conversion instruction), and a unit sums `Σ x·q` and `Σ x` per row: the group's
+//! scale and bias are applied once per unit (`scale·Σ x·q + bias·Σ x`), not per weight, so
+//! a weight costs three instructions whatever `cols`. M is rounded up to a power-of-two
+//! row tile, a constexpr, as in the dense GEMV; bf16 at M ≥ 2 goes to `qgemv_mma`.
 
 use super::format::AffineFormat;
 use super::qgemv_mma::{affine_qgemv_mma_kernel, QGEMV_MMA_COLUMNS};
@@ -20,14 +19,14 @@ use crate::validate::{distinct_named, dtype_is, fits_u32, shape_is, FLOAT_DTYPES
 use tessera_macros::{func, kernel};
 use tessera_runtime::{Context, DType, Tensor};
 
-/// The weight `scale·q + bias` of the code at bit `at` of `word` (`next` the word after it,
-/// for a code straddling the two), in f32. A straddling code is shifted down and joined; any
-/// other is masked where it lies, `code·2^p` with p ≤ 20 (shifted down 12 above bit 23),
-/// so without a shift; `code·2^p` becomes f32 without a conversion instruction, or-ed into
-/// the mantissa of 2^23 and 2^23 subtracted (both exact), and 2^-p goes into the scale.
-/// Both quantized GEMV kernels dequantize through it.
+/// The code at bit `at` of `word` (`next` the word after it, for a code straddling the
+/// two) as an exact f32, without a shift or a conversion instruction where it can: a code
+/// that fits below bit 23 is masked where it lies, `q·2^p`, and or-ed into the mantissa of
+/// 2^(23−p), which makes the float 2^(23−p) + q; subtracting 2^(23−p) leaves q (both
+/// exact). A code above bit 23 is first shifted down 12, a straddling one joined from both
+/// words. With `at` and `bits` constants every select folds: one logic op and one add.
 #[func]
-pub fn affine_weight(word: u32, next: u32, at: u32, bits: u32, scale: f32, bias: f32) -> f32 {
+pub fn affine_code(word: u32, next: u32, at: u32, bits: u32) -> f32 {
     let mask = (1u32 << bits) - 1u32;
     let straddles = at + bits > 32;
     let joined = ((word >> at) | ((next << 1u32) << (31u32 - at))) & mask;
@@ -35,13 +34,23 @@ pub fn affine_weight(word: u32, next: u32, at: u32, bits: u32, scale: f32, bias:
     let p = select(straddles, 0u32, select(high, at - 12, at));
     let src = select(high, word >> 12u32, word);
     let field = select(straddles, joined, src & (mask << p));
-    let value = (field | 0x4B00_0000u32).bitcast::<f32>() - 8388608.0f32;
-    let step = 1.0f32 / (1u32 << p).cast::<f32>();
-    fma(scale * step, value, bias)
+    let exponent = (150u32 - p) << 23u32;
+    let offset = (1u32 << (23u32 - p)).cast::<f32>();
+    (field | exponent).bitcast::<f32>() - offset
+}
+
+/// The weight `scale·q + bias` of the code at bit `at` of `word` (see `affine_code`), in
+/// f32.
+#[func]
+pub fn affine_weight(word: u32, next: u32, at: u32, bits: u32, scale: f32, bias: f32) -> f32 {
+    fma(scale, affine_code(word, next, at, bits), bias)
 }
 
 /// `y[r, col] = Σ_k x[r, k]·(scale·q[col, k] + bias)` for `r < m`: `units = K / 32` units
-/// per row, `units_per_group = group_size / 32`. Grid `[ceil(N / 4), 1, 1]`, 128 threads.
+/// per row, `units_per_group = group_size / 32`. A column group of `cols` adjacent output
+/// columns is owned by `ksplit` (1, 2 or 4) simdgroups of a threadgroup, each taking every
+/// `ksplit`-th unit; each x value a lane loads serves `cols` weights. Grid
+/// `[ceil(N·ksplit / (4·cols)), 1, 1]`, 128 threads.
 #[kernel]
 pub fn affine_qgemv_kernel<T>(
     x: Tensor<T>,
@@ -53,68 +62,131 @@ pub fn affine_qgemv_kernel<T>(
     n: u32,
     units: u32,
     units_per_group: u32,
+    ksplit: u32,
     #[constexpr] tile: u32,
     #[constexpr] bits: u32,
+    #[constexpr] cols: u32,
 ) {
     let lane = simd_lane();
-    let col = group_id_x() * 4 + simd_id();
-    // A simdgroup past the last column reads the last row and stores nothing.
-    let row = min(col, n - 1);
+    let sg = simd_id();
+    let part_of_k = sg % ksplit;
+    let col0 = (group_id_x() * (4 / ksplit) + sg / ksplit) * cols;
     let groups = units / units_per_group;
-    let acc = stack_array::<f32>(tile);
-    let words = stack_array::<u32>(2 * bits);
-    let sb = stack_array::<f32>(4);
-    let wv = stack_array::<f32>(8);
-    for r in 0..tile {
-        store(acc[r], 0.0f32);
+    let sums = threadgroup_array::<f32>(4 * tile * cols);
+    let acc = stack_array::<f32>(tile * cols);
+    let dot = stack_array::<f32>(tile * cols);
+    let xsum = stack_array::<f32>(tile);
+    let words = stack_array::<u32>(bits * cols);
+    let sb = stack_array::<f32>(2 * cols);
+    let codes = stack_array::<f32>(8 * cols);
+    for i in 0..tile * cols {
+        store(acc[i], 0.0f32);
     }
-    // Two units per lane per step, their words, scales and biases all loaded before either
-    // is used, so that loads stay in flight; a unit past the row's end loads the last unit
-    // again and is skipped.
-    for u0 in range(lane, units, 64) {
-        for h in 0..2 {
-            let u = min(u0 + h * 32, units - 1);
+    // One unit per lane per step and column, `32·ksplit` apart: every word, scale and bias
+    // of the step is loaded before any is used, so that `cols` loads stay in flight. A
+    // column past the last reads the last row and stores nothing.
+    for u in range(lane + 32 * part_of_k, units, 32 * ksplit) {
+        for c in 0..cols {
+            let row = min(col0 + c, n - 1);
             let wb = (row * units + u) * bits;
             for i in 0..bits {
-                store(words[h * bits + i], load(packed[wb + i]));
+                store(words[c * bits + i], load(packed[wb + i]));
             }
             let gi = row * groups + u / units_per_group;
-            store(sb[2 * h], load(scales[gi]).cast::<f32>());
-            store(sb[2 * h + 1], load(biases[gi]).cast::<f32>());
+            store(sb[2 * c], load(scales[gi]).cast::<f32>());
+            store(sb[2 * c + 1], load(biases[gi]).cast::<f32>());
         }
-        for h in 0..2 {
-            let u = u0 + h * 32;
-            if u < units {
-                let scale = load(sb[2 * h]);
-                let bias = load(sb[2 * h + 1]);
-                for part in 0..4 {
-                    for j in 0..8 {
-                        let bit = (part * 8 + j) * bits;
-                        let at = bit % 32;
-                        let word = load(words[h * bits + bit / 32]);
-                        // The last word never starts a straddling value: a unit ends on a
-                        // word boundary.
-                        let next = load(words[h * bits + min(bit / 32 + 1, bits - 1)]);
-                        store(wv[j], affine_weight(word, next, at, bits, scale, bias));
+        for i in 0..tile * cols {
+            store(dot[i], 0.0f32);
+        }
+        for r in 0..tile {
+            store(xsum[r], 0.0f32);
+        }
+        // Σ x·q and Σ x over the unit, per row and column; scale and bias once at its end.
+        for part in 0..4 {
+            for c in 0..cols {
+                for j in 0..8 {
+                    let bit = (part * 8 + j) * bits;
+                    let word = load(words[c * bits + bit / 32]);
+                    // The last word never starts a straddling value: a unit ends on a word
+                    // boundary.
+                    let next = load(words[c * bits + min(bit / 32 + 1, bits - 1)]);
+                    store(codes[c * 8 + j], affine_code(word, next, bit % 32, bits));
+                }
+            }
+            for r in 0..tile {
+                // Rows of the tile past m repeat the last row; their sums are dropped.
+                let xb = ((min(r, m - 1) * units + u) * 4 + part) * 8;
+                let mut sx = load(xsum[r]);
+                for j in 0..8 {
+                    let xv = load(x[xb + j]).cast::<f32>();
+                    sx += xv;
+                    for c in 0..cols {
+                        let d = r * cols + c;
+                        store(dot[d], fma(load(codes[c * 8 + j]), xv, load(dot[d])));
                     }
-                    for r in 0..tile {
-                        // Rows of the tile past m repeat the last row; their sums are dropped.
-                        let xb = ((min(r, m - 1) * units + u) * 4 + part) * 8;
-                        let mut s = load(acc[r]);
-                        for j in 0..8 {
-                            s = fma(load(wv[j]), load(x[xb + j]).cast::<f32>(), s);
-                        }
-                        store(acc[r], s);
+                }
+                store(xsum[r], sx);
+            }
+        }
+        for r in 0..tile {
+            for c in 0..cols {
+                let d = r * cols + c;
+                let with_bias = fma(load(sb[2 * c + 1]), load(xsum[r]), load(acc[d]));
+                store(acc[d], fma(load(sb[2 * c]), load(dot[d]), with_bias));
+            }
+        }
+    }
+    if ksplit == 1 {
+        for r in 0..tile {
+            for c in 0..cols {
+                let total = simd_sum(load(acc[r * cols + c]));
+                if lane == 0 && col0 + c < n && r < m {
+                    store(y[r * n + col0 + c], total.cast::<T>());
+                }
+            }
+        }
+    } else {
+        // The simdgroups of a column group meet in threadgroup memory; the first sums.
+        for i in 0..tile * cols {
+            store(sums[sg * tile * cols + i], simd_sum(load(acc[i])));
+        }
+        barrier();
+        if lane == 0 && part_of_k == 0 {
+            for r in 0..tile {
+                for c in 0..cols {
+                    let mut total = 0.0f32;
+                    for s in 0..ksplit {
+                        total += load(sums[(sg + s) * tile * cols + r * cols + c]);
+                    }
+                    if col0 + c < n && r < m {
+                        store(y[r * n + col0 + c], total.cast::<T>());
                     }
                 }
             }
         }
     }
-    for r in 0..tile {
-        let total = simd_sum(load(acc[r]));
-        if lane == 0 && col < n && r < m {
-            store(y[r * n + col], total.cast::<T>());
-        }
+}
+
+/// Simdgroups sharing a column group's K in `affine_qgemv_kernel`: enough that the grid
+/// holds about 4096 simdgroups (an H100 keeps ~31 per SM resident), while each still gets
+/// at least four steps of 32 units.
+pub fn qgemv_k_split(n: u32, cols: u32, units: u32) -> u32 {
+    let column_groups = n.div_ceil(cols);
+    let mut split = 1;
+    while split < 4 && column_groups * split < 4096 && units >= 128 * split * 2 {
+        split *= 2;
+    }
+    split
+}
+
+/// Output columns per simdgroup of `affine_qgemv_kernel` for a row tile: four while the
+/// sums are few, two for the widest tiles (eight columns would not unroll into registers).
+pub fn qgemv_columns(tile: u32) -> u32 {
+    if tile <= 4 {
+        4
+    } else {
+        2
     }
 }
 
@@ -196,6 +268,9 @@ pub fn affine_qgemv(
         .run()
         .map_err(runtime(OP));
     }
+    let tile = row_tile(m as usize);
+    let cols = qgemv_columns(tile);
+    let ksplit = qgemv_k_split(n, cols, units);
     affine_qgemv_kernel::launch(
         ctx,
         affine_qgemv_kernel::Args {
@@ -208,13 +283,11 @@ pub fn affine_qgemv(
             n,
             units,
             units_per_group,
+            ksplit,
         },
-        affine_qgemv_kernel::Consts {
-            tile: row_tile(m as usize),
-            bits,
-        },
+        affine_qgemv_kernel::Consts { tile, bits, cols },
     )
-    .grid([n.div_ceil(GEMV_COLUMNS_PER_GROUP), 1, 1])
+    .grid([(n * ksplit).div_ceil(GEMV_COLUMNS_PER_GROUP * cols), 1, 1])
     .group_size(32 * GEMV_COLUMNS_PER_GROUP)
     .run()
     .map_err(runtime(OP))

@@ -1,12 +1,12 @@
 //! Cases of `affine_qgemv`: every dtype × bits × group size at M = 1, 3 and 16, N not a
-//! multiple of the four columns a threadgroup takes, on quantized weights and on random
-//! words; the kernels for every row tile and width; benches of Llama-3 projections at 4
-//! and 8 bits, group 64, M = 1 and 16.
+//! multiple of the columns a threadgroup takes, long rows whose K is split over simdgroups,
+//! on quantized weights and on random words; the kernels for every row tile and width;
+//! benches of Llama-3 projections at 4 and 8 bits, group 64, M = 1 and 16.
 
 use super::*;
 use crate::matmul::gemv::{row_tile, GEMV_TILES};
 use crate::matmul::gemv_cases::GEMV_BENCH_SHAPES;
-use crate::quant::qgemv::{affine_qgemv, affine_qgemv_kernel};
+use crate::quant::qgemv::{affine_qgemv, affine_qgemv_kernel, qgemv_columns};
 use crate::quant::qgemv_mma::affine_qgemv_mma_kernel;
 use crate::registry::{BenchCase, Case, CaseKind, KernelUse, PreparedBench};
 use crate::testing::{accuracy, compare, kernel_use, rejection, zeros};
@@ -66,6 +66,10 @@ pub(crate) fn qgemv_cases() -> Vec<Case> {
         v.push(correct(dtype, (8, 4, 1152), (3, 128), true));
         // 99 units: a row that ends in the second unit of a lane's last step.
         v.push(correct(dtype, (2, 6, 3168), (5, 32), false));
+        // Long rows over few columns: K shared by two and by four simdgroups, with a unit
+        // count no step divides.
+        v.push(correct(dtype, (1, 10, 8224), (4, 32), false));
+        v.push(correct(dtype, (3, 6, 17408), (8, 128), true));
     }
     v.push(rejection(
         OP,
@@ -115,7 +119,11 @@ pub(crate) fn qgemv_kernels() -> Vec<KernelUse> {
     for dt in FLOAT_DTYPES {
         for bits in crate::quant::format::AFFINE_BITS {
             for tile in GEMV_TILES {
-                v.push(kernel_use(&affine_qgemv_kernel::DEF, dt, &[tile, bits]));
+                v.push(kernel_use(
+                    &affine_qgemv_kernel::DEF,
+                    dt,
+                    &[tile, bits, qgemv_columns(tile)],
+                ));
             }
         }
     }
