@@ -2,7 +2,7 @@
 
 #[cfg(feature = "cases")]
 use super::{cases, reference};
-use super::{per_row_shape, row_reduce, topk, Reduction, RowReduceWorkspace};
+use super::{cumsum, per_row_shape, row_reduce, topk, Reduction, RowReduceWorkspace};
 use crate::decl::{
     Accuracy, Break, DtypeRule, Example, OpArgs, OpDecl, OutputDecl, ParamDecl, ParamDefault,
     ParamKind, Rejection, ShapeFrom, TensorDecl, WorkspaceDecl, F32,
@@ -132,5 +132,37 @@ inventory::submit! {
         cases: cases::topk_cases,
         #[cfg(feature = "cases")]
         benches: cases::topk_benches,
+    }
+}
+
+inventory::submit! {
+    OpDecl {
+        name: "cumsum",
+        family: "reduce",
+        summary: "inclusive prefix sum over the last dimension, f32 accumulation, stored in x's dtype; one threadgroup a row in tiles of 16-byte runs; any n",
+        accuracy: Accuracy::STANDARD,
+        inputs: &[X],
+        outputs: &[OutputDecl::like("x", "out", &["rows…", "n"], DtypeRule::Like("x"), "out[…, i] = Σ_{j ≤ i} x[…, j]; a NaN makes its own and every later output of the row NaN")],
+        params: &[],
+        invariants: &[
+            "x is a float [rows…, n], not empty, its element count fits u32; out is like x",
+            "out does not alias x",
+        ],
+        rejections: &[
+            Rejection { invariant: 0, by: Break::Dtype("x", DType::U32), reason: "`x` must be one of" },
+            Rejection { invariant: 1, by: Break::Alias("out", "x"), reason: "aliases `x`" },
+        ],
+        variants: &[],
+        example: Example { dims: &[("rows", 8), ("n", 3)], params: &[], ranges: &[], with: &[] },
+        workspace: None,
+        call: |ctx, a| cumsum(ctx, a.input("x")?, a.output("out")?),
+        #[cfg(feature = "cases")]
+        reference: |r| Ok(vec![reference::cumsum(r.data("x")?, r.dim("n")?)]),
+        #[cfg(feature = "cases")]
+        kernels: cases::cumsum_kernels,
+        #[cfg(feature = "cases")]
+        cases: cases::cumsum_cases,
+        #[cfg(feature = "cases")]
+        benches: cases::cumsum_benches,
     }
 }

@@ -4,6 +4,7 @@
 
 #[cfg(feature = "cases")]
 mod cases;
+pub mod cumsum;
 mod decl;
 pub mod order_key;
 #[cfg(feature = "cases")]
@@ -11,6 +12,7 @@ pub mod reference;
 pub mod row_reduce;
 pub mod topk;
 
+pub use cumsum::cumsum;
 pub use row_reduce::{row_reduce, Reduction, RowReduceWorkspace};
 pub use topk::topk;
 

@@ -1,6 +1,6 @@
 //! The f64 references of the reduce family, written from the math: row sums, means and
 //! extremes (NaN anywhere gives NaN), the k largest of a row (NaN above +∞, ties to the
-//! lowest index) by a full sort of the row.
+//! lowest index) by a full sort of the row, and running sums.
 
 use std::cmp::Ordering;
 
@@ -47,4 +47,16 @@ pub fn topk(x: &[f64], n: usize, k: usize) -> (Vec<f64>, Vec<f64>) {
         }
     }
     (values, indices)
+}
+
+/// Each row's inclusive prefix sums.
+pub fn cumsum(x: &[f64], n: usize) -> Vec<f64> {
+    x.chunks(n)
+        .flat_map(|row| {
+            row.iter().scan(0.0, |acc, &v| {
+                *acc += v;
+                Some(*acc)
+            })
+        })
+        .collect()
 }

@@ -1,9 +1,11 @@
 //! Registered cases of the reduce family, one file per op, around what they share here:
 //! random rows and the per-dtype kernel uses.
 
+mod cumsum;
 mod row_reduce;
 mod topk;
 
+pub(super) use cumsum::{cumsum_benches, cumsum_cases, cumsum_kernels};
 pub(super) use row_reduce::{row_reduce_benches, row_reduce_cases, row_reduce_kernels};
 pub(super) use topk::{topk_benches, topk_cases, topk_kernels};
 

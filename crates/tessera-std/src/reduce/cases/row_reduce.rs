@@ -188,11 +188,10 @@ pub(crate) fn row_reduce_kernels() -> Vec<KernelUse> {
         }
     }
     for op in 0..4 {
-        v.push(crate::testing::kernel_use(
-            &row_reduce_combine_kernel::DEF,
-            DType::F32,
-            &[op],
-        ));
+        v.push(KernelUse {
+            def: &row_reduce_combine_kernel::DEF,
+            spec: tessera_ir::Specialization::new(vec![], vec![tessera_ir::Literal::U32(op)]),
+        });
     }
     v
 }
@@ -221,7 +220,7 @@ pub(crate) fn row_reduce_benches() -> Vec<BenchCase> {
                     op: OP,
                     kernel: "row_reduce_kernel",
                     dtype,
-                    shape: format!("{reduction} rows={rows} n={n}"),
+                    shape: format!("reduction={reduction} rows={rows} n={n}"),
                     bytes: (rows * n * dtype.size_bytes() + 4 * rows) as u64,
                     flops: 0,
                     quick,
