@@ -41,6 +41,7 @@ inventory::submit! {
             Rejection { invariant: 0, by: Break::Alias("out", "x"), reason: "aliases `x`" },
             Rejection { invariant: 1, by: Break::Dim("n", 48), reason: "must be a power of two up to 32768" },
             Rejection { invariant: 1, by: Break::Dim("n", 65_536), reason: "must be a power of two up to 32768" },
+            Rejection { invariant: 2, by: Break::Param("scale", "inf"), reason: "a finite number" },
         ],
         variants: &[],
         example: Example { dims: &[("rows", 3), ("n", 32)], params: &[], ranges: &[], with: &[] },

@@ -2,13 +2,13 @@
 
 #[cfg(feature = "cases")]
 use super::{cases, reference};
-use super::{cumsum, per_row_shape, row_reduce, topk, Reduction, RowReduceWorkspace};
+use super::{cumsum, per_row_shape, row_reduce, topk, Reduction, RowSplitWorkspace};
 use crate::decl::{
     Accuracy, Break, DtypeRule, Example, OpArgs, OpDecl, OutputDecl, ParamDecl, ParamDefault,
-    ParamKind, Rejection, ShapeFrom, TensorDecl, WorkspaceDecl, F32,
+    ParamKind, Rejection, ShapeFrom, TensorDecl, Workspace, WorkspaceDecl, F32,
 };
 use crate::error::OpError;
-use tessera_runtime::DType;
+use tessera_runtime::{Context, DType};
 
 const I32: &[DType] = &[DType::I32];
 
@@ -17,6 +17,15 @@ const X: TensorDecl = TensorDecl::float(
     &["rows…", "n"],
     "rows reduced over their last dimension",
 );
+
+const SPLIT_BYTES: &str = "8·rows·parts (two f32 partials a part; parts > 1 only for fewer than 256 rows of at least 32768: ⌊512/rows⌋ clamped to 1..=n/16384)";
+
+fn split_workspace(ctx: &Context, a: &OpArgs) -> Result<Workspace, OpError> {
+    Ok(Box::new(RowSplitWorkspace::new(
+        ctx,
+        a.input("x")?.shape(),
+    )?))
+}
 
 fn reduction(a: &OpArgs) -> Result<Reduction, OpError> {
     let name = a.params.choice("reduction")?;
@@ -56,15 +65,13 @@ inventory::submit! {
         rejections: &[
             Rejection { invariant: 0, by: Break::Dtype("x", DType::I32), reason: "`x` must be one of" },
             Rejection { invariant: 0, by: Break::Param("reduction", "prod"), reason: "one of sum, mean, max, min" },
+            Rejection { invariant: 1, by: Break::Alias("out", "x"), reason: "aliases `x`" },
         ],
         variants: &[],
         example: Example { dims: &[("rows", 3), ("n", 40)], params: &[("reduction", "max")], ranges: &[("x", -4.0, 4.0)], with: &[] },
-        workspace: Some(WorkspaceDecl {
-            bytes: "8 per part of a split row: 2·rows·parts f32, parts > 1 only for fewer than 256 rows of 32768 or more",
-            make: |ctx, a| Ok(Box::new(RowReduceWorkspace::new(ctx, a.input("x")?.shape())?)),
-        }),
+        workspace: Some(WorkspaceDecl { bytes: SPLIT_BYTES, make: split_workspace }),
         call: |ctx, a| {
-            let ws = a.workspace::<RowReduceWorkspace>()?;
+            let ws = a.workspace::<RowSplitWorkspace>()?;
             row_reduce(ctx, a.input("x")?, reduction(a)?, ws, a.output("out")?)
         },
         #[cfg(feature = "cases")]
@@ -139,7 +146,7 @@ inventory::submit! {
     OpDecl {
         name: "cumsum",
         family: "reduce",
-        summary: "inclusive prefix sum over the last dimension, f32 accumulation, stored in x's dtype; one threadgroup a row in tiles of 16-byte runs; any n",
+        summary: "inclusive prefix sum over the last dimension, f32 accumulation, stored in x's dtype; tiles of 16-byte runs, few long rows split over threadgroups with a carry pass; any n",
         accuracy: Accuracy::STANDARD,
         inputs: &[X],
         outputs: &[OutputDecl::like("x", "out", &["rows…", "n"], DtypeRule::Like("x"), "out[…, i] = Σ_{j ≤ i} x[…, j]; a NaN makes its own and every later output of the row NaN")],
@@ -147,6 +154,7 @@ inventory::submit! {
         invariants: &[
             "x is a float [rows…, n], not empty, its element count fits u32; out is like x",
             "out does not alias x",
+            "the workspace was made for at least these rows of this n",
         ],
         rejections: &[
             Rejection { invariant: 0, by: Break::Dtype("x", DType::U32), reason: "`x` must be one of" },
@@ -154,8 +162,8 @@ inventory::submit! {
         ],
         variants: &[],
         example: Example { dims: &[("rows", 8), ("n", 3)], params: &[], ranges: &[], with: &[] },
-        workspace: None,
-        call: |ctx, a| cumsum(ctx, a.input("x")?, a.output("out")?),
+        workspace: Some(WorkspaceDecl { bytes: SPLIT_BYTES, make: split_workspace }),
+        call: |ctx, a| cumsum(ctx, a.input("x")?, a.workspace::<RowSplitWorkspace>()?, a.output("out")?),
         #[cfg(feature = "cases")]
         reference: |r| Ok(vec![reference::cumsum(r.data("x")?, r.dim("n")?)]),
         #[cfg(feature = "cases")]

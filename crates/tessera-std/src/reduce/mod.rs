@@ -13,7 +13,7 @@ pub mod row_reduce;
 pub mod topk;
 
 pub use cumsum::cumsum;
-pub use row_reduce::{row_reduce, Reduction, RowReduceWorkspace};
+pub use row_reduce::{row_reduce, Reduction, RowSplitWorkspace};
 pub use topk::topk;
 
 use crate::error::OpError;

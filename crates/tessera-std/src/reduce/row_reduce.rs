@@ -5,7 +5,7 @@
 //! Bandwidth-shaped: a thread reads whole 16-byte runs (`vec` elements) where `n` is a
 //! multiple of `vec`, element by element otherwise. A row is one threadgroup; when there
 //! are few long rows, each row is split over several threadgroups writing a partial each
-//! into the caller's [`RowReduceWorkspace`], and a second kernel combines them.
+//! into the caller's [`RowSplitWorkspace`], and a second kernel combines them.
 //!
 //! Non-finite values: NaN anywhere in a row makes its result NaN (max and min too, unlike
 //! `fmaxf`); ±∞ follow IEEE (a sum of +∞ and −∞ is NaN). A sum whose f32 running total
@@ -184,25 +184,52 @@ pub fn splits_for(rows: usize, n: usize) -> usize {
     (TARGET_GROUPS / rows).clamp(1, n / PART).min(1024)
 }
 
-/// The partials a split `row_reduce` writes: two f32 per part of every row. Made once
+/// The partials a split `row_reduce` or `cumsum` writes: two f32 per part of every row. Made once
 /// for a shape (outside any captured graph) and passed to every call on rows that fit it.
-pub struct RowReduceWorkspace {
+pub struct RowSplitWorkspace {
     partials: Tensor,
 }
 
-impl RowReduceWorkspace {
+impl RowSplitWorkspace {
     /// The workspace for rows of `x_shape` (`[rows…, n]`).
-    pub fn new(ctx: &Context, x_shape: &[usize]) -> Result<RowReduceWorkspace, OpError> {
+    pub fn new(ctx: &Context, x_shape: &[usize]) -> Result<RowSplitWorkspace, OpError> {
         let n = x_shape.last().copied().unwrap_or(1);
         let rows: usize = x_shape[..x_shape.len().saturating_sub(1)].iter().product();
         let len = 2 * rows.max(1) * splits_for(rows.max(1), n);
         let partials = ctx.zeros(DType::F32, &[len]).map_err(runtime(OP))?;
-        Ok(RowReduceWorkspace { partials })
+        Ok(RowSplitWorkspace { partials })
     }
 
     /// Its size in bytes.
     pub fn bytes(&self) -> usize {
         self.partials.len() * 4
+    }
+
+    pub(crate) fn partials(&self) -> &Tensor {
+        &self.partials
+    }
+
+    /// The parts each of `rows` rows of `n` takes, once the workspace is known to hold
+    /// their partials.
+    pub(crate) fn splits_checked(
+        &self,
+        op: &'static str,
+        rows: u32,
+        n: u32,
+    ) -> Result<u32, OpError> {
+        let splits = splits_for(rows as usize, n as usize) as u32;
+        let need = 2 * rows as usize * splits as usize;
+        if splits > 1 && self.partials.len() < need {
+            return Err(OpError::invalid(
+                op,
+                format!(
+                    "the workspace holds {} partials, this call needs {need}: make it with \
+                     RowSplitWorkspace::new for this shape",
+                    self.partials.len()
+                ),
+            ));
+        }
+        Ok(splits)
     }
 }
 
@@ -212,31 +239,20 @@ fn group_for(runs: u32) -> u32 {
 }
 
 /// The sum, mean, max or min of each row of `x [rows…, n]` (f32, f16 or bf16) into f32
-/// `out [rows…]` (`[1]` for a 1-D x). `ws` is a [`RowReduceWorkspace`] made for a shape
+/// `out [rows…]` (`[1]` for a 1-D x). `ws` is a [`RowSplitWorkspace`] made for a shape
 /// with at least these rows and this n.
 pub fn row_reduce(
     ctx: &Context,
     x: &Tensor,
     reduction: Reduction,
-    ws: &RowReduceWorkspace,
+    ws: &RowSplitWorkspace,
     out: &Tensor,
 ) -> Result<(), OpError> {
     let (rows, n) = float_rows(OP, x)?;
+    distinct_named(OP, "out", out, &[("x", x)])?;
     dtype_is(OP, "out", out, DType::F32)?;
     shape_is(OP, "out", out, &super::per_row_shape(x.shape()))?;
-    distinct_named(OP, "out", out, &[("x", x)])?;
-    let splits = splits_for(rows as usize, n as usize) as u32;
-    let need = 2 * rows as usize * splits as usize;
-    if splits > 1 && ws.partials.len() < need {
-        return Err(OpError::invalid(
-            OP,
-            format!(
-                "the workspace holds {} partials, this call needs {need}: make it with \
-                 RowReduceWorkspace::new for this shape",
-                ws.partials.len()
-            ),
-        ));
-    }
+    let splits = ws.splits_checked(OP, rows, n)?;
     let wide = (16 / x.dtype().size_bytes().max(1)) as u32;
     let vec = if n.is_multiple_of(wide) { wide } else { 1 };
     let nv = n / vec;

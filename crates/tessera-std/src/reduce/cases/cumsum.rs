@@ -1,15 +1,19 @@
-//! Cases of `cumsum`: every float dtype over one-element, odd, 16-byte-run and 256k rows
-//! and a 3-D x; rows holding NaN, +∞ then −∞; rejections; benches at 64 MiB and more.
+//! Cases of `cumsum`: every float dtype over one-element, odd, 16-byte-run rows, long rows
+//! split over threadgroups and a 3-D x; rows holding NaN, +∞ then −∞; rejections; benches at 64 MiB and more.
 
 use super::*;
-use crate::reduce::cumsum::{cumsum, cumsum_kernel, OP};
+use crate::reduce::cumsum::{cumsum, cumsum_kernel, cumsum_part_sums_kernel, OP};
+use crate::reduce::RowSplitWorkspace;
 
-const SHAPES: [&[usize]; 6] = [
+/// One element, odd, 16-byte runs, long rows split over threadgroups (in runs and
+/// element by element), 3-D.
+const SHAPES: [&[usize]; 7] = [
     &[3, 1],
     &[5, 7],
     &[4, 1000],
     &[3, 4096],
     &[1, 262_144],
+    &[2, 100_003],
     &[2, 3, 96],
 ];
 
@@ -25,7 +29,8 @@ fn run_checked(
     let (x, xv) = upload(ctx, dtype, xv, shape)?;
     let n = *shape.last().ok_or("no shape")?;
     let out = ctx.full_nan(dtype, shape).map_err(err)?;
-    cumsum(ctx, &x, &out).map_err(err)?;
+    let ws = RowSplitWorkspace::new(ctx, shape).map_err(err)?;
+    cumsum(ctx, &x, &ws, &out).map_err(err)?;
     let got = out.to_f64_vec().map_err(err)?;
     let want = reference::cumsum(&xv, n);
     let tol = accuracy(OP, dtype)?;
@@ -104,8 +109,9 @@ pub(crate) fn cumsum_cases() -> Vec<Case> {
         |ctx| {
             let x = zeros(ctx, DType::BF16, &[2, 10])?;
             let out = ctx.full_nan(DType::F32, &[2, 10]).map_err(err)?;
+            let ws = RowSplitWorkspace::new(ctx, &[2, 10]).map_err(err)?;
             let (c, o) = (ctx.clone(), out.clone());
-            Ok((out, Box::new(move || cumsum(&c, &x, &o)) as Refused))
+            Ok((out, Box::new(move || cumsum(&c, &x, &ws, &o)) as Refused))
         },
     ));
     v.push(rejection(
@@ -115,16 +121,30 @@ pub(crate) fn cumsum_cases() -> Vec<Case> {
         |ctx| {
             let x = zeros(ctx, DType::F32, &[2, 10])?;
             let out = ctx.full_nan(DType::F32, &[20]).map_err(err)?;
+            let ws = RowSplitWorkspace::new(ctx, &[2, 10]).map_err(err)?;
             let (c, o) = (ctx.clone(), out.clone());
-            Ok((out, Box::new(move || cumsum(&c, &x, &o)) as Refused))
+            Ok((out, Box::new(move || cumsum(&c, &x, &ws, &o)) as Refused))
         },
     ));
     v.push(rejection(OP, "empty row", "must not be empty", |ctx| {
         let x = zeros(ctx, DType::F16, &[2, 0])?;
         let out = ctx.full_nan(DType::F16, &[2, 0]).map_err(err)?;
+        let ws = RowSplitWorkspace::new(ctx, &[2, 10]).map_err(err)?;
         let (c, o) = (ctx.clone(), out.clone());
-        Ok((out, Box::new(move || cumsum(&c, &x, &o)) as Refused))
+        Ok((out, Box::new(move || cumsum(&c, &x, &ws, &o)) as Refused))
     }));
+    v.push(rejection(
+        OP,
+        "workspace made for short rows",
+        "make it with RowSplitWorkspace::new",
+        |ctx| {
+            let x = zeros(ctx, DType::F32, &[1, 1 << 16])?;
+            let out = ctx.full_nan(DType::F32, &[1, 1 << 16]).map_err(err)?;
+            let ws = RowSplitWorkspace::new(ctx, &[1, 100]).map_err(err)?;
+            let (c, o) = (ctx.clone(), out.clone());
+            Ok((out, Box::new(move || cumsum(&c, &x, &ws, &o)) as Refused))
+        },
+    ));
     v
 }
 
@@ -133,14 +153,20 @@ pub(crate) fn cumsum_kernels() -> Vec<KernelUse> {
     for dtype in FLOAT_DTYPES {
         for vec in [1, (16 / dtype.size_bytes()) as u32] {
             v.push(kernel_use(&cumsum_kernel::DEF, dtype, &[vec]));
+            v.push(kernel_use(&cumsum_part_sums_kernel::DEF, dtype, &[vec]));
         }
     }
     v
 }
 
-/// (rows, n, quick): a quick shape, then 64–128 MiB of 4096- and 8192-long rows.
-const BENCH_SHAPES: [(usize, usize, bool); 3] =
-    [(8, 1000, true), (8192, 4096, false), (4096, 8192, false)];
+/// (rows, n, quick): a quick shape, then 64–128 MiB of 4096- and 8192-long rows and of
+/// eight 4M-long rows (split over threadgroups).
+const BENCH_SHAPES: [(usize, usize, bool); 4] = [
+    (8, 1000, true),
+    (8192, 4096, false),
+    (4096, 8192, false),
+    (8, 1 << 22, false),
+];
 
 /// Rows in [0, 1) (rising sums, compared relative to a large value); the bytes are x read
 /// and out written.
@@ -159,9 +185,10 @@ pub(crate) fn cumsum_benches() -> Vec<BenchCase> {
                 prepare: Box::new(move |ctx, rng| {
                     let (x, xv) = random_tensor(ctx, rng, dtype, &[rows, n], 0.0, 1.0)?;
                     let out = ctx.full_nan(dtype, &[rows, n]).map_err(err)?;
+                    let ws = RowSplitWorkspace::new(ctx, &[rows, n]).map_err(err)?;
                     let (c, o) = (ctx.clone(), out.clone());
                     Ok(PreparedBench {
-                        launch: Box::new(move || cumsum(&c, &x, &o).map_err(err)),
+                        launch: Box::new(move || cumsum(&c, &x, &ws, &o).map_err(err)),
                         output: out,
                         reference: reference::cumsum(&xv, n),
                     })

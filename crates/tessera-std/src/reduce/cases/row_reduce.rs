@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::reduce::row_reduce::{
-    row_reduce, row_reduce_combine_kernel, row_reduce_kernel, Reduction, RowReduceWorkspace, OP,
+    row_reduce, row_reduce_combine_kernel, row_reduce_kernel, Reduction, RowSplitWorkspace, OP,
 };
 
 /// Row shapes: one element, odd, 16-byte runs, a long row split over threadgroups, and a
@@ -34,7 +34,7 @@ fn run_checked(
     let r = Reduction::from_name(reduction).ok_or("reduction")?;
     let out_shape = crate::reduce::per_row_shape(shape);
     let out = ctx.full_nan(DType::F32, &out_shape).map_err(err)?;
-    let ws = RowReduceWorkspace::new(ctx, shape).map_err(err)?;
+    let ws = RowSplitWorkspace::new(ctx, shape).map_err(err)?;
     row_reduce(ctx, &x, r, &ws, &out).map_err(err)?;
     let got = out.to_f64_vec().map_err(err)?;
     let want = reference::row_reduce(&xv, n, reduction);
@@ -127,7 +127,7 @@ pub(crate) fn row_reduce_cases() -> Vec<Case> {
     v.push(rejection(OP, "out bf16", "`out` must be f32", |ctx| {
         let x = zeros(ctx, DType::BF16, &[2, 10])?;
         let out = ctx.full_nan(DType::BF16, &[2]).map_err(err)?;
-        let ws = RowReduceWorkspace::new(ctx, &[2, 10]).map_err(err)?;
+        let ws = RowSplitWorkspace::new(ctx, &[2, 10]).map_err(err)?;
         let (c, o) = (ctx.clone(), out.clone());
         Ok((
             out,
@@ -141,7 +141,7 @@ pub(crate) fn row_reduce_cases() -> Vec<Case> {
         |ctx| {
             let x = zeros(ctx, DType::F32, &[2, 10])?;
             let out = ctx.full_nan(DType::F32, &[3]).map_err(err)?;
-            let ws = RowReduceWorkspace::new(ctx, &[2, 10]).map_err(err)?;
+            let ws = RowSplitWorkspace::new(ctx, &[2, 10]).map_err(err)?;
             let (c, o) = (ctx.clone(), out.clone());
             Ok((
                 out,
@@ -152,7 +152,7 @@ pub(crate) fn row_reduce_cases() -> Vec<Case> {
     v.push(rejection(OP, "empty row", "must not be empty", |ctx| {
         let x = zeros(ctx, DType::F32, &[2, 0])?;
         let out = ctx.full_nan(DType::F32, &[2]).map_err(err)?;
-        let ws = RowReduceWorkspace::new(ctx, &[2, 1]).map_err(err)?;
+        let ws = RowSplitWorkspace::new(ctx, &[2, 1]).map_err(err)?;
         let (c, o) = (ctx.clone(), out.clone());
         Ok((
             out,
@@ -162,11 +162,11 @@ pub(crate) fn row_reduce_cases() -> Vec<Case> {
     v.push(rejection(
         OP,
         "workspace made for short rows",
-        "make it with RowReduceWorkspace::new",
+        "make it with RowSplitWorkspace::new",
         |ctx| {
             let x = zeros(ctx, DType::F16, &[1, 1 << 16])?;
             let out = ctx.full_nan(DType::F32, &[1]).map_err(err)?;
-            let ws = RowReduceWorkspace::new(ctx, &[1, 100]).map_err(err)?;
+            let ws = RowSplitWorkspace::new(ctx, &[1, 100]).map_err(err)?;
             let (c, o) = (ctx.clone(), out.clone());
             Ok((
                 out,
@@ -227,7 +227,7 @@ pub(crate) fn row_reduce_benches() -> Vec<BenchCase> {
                     prepare: Box::new(move |ctx, rng| {
                         let (x, xv) = random_tensor(ctx, rng, dtype, &[rows, n], 0.0, 1.0)?;
                         let out = ctx.full_nan(DType::F32, &[rows]).map_err(err)?;
-                        let ws = RowReduceWorkspace::new(ctx, &[rows, n]).map_err(err)?;
+                        let ws = RowSplitWorkspace::new(ctx, &[rows, n]).map_err(err)?;
                         let r = Reduction::from_name(reduction).ok_or("reduction")?;
                         let (c, o) = (ctx.clone(), out.clone());
                         Ok(PreparedBench {
