@@ -69,8 +69,13 @@ pub(crate) fn hadamard_cases() -> Vec<Case> {
     for dtype in FLOAT_DTYPES {
         for k in 0..=15 {
             let n = 1usize << k;
-            let rows = (1 << 16) / n.max(64);
-            v.push(correctness(dtype, vec![rows.clamp(1, 5), n], None));
+            // Short rows share a threadgroup: an odd count leaves part of the last empty.
+            let rows = if n < 256 {
+                37
+            } else {
+                ((1 << 16) / n).clamp(1, 5)
+            };
+            v.push(correctness(dtype, vec![rows, n], None));
         }
         v.push(correctness(dtype, vec![2, 3, 128], Some(1.0)));
         v.push(non_finite(dtype));

@@ -3,7 +3,8 @@
 //! consecutive elements a thread, whole 16-byte loads), so the butterflies over the low
 //! bits of `i` run in registers, the next five (the lane's bits) through
 //! `simd_shuffle_xor`, and the rest (the simdgroup's bits) in threadgroup memory, a slice
-//! of `chunk` registers at a time so at most 32 KiB of it is used.
+//! of `chunk` registers at a time so at most 32 KiB of it is used. Rows of fewer than 256
+//! elements share a threadgroup.
 
 use crate::error::{runtime, OpError};
 use crate::validate::{distinct, dtype_in, dtype_is, fits_u32, rows_of, shape_is, FLOAT_DTYPES};
@@ -15,14 +16,17 @@ pub(super) const OP: &str = "hadamard";
 /// The longest row: 2^15.
 pub const MAX_N: usize = 1 << 15;
 
-/// `out[r] = scale · x[r] · H_n` for row `r = group_id_x()`. Threads past `n / epl` (rows
-/// shorter than a simdgroup's worth) hold zeros and store nothing.
+/// `out[r] = scale · x[r] · H_n`, each row on `n / epl` threads: one row a threadgroup,
+/// or for rows of fewer than 32 threads' worth, `group_size() / (n / epl)` rows a
+/// threadgroup (their lane butterflies stay within the row's lanes). Threads past the
+/// last row hold zeros and store nothing.
 #[kernel]
 #[allow(clippy::too_many_arguments)]
 pub fn hadamard_kernel<T>(
     x: Tensor<T>,
     mut out: Tensor<T>,
     scale: f32,
+    rows: u32,
     #[constexpr] n: u32,
     #[constexpr] epl: u32,
     #[constexpr] reg_bits: u32,
@@ -32,8 +36,9 @@ pub fn hadamard_kernel<T>(
 ) {
     let threads = n / epl;
     let tid = thread_id();
-    let active = tid < threads;
-    let first = group_id_x() * n + select(active, tid, 0u32) * epl;
+    let row = group_id_x() * (group_size() / threads) + tid / threads;
+    let active = row < rows;
+    let first = select(active, row, 0u32) * n + (tid % threads) * epl;
     let v = stack_array::<f32>(epl);
     for e in 0..epl {
         // Scaled first: partial sums of huge rows then stay in f32's range wherever the
@@ -107,8 +112,11 @@ pub struct Layout {
     pub group: u32,
 }
 
+/// Threads a threadgroup of rows shorter than a simdgroup's worth takes (several rows).
+const SHORT_ROWS_GROUP: u32 = 128;
+
 /// The layout for rows of `n` (a power of two up to [`MAX_N`]): eight elements a thread
-/// (n/1024 past 8192), at least one simdgroup.
+/// (n/1024 past 8192); one row a threadgroup from 32 threads' worth, several below.
 pub fn layout(n: u32) -> Layout {
     let epl = (n / 1024).max(n.min(8));
     let threads = n / epl;
@@ -124,7 +132,11 @@ pub fn layout(n: u32) -> Layout {
         } else {
             epl.min(8192 / threads)
         },
-        group: threads.max(32),
+        group: if threads >= 32 {
+            threads
+        } else {
+            SHORT_ROWS_GROUP
+        },
     }
 }
 
@@ -152,7 +164,12 @@ pub fn hadamard(ctx: &Context, x: &Tensor, scale: f32, out: &Tensor) -> Result<(
     let l = layout(n as u32);
     hadamard_kernel::launch(
         ctx,
-        hadamard_kernel::Args { x, out, scale },
+        hadamard_kernel::Args {
+            x,
+            out,
+            scale,
+            rows: rows as u32,
+        },
         hadamard_kernel::Consts {
             n: n as u32,
             epl: l.epl,
@@ -162,7 +179,7 @@ pub fn hadamard(ctx: &Context, x: &Tensor, scale: f32, out: &Tensor) -> Result<(
             chunk: l.chunk,
         },
     )
-    .grid([rows as u32, 1, 1])
+    .grid([(rows as u32).div_ceil(l.group / (n as u32 / l.epl)), 1, 1])
     .group_size(l.group)
     .run()
     .map_err(runtime(OP))
