@@ -355,14 +355,11 @@ def cumsum_peers(p, dt, nsets):
 
 
 def _sylvester(n, dt):
-    """H_n in Sylvester order: H[i][j] = (-1)^popcount(i & j), as scipy.linalg.hadamard."""
-    i = torch.arange(n, device=DEV)
-    bits = torch.bitwise_and(i.unsqueeze(1), i.unsqueeze(0))
-    parity = torch.zeros_like(bits)
-    while bool(bits.any()):
-        parity ^= bits & 1
-        bits = bits >> 1
-    return (1 - 2 * parity).to(dt)
+    """H_n in Sylvester order (as scipy.linalg.hadamard): H_2m = [[H_m, H_m], [H_m, -H_m]]."""
+    h = torch.ones((1, 1), device=DEV, dtype=dt)
+    while h.shape[0] < n:
+        h = torch.cat([torch.cat([h, h], 1), torch.cat([h, -h], 1)], 0)
+    return h
 
 
 def hadamard_peers(p, dt, nsets):
