@@ -201,7 +201,7 @@ pub(crate) fn row_reduce_kernels() -> Vec<KernelUse> {
 const BENCH_SHAPES: [(usize, usize, bool); 5] = [
     (8, 1000, true),
     (4096, 8192, false),
-    (16_384, 1024, false),
+    (32_768, 1024, false),
     (8, 1 << 22, false),
     (1, 1 << 25, false),
 ];
