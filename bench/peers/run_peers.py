@@ -17,7 +17,8 @@ and for the elementwise ops PyTorch eager (and torch.compile for the gated activ
 silu(gate)·up, gelu(gate)·up, a + b, Tensor.to and F.embedding; for the dense, the
 MLX-affine and the GGUF GEMV, PyTorch's dense `x @ W.T` (cuBLAS) in the activations'
 dtype; for sampling vLLM's PyTorch top-k/top-p path (torch.sort, cumsum, masks, softmax,
-torch.multinomial) and torch.argmax.
+torch.multinomial) and torch.argmax; for the reductions torch.sum (f32 out), torch.amax,
+torch.topk and torch.cumsum, and for hadamard a matmul with the scaled Hadamard matrix.
 
 usage: run_peers.py SHAPES.json OUT.json [--only PEER,PEER] [--filter OP]
 """
@@ -331,6 +332,43 @@ def argmax_peers(p, dt, nsets):
     return [("torch_argmax", [(lambda x=x: torch.argmax(x, dim=-1)) for x in sets])]
 
 
+# ── reduce and hadamard: torch.sum/amax, torch.topk, torch.cumsum, a Hadamard matmul ─────
+
+
+def row_reduce_peers(p, dt, nsets):
+    sets = [rnd((p["rows"], p["n"]), dt, 0.0, 1.0) for _ in range(nsets)]
+    if p["reduction"] == "max":
+        return [("torch_amax", [(lambda x=x: torch.amax(x, dim=-1)) for x in sets])]
+    return [("torch_sum_f32", [(lambda x=x: torch.sum(x, dim=-1, dtype=torch.float32))
+                               for x in sets])]
+
+
+def topk_peers(p, dt, nsets):
+    sets = [rnd((p["batch"], p["vocab"]), dt, -4.0, 4.0) for _ in range(nsets)]
+    k = p["k"]
+    return [("torch_topk", [(lambda x=x: torch.topk(x, k, dim=-1, sorted=True)) for x in sets])]
+
+
+def cumsum_peers(p, dt, nsets):
+    sets = [rnd((p["rows"], p["n"]), dt, 0.0, 1.0) for _ in range(nsets)]
+    return [("torch_cumsum", [(lambda x=x: torch.cumsum(x, dim=-1)) for x in sets])]
+
+
+def _sylvester(n, dt):
+    """H_n in Sylvester order (as scipy.linalg.hadamard): H_2m = [[H_m, H_m], [H_m, -H_m]]."""
+    h = torch.ones((1, 1), device=DEV, dtype=dt)
+    while h.shape[0] < n:
+        h = torch.cat([torch.cat([h, h], 1), torch.cat([h, -h], 1)], 0)
+    return h
+
+
+def hadamard_peers(p, dt, nsets):
+    n = p["n"]
+    h = _sylvester(n, dt) * (1.0 / n ** 0.5)
+    sets = [rnd((p["rows"], n), dt) for _ in range(nsets)]
+    return [("torch_matmul_hadamard", [(lambda x=x: x @ h) for x in sets])]
+
+
 def peers_for(row, nsets):
     p, dt, op = row["params"], DT[row["dtype"]], row["op"]
     if op == "sdpa_decode":
@@ -359,6 +397,14 @@ def peers_for(row, nsets):
         return sample_peers(p, dt, nsets)
     if op == "argmax":
         return argmax_peers(p, dt, nsets)
+    if op == "row_reduce":
+        return row_reduce_peers(p, dt, nsets)
+    if op == "topk":
+        return topk_peers(p, dt, nsets)
+    if op == "cumsum":
+        return cumsum_peers(p, dt, nsets)
+    if op == "hadamard":
+        return hadamard_peers(p, dt, nsets)
     return []
 
 

@@ -21,9 +21,11 @@ pub mod error;
 pub mod float_range;
 pub mod gdn;
 pub mod gguf;
+pub mod hadamard;
 pub mod matmul;
 pub mod norm;
 pub mod quant;
+pub mod reduce;
 pub mod registry;
 pub mod rope;
 #[cfg(feature = "cases")]

@@ -1,0 +1,13 @@
+//! The fast Walsh–Hadamard transform over the last dimension (`hadamard`): `out = scale ·
+//! x · H_n` for n = 2^k up to 32768, H_n the Sylvester-ordered Hadamard matrix (as
+//! `scipy.linalg.hadamard` builds it); with scale 1/√n the orthonormal rotation that
+//! rotated quantization (QuaRot, SpinQuant) applies before quantizing.
+
+#[cfg(feature = "cases")]
+mod cases;
+mod decl;
+pub mod fwht;
+#[cfg(feature = "cases")]
+pub mod reference;
+
+pub use fwht::{hadamard, MAX_N};
