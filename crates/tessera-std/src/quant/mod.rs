@@ -3,7 +3,8 @@
 //! of an MLX-quantized safetensors file are used as they are: quantize, dequantize, and
 //! the quantized GEMV / skinny GEMM of decode. And fp8 weights and activations (e4m3 and
 //! e5m2 as PyTorch stores them, scales per tensor or per block as DeepSeek-V3 lays them
-//! out): quantize, dequantize and a GEMV.
+//! out): quantize, dequantize and a GEMV. And GPTQ's int4 checkpoints (act-order off):
+//! dequantize and a GEMV on the packed words.
 
 pub mod affine;
 #[cfg(feature = "cases")]
@@ -18,6 +19,12 @@ pub mod fp8_format;
 pub mod fp8_qgemv;
 #[cfg(feature = "cases")]
 pub mod fp8_reference;
+pub mod gptq;
+#[cfg(feature = "cases")]
+mod gptq_cases;
+mod gptq_decl;
+#[cfg(feature = "cases")]
+pub mod gptq_reference;
 pub mod qgemv;
 pub mod qgemv_mma;
 #[cfg(feature = "cases")]
@@ -28,4 +35,5 @@ pub use format::{AffineFormat, AFFINE_BITS, AFFINE_GROUP_SIZES};
 pub use fp8::{fp8_dequantize, fp8_quantize};
 pub use fp8_format::{Fp8Format, Fp8Scaling};
 pub use fp8_qgemv::fp8_qgemv;
+pub use gptq::{gptq_dequantize, gptq_qgemv};
 pub use qgemv::affine_qgemv;
