@@ -184,16 +184,17 @@ fn check_words(
 ) -> Result<(usize, usize, usize), OpError> {
     dtype_is(op, "qweight", qweight, DType::I32)?;
     dtype_is(op, "qzeros", qzeros, DType::I32)?;
-    let (kw, n) =
-        match *qweight.shape() {
-            [kw, n] if kw > 0 && n > 0 && n.is_multiple_of(8) => (kw, n),
-            ref s => return Err(OpError::invalid(
+    let (kw, n) = match *qweight.shape() {
+        [kw, n] if kw > 0 && n > 0 && n.is_multiple_of(8) => (kw, n),
+        ref s => {
+            return Err(OpError::invalid(
                 op,
                 format!(
                     "`qweight` must be [K/8, N] with N a positive multiple of 8, got shape {s:?}"
                 ),
-            )),
-        };
+            ))
+        }
+    };
     let k = kw * 8;
     let g = group_of(op, group_size, k)?;
     shape_is(op, "qzeros", qzeros, &[k / g, n / 8])?;
