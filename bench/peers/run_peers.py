@@ -15,8 +15,9 @@ rows; prefill with enable_gqa), F.rms_norm eager and under torch.compile, Liger 
 flash-linear-attention's chunk_gated_delta_rule and fused_recurrent_gated_delta_rule,
 and for the elementwise ops PyTorch eager (and torch.compile for the gated activations):
 silu(gate)·up, gelu(gate)·up, a + b, Tensor.to and F.embedding; for the dense, the
-MLX-affine, the GGUF, the GPTQ and the fp8 GEMV, PyTorch's dense `x @ W.T` (cuBLAS) in the
-activations' dtype (and for fp8 the eager dequantize-then-matmul); for sampling vLLM's PyTorch top-k/top-p path (torch.sort, cumsum, masks, softmax,
+MLX-affine, the GGUF, the GPTQ, the AWQ and the fp8 GEMV, PyTorch's dense `x @ W.T`
+(cuBLAS) in the activations' dtype (and for fp8 the eager dequantize-then-matmul); for
+sampling vLLM's PyTorch top-k/top-p path (torch.sort, cumsum, masks, softmax,
 torch.multinomial) and torch.argmax.
 
 usage: run_peers.py SHAPES.json OUT.json [--only PEER,PEER] [--filter OP]
@@ -382,7 +383,7 @@ def peers_for(row, nsets):
         return cast_peers(p, dt, nsets)
     if op == "embedding":
         return embedding_peers(p, dt, nsets)
-    if op in ("gemv", "affine_qgemv", "gguf_qgemv", "gptq_qgemv"):
+    if op in ("gemv", "affine_qgemv", "gguf_qgemv", "gptq_qgemv", "awq_qgemv"):
         return linear_peers(p, dt, nsets)
     if op == "fp8_qgemv":
         return fp8_qgemv_peers(p, dt, nsets)

@@ -152,7 +152,7 @@ pub fn gptq_qgemv_kernel<T>(
 }
 
 /// The group size `group_size` stands for over K = `k` (0: all of K), checked.
-fn group_of(op: &'static str, group_size: u32, k: usize) -> Result<usize, OpError> {
+pub(super) fn group_of(op: &'static str, group_size: u32, k: usize) -> Result<usize, OpError> {
     if !GPTQ_GROUP_SIZES.contains(&group_size) {
         return Err(OpError::invalid(
             op,

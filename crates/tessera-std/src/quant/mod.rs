@@ -4,9 +4,15 @@
 //! the quantized GEMV / skinny GEMM of decode. And fp8 weights and activations (e4m3 and
 //! e5m2 as PyTorch stores them, scales per tensor or per block as DeepSeek-V3 lays them
 //! out): quantize, dequantize and a GEMV. And GPTQ's int4 checkpoints (act-order off):
-//! dequantize and a GEMV on the packed words.
+//! dequantize and a GEMV on the packed words; the same for AWQ's.
 
 pub mod affine;
+pub mod awq;
+#[cfg(feature = "cases")]
+mod awq_cases;
+mod awq_decl;
+#[cfg(feature = "cases")]
+pub mod awq_reference;
 #[cfg(feature = "cases")]
 mod cases;
 mod decl;
@@ -31,6 +37,7 @@ pub mod qgemv_mma;
 pub mod reference;
 
 pub use affine::{affine_dequantize, affine_quantize};
+pub use awq::{awq_dequantize, awq_qgemv};
 pub use format::{AffineFormat, AFFINE_BITS, AFFINE_GROUP_SIZES};
 pub use fp8::{fp8_dequantize, fp8_quantize};
 pub use fp8_format::{Fp8Format, Fp8Scaling};
