@@ -15,8 +15,9 @@ rows; prefill with enable_gqa), F.rms_norm eager and under torch.compile, Liger 
 flash-linear-attention's chunk_gated_delta_rule and fused_recurrent_gated_delta_rule,
 and for the elementwise ops PyTorch eager (and torch.compile for the gated activations):
 silu(gate)·up, gelu(gate)·up, a + b, Tensor.to and F.embedding; for the dense, the
-MLX-affine and the GGUF GEMV, PyTorch's dense `x @ W.T` (cuBLAS) in the activations'
-dtype; for sampling vLLM's PyTorch top-k/top-p path (torch.sort, cumsum, masks, softmax,
+MLX-affine, the GGUF, the GPTQ, the AWQ and the fp8 GEMV, PyTorch's dense `x @ W.T`
+(cuBLAS) in the activations' dtype (and for fp8 the eager dequantize-then-matmul); for
+sampling vLLM's PyTorch top-k/top-p path (torch.sort, cumsum, masks, softmax,
 torch.multinomial) and torch.argmax; for the reductions torch.sum (f32 out), torch.amax,
 torch.topk and torch.cumsum, and for hadamard a matmul with the scaled Hadamard matrix.
 
@@ -299,6 +300,35 @@ def linear_peers(p, dt, nsets):
     return [("torch_matmul", [(lambda x=x, w=w: x @ w.T) for x, w in sets])]
 
 
+# ── fp8 GEMV (quant/fp8_qgemv.rs) ────────────────────────────────────────────────────
+
+
+def fp8_qgemv_peers(p, dt, nsets):
+    """For the fp8 GEMV: PyTorch's `x @ W.T` on the weight already dequantized to the
+    activations' dtype (what the fp8 weight replaces), and the eager path an engine
+    without an fp8 GEMV takes: `torch.float8_e4m3fn` weights cast up, times the scale
+    expanded over their 128×128 tiles (or the tensor's one scale), then the matmul.
+    (`torch._scaled_mm` is a GEMM that quantizes the activations too: not this op.)"""
+    m, n, k = p["M"], p["N"], p["K"]
+    peers = linear_peers(p, dt, nsets)
+    tiled = p.get("scaling") == "128x128"
+    sn, sk = (-(-n // 128), -(-k // 128)) if tiled else (1, 1)
+    sets = []
+    for _ in range(sets_for(n * k, 0)):
+        w8 = rnd((n, k), torch.float32, -448.0, 448.0).to(torch.float8_e4m3fn)
+        s = torch.rand((sn, sk), device=DEV, dtype=torch.float32) / 448.0
+        sets.append((rnd((m, k), dt), w8, s))
+
+    def dequant_matmul(x, w8, s):
+        if tiled:
+            s = s.repeat_interleave(128, 0)[:n].repeat_interleave(128, 1)[:, :k]
+        return x @ (w8.to(torch.float32) * s).to(x.dtype).T
+
+    peers.append(("torch_fp8_dequant_matmul",
+                  [(lambda x=x, w8=w8, s=s: dequant_matmul(x, w8, s)) for x, w8, s in sets]))
+    return peers
+
+
 # ── sampling: PyTorch's sort-based top-k / top-p and its argmax ─────────────────────
 
 
@@ -391,8 +421,10 @@ def peers_for(row, nsets):
         return cast_peers(p, dt, nsets)
     if op == "embedding":
         return embedding_peers(p, dt, nsets)
-    if op in ("gemv", "affine_qgemv", "gguf_qgemv"):
+    if op in ("gemv", "affine_qgemv", "gguf_qgemv", "gptq_qgemv", "awq_qgemv"):
         return linear_peers(p, dt, nsets)
+    if op == "fp8_qgemv":
+        return fp8_qgemv_peers(p, dt, nsets)
     if op == "sample":
         return sample_peers(p, dt, nsets)
     if op == "argmax":
