@@ -115,10 +115,11 @@ pub struct Layout {
 /// Threads a threadgroup of rows shorter than a simdgroup's worth takes (several rows).
 const SHORT_ROWS_GROUP: u32 = 128;
 
-/// The layout for rows of `n` (a power of two up to [`MAX_N`]): eight elements a thread
-/// (n/1024 past 8192); one row a threadgroup from 32 threads' worth, several below.
+/// The layout for rows of `n` (a power of two up to [`MAX_N`]): eight elements a thread,
+/// n/512 past 8192 (1024 threads of 32 f32 registers each exceed what CUDA lets a block of
+/// this kernel hold); one row a threadgroup from 32 threads' worth, several below.
 pub fn layout(n: u32) -> Layout {
-    let epl = (n / 1024).max(n.min(8));
+    let epl = if n > 8192 { n / 512 } else { n.min(8) };
     let threads = n / epl;
     let lane_bits = threads.min(32).trailing_zeros();
     let warp_bits = threads.trailing_zeros() - lane_bits;
