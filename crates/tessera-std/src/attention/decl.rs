@@ -510,3 +510,113 @@ inventory::submit! {
         benches: cases::prefill_benches,
     }
 }
+
+const PAGED_Q: [&str; 3] = ["batch", "n_q_heads", "head_dim"];
+const PAGES: [&str; 4] = ["blocks", "page_size", "n_kv_heads", "head_dim"];
+const I32: &[DType] = &[DType::I32];
+
+/// The page table of a declared paged call: the block table or the CSR inputs.
+fn page_table<'a>(a: &OpArgs<'a>) -> Result<super::PageTable<'a>, OpError> {
+    let csr = ["indptr", "indices", "last_page_len"].map(|n| a.optional(n));
+    match (a.optional("block_table"), a.optional("seq_lens"), csr) {
+        (Some(block_table), Some(seq_lens), [None, None, None]) => Ok(super::PageTable::Blocks { block_table, seq_lens }),
+        (None, None, [Some(indptr), Some(indices), Some(last_page_len)]) => Ok(super::PageTable::Csr { indptr, indices, last_page_len }),
+        _ => Err(OpError::invalid("sdpa_decode_paged", "give either block_table and seq_lens (vLLM) or indptr, indices and last_page_len (FlashInfer CSR)")),
+    }
+}
+
+fn paged_kv<'a>(a: &OpArgs<'a>) -> Result<super::PagedKv<'a>, OpError> {
+    Ok(super::PagedKv {
+        k_cache: a.input("k_cache")?,
+        v_cache: a.input("v_cache")?,
+        layout: if a.params.choice("layout")? == "hnd" {
+            super::KvLayout::Hnd
+        } else {
+            super::KvLayout::Nhd
+        },
+        table: page_table(a)?,
+    })
+}
+
+/// The scratch of a declared paged call: sized by q, the table and what it holds.
+fn paged_workspace(ctx: &Context, a: &OpArgs) -> Result<Workspace, OpError> {
+    let (qs, ks) = (a.input("q")?.shape(), a.input("k_cache")?.shape());
+    let back = |s: &[usize], i: usize| s.get(i).copied().unwrap_or(1);
+    let page = if a.params.choice("layout")? == "hnd" {
+        back(ks, 2)
+    } else {
+        back(ks, 1)
+    };
+    let (entries, width) = match (a.optional("block_table"), a.optional("indices")) {
+        (Some(t), _) => (t.len(), back(t.shape(), 1)),
+        (None, Some(i)) => (i.len(), i.len()),
+        _ => (1, 1),
+    };
+    let ws = super::PagedWorkspace::new(
+        ctx,
+        back(qs, 0),
+        back(qs, 1),
+        back(qs, 2),
+        entries,
+        width * page,
+    )?;
+    Ok(Box::new(ws))
+}
+
+inventory::submit! {
+    OpDecl {
+        name: "sdpa_decode_paged",
+        family: "attention",
+        summary: "decode SDPA over a paged KV cache (NHD or HND pages; vLLM block table or FlashInfer CSR table), tables checked on the device",
+        inputs: &[
+            TensorDecl::float("q", &PAGED_Q, "one query token per sequence"),
+            TensorDecl::new("k_cache", &PAGES, DtypeRule::Like("q"), "the key pages (HND: [blocks, n_kv_heads, page_size, head_dim])"),
+            TensorDecl::new("v_cache", &PAGES, DtypeRule::Like("q"), "the value pages, like k_cache"),
+            TensorDecl::new("block_table", &["batch", "max_pages"], DtypeRule::OneOf(I32), "vLLM: each sequence's pages in order (entries past its length are not read)").optional(),
+            TensorDecl::new("seq_lens", &["batch"], DtypeRule::OneOf(I32), "vLLM: each sequence's length in tokens, 0..=max_pages·page_size").optional(),
+            TensorDecl::new("indptr", &["batch + 1"], DtypeRule::OneOf(I32), "CSR: sequence b's pages are indices[indptr[b] .. indptr[b + 1])").optional(),
+            TensorDecl::new("indices", &["n_indices"], DtypeRule::OneOf(I32), "CSR: the page ids of every sequence").optional(),
+            TensorDecl::new("last_page_len", &["batch"], DtypeRule::OneOf(I32), "CSR: tokens on each sequence's last page, 1..=page_size (0 without pages)").optional(),
+            SINK_LOGITS,
+        ],
+        outputs: &[out(&PAGED_Q)],
+        params: &[
+            ParamDecl { name: "layout", kind: ParamKind::Choice(&["nhd", "hnd"]), default: ParamDefault::Value("nhd"), doc: "how a page holds its tokens: [page_size, n_kv_heads, head_dim] or [n_kv_heads, page_size, head_dim]" },
+            SCALE,
+            WINDOW,
+            N_SINK,
+            SPLITS,
+        ],
+        invariants: &[
+            COMMON[0],
+            COMMON[1],
+            COMMON[2],
+            COMMON[3],
+            "the element counts of q and k_cache fit u32; max_pages·page_size (CSR: n_indices·page_size) stays below 2^31",
+            "the table is block_table and seq_lens, or indptr, indices and last_page_len, all i32 of the shapes above",
+            "every length is non-negative and within its sequence's pages; every page id a sequence uses is in 0..blocks; CSR row pointers rise within indices (checked on the device; the call is refused, naming the sequence, before anything is written)",
+        ],
+        rejections: &[Rejection { invariant: 5, by: Break::Dtype("seq_lens", DType::U32), reason: "`seq_lens` must be i32" }, Rejection { invariant: 1, by: Break::Dim("head_dim", 80), reason: "head_dim 80 is not supported" }, Rejection { invariant: 2, by: Break::Dim("n_kv_heads", 3), reason: "must be a multiple of n_kv_heads" }, Rejection { invariant: 0, by: Break::Alias("out", "q"), reason: "aliases `q`" }],
+        variants: DECODE_VARIANTS,
+        example: Example {
+            dims: &[("batch", 3), ("n_q_heads", 4), ("n_kv_heads", 2), ("blocks", 12), ("page_size", 4), ("max_pages", 4), ("head_dim", 64)],
+            params: &[("window", "9"), ("n_sink", "2")],
+            ranges: &[("block_table", 0.0, 12.0), ("seq_lens", 0.0, 17.0)],
+            with: &["block_table", "seq_lens", "sink_logits"],
+        },
+        workspace: Some(WorkspaceDecl {
+            bytes: "the decode workspace for batch rows over max_pages·page_size keys, plus 4·(table entries + 2·batch + 4)",
+            make: paged_workspace,
+        }),
+        accuracy: crate::decl::Accuracy::STANDARD,
+        call: |ctx, a| super::sdpa_decode_paged(ctx, a.input("q")?, &paged_kv(a)?, a.output("out")?, &options(a)?, a.workspace::<super::PagedWorkspace>()?),
+        #[cfg(feature = "cases")]
+        reference: |r| cases::paged_reference(r),
+        #[cfg(feature = "cases")]
+        kernels: cases::paged_uses,
+        #[cfg(feature = "cases")]
+        cases: cases::paged_cases,
+        #[cfg(feature = "cases")]
+        benches: cases::paged_benches,
+    }
+}
