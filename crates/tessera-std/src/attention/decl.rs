@@ -599,7 +599,7 @@ inventory::submit! {
         rejections: &[Rejection { invariant: 5, by: Break::Dtype("seq_lens", DType::U32), reason: "`seq_lens` must be i32" }, Rejection { invariant: 1, by: Break::Dim("head_dim", 80), reason: "head_dim 80 is not supported" }, Rejection { invariant: 2, by: Break::Dim("n_kv_heads", 3), reason: "must be a multiple of n_kv_heads" }, Rejection { invariant: 0, by: Break::Alias("out", "q"), reason: "aliases `q`" }],
         variants: DECODE_VARIANTS,
         example: Example {
-            dims: &[("batch", 3), ("n_q_heads", 4), ("n_kv_heads", 2), ("blocks", 12), ("page_size", 4), ("max_pages", 4), ("head_dim", 64)],
+            dims: &[("batch", 3), ("n_q_heads", 4), ("n_kv_heads", 2), ("blocks", 12), ("page_size", 4), ("max_pages", 4), ("n_indices", 1), ("head_dim", 64)],
             params: &[("window", "9"), ("n_sink", "2")],
             ranges: &[("block_table", 0.0, 12.0), ("seq_lens", 0.0, 17.0)],
             with: &["block_table", "seq_lens", "sink_logits"],
