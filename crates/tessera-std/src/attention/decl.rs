@@ -620,3 +620,69 @@ inventory::submit! {
         benches: cases::paged_benches,
     }
 }
+
+const NEW_ROWS: [&str; 3] = ["tokens", "n_kv_heads", "head_dim"];
+
+inventory::submit! {
+    OpDecl {
+        name: "paged_kv_append",
+        family: "attention",
+        summary: "new K/V rows written into a paged cache (NHD or HND) at vLLM's slot_mapping (−1 skips); slots checked on the device",
+        inputs: &[
+            TensorDecl::float("k", &NEW_ROWS, "the new tokens' key rows"),
+            TensorDecl::new("v", &NEW_ROWS, DtypeRule::Like("k"), "their value rows"),
+            TensorDecl::new("slot_mapping", &["tokens"], DtypeRule::OneOf(I32), "each token's slot page·page_size + offset, or −1 to skip it"),
+            TensorDecl::new("k_cache", &PAGES, DtypeRule::Like("k"), "the key pages before the append (HND: [blocks, n_kv_heads, page_size, head_dim])"),
+            TensorDecl::new("v_cache", &PAGES, DtypeRule::Like("k"), "the value pages before, like k_cache"),
+        ],
+        outputs: &[
+            OutputDecl::like("k_cache", "k_cache_out", &PAGES, DtypeRule::Like("k"), "the key pages after (the Rust op writes k_cache in place)"),
+            OutputDecl::like("v_cache", "v_cache_out", &PAGES, DtypeRule::Like("k"), "the value pages after"),
+        ],
+        params: &[ParamDecl { name: "layout", kind: ParamKind::Choice(&["nhd", "hnd"]), default: ParamDefault::Value("nhd"), doc: "how a page holds its tokens: [page_size, n_kv_heads, head_dim] or [n_kv_heads, page_size, head_dim]" }],
+        invariants: &[
+            "k, v and the caches share one float dtype; v is like k; the caches are alike and hold n_kv_heads heads of head_dim; none is empty",
+            "slot_mapping is i32 [tokens]",
+            "every slot is −1 or in 0..blocks·page_size, and no two tokens share a slot (checked on the device; the call is refused, naming the token, before anything is written)",
+            "the caches hold fewer than 2^31 elements; the outputs alias no input",
+        ],
+        rejections: &[Rejection { invariant: 1, by: Break::Dtype("slot_mapping", DType::U32), reason: "`slot_mapping` must be i32" }, Rejection { invariant: 0, by: Break::InputDim("v", "head_dim", 32), reason: "`v` must have shape" }, Rejection { invariant: 0, by: Break::Dtype("k_cache", DType::F16), reason: "`k_cache` must be f32" }],
+        variants: &[],
+        example: Example {
+            dims: &[("tokens", 1), ("n_kv_heads", 2), ("head_dim", 64), ("blocks", 4), ("page_size", 4)],
+            params: &[],
+            ranges: &[("slot_mapping", -1.0, 16.0)],
+            with: &[],
+        },
+        workspace: Some(WorkspaceDecl {
+            bytes: "4: the word the device-side slot check writes",
+            make: |ctx, _| Ok(Box::new(super::SlotCheck::new(ctx)?)),
+        }),
+        accuracy: crate::decl::Accuracy::EXACT,
+        call: |ctx, a| {
+            let (k_out, v_out) = (a.output("k_cache_out")?, a.output("v_cache_out")?);
+            let (kc, vc) = (a.input("k_cache")?, a.input("v_cache")?);
+            let layout = if a.params.choice("layout")? == "hnd" { super::KvLayout::Hnd } else { super::KvLayout::Nhd };
+            let rows = (a.input("k")?, a.input("v")?, a.input("slot_mapping")?);
+            let append = super::paged_append::PagedAppend::check(ctx, rows, (kc, vc), layout, a.workspace::<super::SlotCheck>()?)?;
+            const OP: &str = "paged_kv_append";
+            for (name, out, like) in [("k_cache_out", k_out, kc), ("v_cache_out", v_out, vc)] {
+                crate::validate::dtype_is(OP, name, out, like.dtype())?;
+                crate::validate::shape_is(OP, name, out, like.shape())?;
+                crate::validate::distinct(OP, out, &[("k", rows.0), ("v", rows.1), ("k_cache", kc), ("v_cache", vc)])?;
+            }
+            crate::validate::distinct(OP, k_out, &[("v_cache_out", v_out)])?;
+            crate::elementwise::cast(ctx, kc, k_out)?;
+            crate::elementwise::cast(ctx, vc, v_out)?;
+            append.write(ctx, k_out, v_out)
+        },
+        #[cfg(feature = "cases")]
+        reference: |r| cases::append_reference(r),
+        #[cfg(feature = "cases")]
+        kernels: cases::append_uses,
+        #[cfg(feature = "cases")]
+        cases: cases::append_cases,
+        #[cfg(feature = "cases")]
+        benches: cases::no_benches,
+    }
+}

@@ -18,6 +18,7 @@ pub mod decode_mma;
 mod kv_staging;
 pub mod multi_query;
 pub mod paged;
+pub mod paged_append;
 #[cfg(feature = "cases")]
 pub mod paged_reference;
 pub mod paged_rows;
@@ -34,5 +35,6 @@ pub use decode::{
 };
 pub use multi_query::sdpa_multi_query;
 pub use paged::{sdpa_decode_paged, KvLayout, PageTable, PagedKv, PagedWorkspace};
+pub use paged_append::{paged_kv_append, SlotCheck};
 pub use plan::{auto_split_bound, DecodeWorkspace};
 pub use prefill::sdpa_prefill;

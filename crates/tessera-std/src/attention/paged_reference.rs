@@ -91,3 +91,31 @@ pub fn paged_decode(p: &PagedProblem) -> Vec<f64> {
     }
     out
 }
+
+/// The caches after an append: each token's head rows of `k` and `v` (`[tokens,
+/// n_kv_heads, head_dim]`) at slot `slots[t]` (page `slot / page_size`, offset `slot mod
+/// page_size`), tokens with slot −1 skipped, every other element as it was.
+pub fn paged_append(
+    (k_cache, v_cache): (&[f64], &[f64]),
+    (k, v, slots): (&[f64], &[f64], &[f64]),
+    layout: KvLayout,
+    [page, hkv, d]: [usize; 3],
+) -> (Vec<f64>, Vec<f64>) {
+    let (mut kc, mut vc) = (k_cache.to_vec(), v_cache.to_vec());
+    for (t, &s) in slots.iter().enumerate() {
+        if s < 0.0 {
+            continue;
+        }
+        let (p, off) = (s as usize / page, s as usize % page);
+        for h in 0..hkv {
+            let dst = match layout {
+                KvLayout::Nhd => ((p * page + off) * hkv + h) * d,
+                KvLayout::Hnd => ((p * hkv + h) * page + off) * d,
+            };
+            let src = (t * hkv + h) * d;
+            kc[dst..dst + d].copy_from_slice(&k[src..src + d]);
+            vc[dst..dst + d].copy_from_slice(&v[src..src + d]);
+        }
+    }
+    (kc, vc)
+}

@@ -348,6 +348,7 @@ pub(super) fn no_benches() -> Vec<BenchCase> {
 /// A single-sequence decode entry point, adapted to one signature for the shared rejections.
 type DecodeFn = fn(&Context, &Tensor, &Tensor, &Tensor, &Tensor) -> Result<(), OpError>;
 
+mod paged_kv_append;
 mod sdpa_decode;
 mod sdpa_decode_batched;
 mod sdpa_decode_paged;
@@ -356,6 +357,7 @@ mod sdpa_decode_strided;
 mod sdpa_multi_query;
 mod sdpa_prefill;
 
+pub(super) use paged_kv_append::{append_cases, append_reference, append_uses};
 pub(super) use sdpa_decode::{decode_benches, decode_cases, decode_uses};
 pub(super) use sdpa_decode_batched::{batched_benches, batched_cases};
 pub(super) use sdpa_decode_paged::{paged_benches, paged_cases, paged_reference, paged_uses};
