@@ -136,7 +136,7 @@ fn build(
     let (q, qv) = random_tensor(ctx, rng, dt, &[b, hq, d], -1.0, 1.0)?;
     let out = ctx.full_nan(dt, &[b, hq, d]).map_err(err)?;
     let garbage = |i: usize| {
-        if i % 2 == 0 {
+        if i.is_multiple_of(2) {
             -5.0
         } else {
             (blocks + 7) as f64
