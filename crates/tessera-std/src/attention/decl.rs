@@ -552,14 +552,10 @@ fn paged_workspace(ctx: &Context, a: &OpArgs) -> Result<Workspace, OpError> {
         (None, Some(i)) => (i.len(), i.len()),
         _ => (1, 1),
     };
-    let ws = super::PagedWorkspace::new(
-        ctx,
-        back(qs, 0),
-        back(qs, 1),
-        back(qs, 2),
-        entries,
-        width * page,
-    )?;
+    let heads = qs.len().saturating_sub(2);
+    let rows: usize = qs[..heads].iter().product();
+    let (hq, d) = (back(qs, heads), back(qs, heads + 1));
+    let ws = super::PagedWorkspace::new(ctx, rows, hq, d, entries, width * page)?;
     Ok(Box::new(ws))
 }
 
@@ -605,7 +601,7 @@ inventory::submit! {
             with: &["block_table", "seq_lens", "sink_logits"],
         },
         workspace: Some(WorkspaceDecl {
-            bytes: "the decode workspace for batch rows over max_pages·page_size keys, plus 4·(table entries + 2·batch + 4)",
+            bytes: "the decode workspace for batch rows over max_pages·page_size keys, plus 4·(table entries + 2·batch + 5)",
             make: paged_workspace,
         }),
         accuracy: crate::decl::Accuracy::STANDARD,
@@ -618,6 +614,67 @@ inventory::submit! {
         cases: cases::paged_cases,
         #[cfg(feature = "cases")]
         benches: cases::paged_benches,
+    }
+}
+
+const PAGED_MQ_Q: [&str; 4] = ["batch", "n_query", "n_q_heads", "head_dim"];
+
+inventory::submit! {
+    OpDecl {
+        name: "sdpa_multi_query_paged",
+        family: "attention",
+        summary: "n_query new tokens per sequence (speculative verification) over a paged KV cache, causal or full; tables checked on the device",
+        inputs: &[
+            TensorDecl::float("q", &PAGED_MQ_Q, "each sequence's block of new queries, its last n_query tokens"),
+            TensorDecl::new("k_cache", &PAGES, DtypeRule::Like("q"), "the key pages, the new tokens' keys appended (HND: [blocks, n_kv_heads, page_size, head_dim])"),
+            TensorDecl::new("v_cache", &PAGES, DtypeRule::Like("q"), "the value pages, like k_cache"),
+            TensorDecl::new("block_table", &["batch", "max_pages"], DtypeRule::OneOf(I32), "vLLM: each sequence's pages in order (entries past its length are not read)").optional(),
+            TensorDecl::new("seq_lens", &["batch"], DtypeRule::OneOf(I32), "vLLM: each sequence's length in tokens, new ones included: 0 or n_query..=max_pages·page_size").optional(),
+            TensorDecl::new("indptr", &["batch + 1"], DtypeRule::OneOf(I32), "CSR: sequence b's pages are indices[indptr[b] .. indptr[b + 1])").optional(),
+            TensorDecl::new("indices", &["n_indices"], DtypeRule::OneOf(I32), "CSR: the page ids of every sequence").optional(),
+            TensorDecl::new("last_page_len", &["batch"], DtypeRule::OneOf(I32), "CSR: tokens on each sequence's last page, 1..=page_size (0 without pages)").optional(),
+            SINK_LOGITS,
+        ],
+        outputs: &[out(&PAGED_MQ_Q)],
+        params: &[
+            ParamDecl { name: "layout", kind: ParamKind::Choice(&["nhd", "hnd"]), default: ParamDefault::Value("nhd"), doc: "how a page holds its tokens: [page_size, n_kv_heads, head_dim] or [n_kv_heads, page_size, head_dim]" },
+            ParamDecl { doc: "query i of a sequence of n tokens sees keys [0, n − n_query + i] (else all n)", ..CAUSAL },
+            SCALE,
+            WINDOW,
+            N_SINK,
+            SPLITS,
+        ],
+        invariants: &[
+            COMMON[0],
+            COMMON[1],
+            COMMON[2],
+            COMMON[3],
+            "the element counts of q and k_cache fit u32; max_pages·page_size (CSR: n_indices·page_size) stays below 2^31",
+            "the table is block_table and seq_lens, or indptr, indices and last_page_len, all i32 of the shapes above",
+            "every length is non-negative, within its sequence's pages and (causal) 0 or at least n_query; every page id a sequence uses is in 0..blocks; CSR row pointers rise within indices (checked on the device before anything is written)",
+        ],
+        rejections: &[Rejection { invariant: 5, by: Break::Dtype("block_table", DType::U32), reason: "`block_table` must be i32" }, Rejection { invariant: 1, by: Break::Dim("head_dim", 80), reason: "head_dim 80 is not supported" }, Rejection { invariant: 0, by: Break::Alias("out", "q"), reason: "aliases `q`" }],
+        variants: DECODE_VARIANTS,
+        example: Example {
+            dims: &[("batch", 2), ("n_query", 3), ("n_q_heads", 4), ("n_kv_heads", 2), ("blocks", 8), ("page_size", 4), ("max_pages", 4), ("n_indices", 1), ("head_dim", 64)],
+            params: &[("window", "7"), ("n_sink", "1")],
+            ranges: &[("block_table", 0.0, 8.0), ("seq_lens", 3.0, 17.0)],
+            with: &["block_table", "seq_lens"],
+        },
+        workspace: Some(WorkspaceDecl {
+            bytes: "the decode workspace for batch·n_query rows over max_pages·page_size keys, plus 4·(table entries + 2·batch·n_query + 5)",
+            make: paged_workspace,
+        }),
+        accuracy: crate::decl::Accuracy::STANDARD,
+        call: |ctx, a| super::sdpa_multi_query_paged(ctx, a.input("q")?, &paged_kv(a)?, a.output("out")?, a.params.bool("causal")?, &options(a)?, a.workspace::<super::PagedWorkspace>()?),
+        #[cfg(feature = "cases")]
+        reference: |r| cases::paged_reference(r),
+        #[cfg(feature = "cases")]
+        kernels: cases::paged_uses,
+        #[cfg(feature = "cases")]
+        cases: cases::mq_paged_cases,
+        #[cfg(feature = "cases")]
+        benches: cases::no_benches,
     }
 }
 

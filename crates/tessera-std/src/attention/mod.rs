@@ -34,7 +34,9 @@ pub use decode::{
     sdpa_decode, sdpa_decode_batched, sdpa_decode_split, sdpa_decode_strided, DecodeOptions,
 };
 pub use multi_query::sdpa_multi_query;
-pub use paged::{sdpa_decode_paged, KvLayout, PageTable, PagedKv, PagedWorkspace};
+pub use paged::{
+    sdpa_decode_paged, sdpa_multi_query_paged, KvLayout, PageTable, PagedKv, PagedWorkspace,
+};
 pub use paged_append::{paged_kv_append, SlotCheck};
 pub use plan::{auto_split_bound, DecodeWorkspace};
 pub use prefill::sdpa_prefill;

@@ -10,7 +10,7 @@ use super::decode::{check_options, DecodeOptions};
 use super::paged_rows::PageWalk;
 use super::paged_table::{
     paged_lengths_kernel, paged_pages_kernel, BAD_ROW_POINTERS, LENGTH_PAST_TABLE, NEGATIVE_LENGTH,
-    PAGE_OUT_OF_RANGE, VERDICT_WORDS,
+    PAGE_OUT_OF_RANGE, SHORTER_THAN_QUERIES, VERDICT_WORDS,
 };
 use super::plan::{DecodeCall, DecodeWorkspace};
 use crate::error::{runtime, OpError};
@@ -18,6 +18,7 @@ use crate::validate::{dtype_is, fits_u32, shape_is};
 use tessera_runtime::{Context, DType, Tensor};
 
 const OP: &str = "sdpa_decode_paged";
+const MQ_OP: &str = "sdpa_multi_query_paged";
 
 /// How a page holds its tokens.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,9 +56,9 @@ pub struct PagedKv<'a> {
     pub table: PageTable<'a>,
 }
 
-/// The scratch of a paged decode: the split-KV scratch, the checked page list, each
-/// sequence's start and length, and the verdict of the table check (four words,
-/// u32::MAX while the tables are good). Made once, outside the calls.
+/// The scratch of a paged decode: the split-KV scratch, the checked page list, each query
+/// row's start and length, and the verdict of the table check (five words, u32::MAX while
+/// the tables are good). Made once, outside the calls.
 pub struct PagedWorkspace {
     decode: DecodeWorkspace,
     pages: Tensor,
@@ -67,18 +68,19 @@ pub struct PagedWorkspace {
 }
 
 impl PagedWorkspace {
-    /// Scratch for up to `batch` sequences of `n_q_heads` heads of `head_dim`, page tables
-    /// of up to `table_entries` entries (`batch · max_pages`, or `indices`' length) and
-    /// sequences of up to `max_context` tokens (what the tables hold at most).
+    /// Scratch for up to `rows` query rows (decode: the batch; multi-query: batch ·
+    /// n_query) of `n_q_heads` heads of `head_dim`, page tables of up to `table_entries`
+    /// entries (`batch · max_pages`, or `indices`' length) and sequences of up to
+    /// `max_context` tokens (what the tables hold at most).
     pub fn new(
         ctx: &Context,
-        batch: usize,
+        rows: usize,
         n_q_heads: usize,
         head_dim: usize,
         table_entries: usize,
         max_context: usize,
     ) -> Result<PagedWorkspace, OpError> {
-        let rows = batch.max(1);
+        let rows = rows.max(1);
         Ok(PagedWorkspace {
             decode: DecodeWorkspace::for_cache(ctx, rows, n_q_heads, head_dim, max_context)?,
             pages: ctx
@@ -103,7 +105,7 @@ impl PagedWorkspace {
                 OP,
                 format!(
                     "a page table was refused in a graph replay ({}, at {at}); that call's output is wrong",
-                    ["a negative length", "a length past its pages", "a page id outside the cache", "unordered row pointers"][word]
+                    ["a negative length", "a length past its pages", "a page id outside the cache", "unordered row pointers", "a sequence shorter than its queries"][word]
                 ),
             )),
         }
@@ -118,6 +120,7 @@ impl PagedWorkspace {
             NEGATIVE_LENGTH,
             LENGTH_PAST_TABLE,
             PAGE_OUT_OF_RANGE,
+            SHORTER_THAN_QUERIES,
         ]
         .into_iter()
         .find_map(|w| match words.get(w) {
@@ -135,7 +138,10 @@ impl PagedWorkspace {
 
 /// The checked shapes of a paged call.
 struct Shape {
+    op: &'static str,
     batch: usize,
+    /// Query rows a sequence (decode: 1).
+    n_query: usize,
     n_q_heads: usize,
     n_kv_heads: usize,
     page_size: usize,
@@ -147,38 +153,52 @@ struct Shape {
 }
 
 /// An i32 input of shape `shape`.
-fn i32_input(name: &str, t: &Tensor, shape: &[usize]) -> Result<(), OpError> {
-    dtype_is(OP, name, t, DType::I32)?;
-    shape_is(OP, name, t, shape)
+fn i32_input(op: &'static str, name: &str, t: &Tensor, shape: &[usize]) -> Result<(), OpError> {
+    dtype_is(op, name, t, DType::I32)?;
+    shape_is(op, name, t, shape)
 }
 
-fn check_shapes(q: &Tensor, kv: &PagedKv, out: &Tensor) -> Result<Shape, OpError> {
-    same_float_dtype(OP, q, kv.k_cache, kv.v_cache, out)?;
-    let qs = dims(OP, "q", q, "batch, n_q_heads, head_dim")?;
+/// Checks a call whose q is `[batch, n_q_heads, head_dim]` (decode) or, with `multi`,
+/// `[batch, n_query, n_q_heads, head_dim]`.
+fn check_shapes(
+    op: &'static str,
+    q: &Tensor,
+    kv: &PagedKv,
+    out: &Tensor,
+    multi: bool,
+) -> Result<Shape, OpError> {
+    same_float_dtype(op, q, kv.k_cache, kv.v_cache, out)?;
+    let (n_query, qs) = if multi {
+        let s = dims(op, "q", q, "batch, n_query, n_q_heads, head_dim")?;
+        (s[1], [s[0], s[2], s[3]])
+    } else {
+        let s = dims(op, "q", q, "batch, n_q_heads, head_dim")?;
+        (1, [s[0], s[1], s[2]])
+    };
     let layout = match kv.layout {
         KvLayout::Nhd => "blocks, page_size, n_kv_heads, head_dim",
         KvLayout::Hnd => "blocks, n_kv_heads, page_size, head_dim",
     };
-    let ks = dims(OP, "k_cache", kv.k_cache, layout)?;
-    shape_is(OP, "v_cache", kv.v_cache, ks)?;
-    shape_is(OP, "out", out, qs)?;
-    let head_dim = decode_head_dim(OP, qs[2])?;
-    same_dim(OP, "k_cache's head_dim", ks[3], qs[2], "q")?;
+    let ks = dims(op, "k_cache", kv.k_cache, layout)?;
+    shape_is(op, "v_cache", kv.v_cache, ks)?;
+    shape_is(op, "out", out, q.shape())?;
+    let head_dim = decode_head_dim(op, qs[2])?;
+    same_dim(op, "k_cache's head_dim", ks[3], qs[2], "q")?;
     let (page_size, n_kv_heads) = match kv.layout {
         KvLayout::Nhd => (ks[1], ks[2]),
         KvLayout::Hnd => (ks[2], ks[1]),
     };
-    gqa(OP, qs[1], n_kv_heads)?;
-    indexable(OP, &[("q", q), ("k_cache", kv.k_cache)])?;
+    gqa(op, qs[1], n_kv_heads)?;
+    indexable(op, &[("q", q), ("k_cache", kv.k_cache)])?;
     let batch = qs[0];
     let (entries, width) = match kv.table {
         PageTable::Blocks {
             block_table,
             seq_lens,
         } => {
-            let bt = dims(OP, "block_table", block_table, "batch, max_pages")?;
-            i32_input("block_table", block_table, &[batch, bt[1]])?;
-            i32_input("seq_lens", seq_lens, &[batch])?;
+            let bt = dims(op, "block_table", block_table, "batch, max_pages")?;
+            i32_input(op, "block_table", block_table, &[batch, bt[1]])?;
+            i32_input(op, "seq_lens", seq_lens, &[batch])?;
             (batch * bt[1], bt[1])
         }
         PageTable::Csr {
@@ -186,10 +206,10 @@ fn check_shapes(q: &Tensor, kv: &PagedKv, out: &Tensor) -> Result<Shape, OpError
             indices,
             last_page_len,
         } => {
-            i32_input("indptr", indptr, &[batch + 1])?;
-            let n = dims(OP, "indices", indices, "n_indices")?[0];
-            i32_input("indices", indices, &[n])?;
-            i32_input("last_page_len", last_page_len, &[batch])?;
+            i32_input(op, "indptr", indptr, &[batch + 1])?;
+            let n = dims(op, "indices", indices, "n_indices")?[0];
+            i32_input(op, "indices", indices, &[n])?;
+            i32_input(op, "last_page_len", last_page_len, &[batch])?;
             (n, n)
         }
     };
@@ -199,15 +219,17 @@ fn check_shapes(q: &Tensor, kv: &PagedKv, out: &Tensor) -> Result<Shape, OpError
         .filter(|&m| m <= i32::MAX as usize);
     if most.is_none() {
         return Err(OpError::invalid(
-            OP,
+            op,
             format!(
                 "the tables may hold {width} pages of {page_size} tokens a sequence; that must stay below 2^31 tokens"
             ),
         ));
     }
-    fits_u32(OP, "the table's entry count", entries)?;
+    fits_u32(op, "the table's entry count", entries)?;
     Ok(Shape {
+        op,
         batch,
+        n_query,
         n_q_heads: qs[1],
         n_kv_heads,
         page_size,
@@ -222,19 +244,19 @@ fn check_shapes(q: &Tensor, kv: &PagedKv, out: &Tensor) -> Result<Shape, OpError
 fn check_workspace(ctx: &Context, s: &Shape, ws: &PagedWorkspace) -> Result<(), OpError> {
     if !ctx.owns(&ws.verdict) {
         return Err(OpError::invalid(
-            OP,
+            s.op,
             "the workspace was made on another context; make it with PagedWorkspace::new on this one",
         ));
     }
-    if ws.starts.len() < s.batch || ws.pages.len() < s.entries {
+    let rows = s.batch * s.n_query;
+    if ws.starts.len() < rows || ws.pages.len() < s.entries {
         return Err(OpError::invalid(
-            OP,
+            s.op,
             format!(
-                "the workspace holds {} sequences and {} table entries, this call needs {} and {}; \
+                "the workspace holds {} query rows and {} table entries, this call needs {rows} and {}; \
                  make it with PagedWorkspace::new for this shape",
                 ws.starts.len(),
                 ws.pages.len(),
-                s.batch,
                 s.entries
             ),
         ));
@@ -242,12 +264,13 @@ fn check_workspace(ctx: &Context, s: &Shape, ws: &PagedWorkspace) -> Result<(), 
     Ok(())
 }
 
-/// Reduces the page table to the checked list, starts and lengths in `ws`, and records in
-/// its verdict what is wrong with the table.
+/// Reduces the page table to the checked list, each query row's start and length in `ws`,
+/// and records in its verdict what is wrong with the table.
 fn reduce_table(
     ctx: &Context,
     kv: &PagedKv,
     s: &Shape,
+    causal: bool,
     ws: &PagedWorkspace,
 ) -> Result<(), OpError> {
     let (lengths, indptr, table, csr) = match kv.table {
@@ -262,6 +285,8 @@ fn reduce_table(
         } => (last_page_len, indptr, indices, 1),
     };
     let (batch, width, page_size) = (s.batch as u32, s.width as u32, s.page_size as u32);
+    let n_query = s.n_query as u32;
+    let rows = batch * n_query;
     paged_lengths_kernel::launch(
         ctx,
         paged_lengths_kernel::Args {
@@ -273,13 +298,15 @@ fn reduce_table(
             batch,
             width,
             page_size,
+            n_query,
+            causal: u32::from(causal),
         },
         paged_lengths_kernel::Consts { csr },
     )
-    .grid([batch.div_ceil(128), 1, 1])
+    .grid([rows.div_ceil(128), 1, 1])
     .group_size(128)
     .run()
-    .map_err(runtime(OP))?;
+    .map_err(runtime(s.op))?;
     let entries = s.entries as u32;
     paged_pages_kernel::launch(
         ctx,
@@ -294,13 +321,14 @@ fn reduce_table(
             width,
             page_size,
             blocks: s.blocks.min(u32::MAX as usize) as u32,
+            n_query,
         },
         paged_pages_kernel::Consts { csr },
     )
     .grid([entries.div_ceil(256).max(1), 1, 1])
     .group_size(256)
     .run()
-    .map_err(runtime(OP))
+    .map_err(runtime(s.op))
 }
 
 /// The i32 value at `i` of `t`, for a message.
@@ -315,6 +343,10 @@ fn value_at(t: &Tensor, i: usize) -> String {
 fn refusal(kv: &PagedKv, s: &Shape, word: usize, at: usize) -> OpError {
     let (page, blocks) = (s.page_size, s.blocks);
     let msg = match (kv.table, word) {
+        (_, SHORTER_THAN_QUERIES) => format!(
+            "sequence {at} holds fewer tokens than its {} new queries (its length counts them)",
+            s.n_query
+        ),
         (PageTable::Blocks { seq_lens, .. }, NEGATIVE_LENGTH) => format!(
             "`seq_lens` holds a negative length: sequence {at} has {}",
             value_at(seq_lens, at)
@@ -351,7 +383,7 @@ fn refusal(kv: &PagedKv, s: &Shape, word: usize, at: usize) -> OpError {
             value_at(indptr, at + 1)
         ),
     };
-    OpError::invalid(OP, msg)
+    OpError::invalid(s.op, msg)
 }
 
 /// Decode attention for `batch` sequences over a paged cache: `q [batch, n_q_heads,
@@ -370,13 +402,44 @@ pub fn sdpa_decode_paged(
     opts: &DecodeOptions,
     ws: &PagedWorkspace,
 ) -> Result<(), OpError> {
-    let s = check_shapes(q, kv, out)?;
-    let scale = check_options(OP, opts, q, s.n_q_heads, s.head_dim)?;
-    check_workspace(ctx, &s, ws)?;
-    reduce_table(ctx, kv, &s, ws)?;
+    let s = check_shapes(OP, q, kv, out, false)?;
+    paged_attention(ctx, (q, kv, out), &s, false, opts, ws)
+}
+
+/// Multi-query attention over a paged cache (speculative verification, chunked prefill):
+/// `q [batch, n_query, n_q_heads, head_dim]`, `out` like q; each sequence's length counts
+/// its `n_query` new tokens, already appended (`paged_kv_append`), which are its last.
+/// Causal: query i of a sequence of n tokens sees its first `n − n_query + i + 1` keys;
+/// else all n. A sequence of 0 tokens gets zeros; one with tokens but fewer than n_query
+/// is refused (causal), as is every bad table [`sdpa_decode_paged`] refuses. `ws` from
+/// [`PagedWorkspace::new`] for `batch · n_query` rows.
+pub fn sdpa_multi_query_paged(
+    ctx: &Context,
+    q: &Tensor,
+    kv: &PagedKv,
+    out: &Tensor,
+    causal: bool,
+    opts: &DecodeOptions,
+    ws: &PagedWorkspace,
+) -> Result<(), OpError> {
+    let s = check_shapes(MQ_OP, q, kv, out, true)?;
+    paged_attention(ctx, (q, kv, out), &s, causal, opts, ws)
+}
+
+fn paged_attention(
+    ctx: &Context,
+    (q, kv, out): (&Tensor, &PagedKv, &Tensor),
+    s: &Shape,
+    causal: bool,
+    opts: &DecodeOptions,
+    ws: &PagedWorkspace,
+) -> Result<(), OpError> {
+    let scale = check_options(s.op, opts, q, s.n_q_heads, s.head_dim)?;
+    check_workspace(ctx, s, ws)?;
+    reduce_table(ctx, kv, s, causal, ws)?;
     if !ctx.recording_graph() {
         if let Some((word, at)) = ws.take_verdict()? {
-            return Err(refusal(kv, &s, word, at));
+            return Err(refusal(kv, s, word, at));
         }
     }
     let (page, hkv) = (s.page_size as u32, s.n_kv_heads as u32);
@@ -386,14 +449,14 @@ pub fn sdpa_decode_paged(
     };
     let capacity = (s.width * s.page_size) as u32;
     let call = DecodeCall {
-        op: OP,
+        op: s.op,
         q,
         k: kv.k_cache,
         v: kv.v_cache,
         out,
         sinks: opts.sink_logits,
         kv_lens: Some(&ws.lens),
-        rows: s.batch as u32,
+        rows: (s.batch * s.n_query) as u32,
         n_q_heads: s.n_q_heads as u32,
         n_kv_heads: hkv,
         head_dim: s.head_dim,

@@ -20,6 +20,10 @@ pub struct PagedProblem<'a> {
     pub window: usize,
     pub n_sink: usize,
     pub sinks: Option<&'a [f64]>,
+    /// Query rows a sequence (its last `n_query` tokens; decode: 1), and whether row i
+    /// sees only its first `len − n_query + i + 1` keys.
+    pub n_query: usize,
+    pub causal: bool,
 }
 
 /// Each sequence's (pages, length) from a vLLM block table `[batch, width]` and `seq_lens`.
@@ -62,7 +66,7 @@ pub fn csr_seqs(
         .collect()
 }
 
-/// `out [batch, n_q_heads, head_dim]`.
+/// `out [batch, n_query, n_q_heads, head_dim]`.
 pub fn paged_decode(p: &PagedProblem) -> Vec<f64> {
     let [batch, hq, hkv, page, d] = p.dims;
     let group = hq / hkv;
@@ -70,9 +74,19 @@ pub fn paged_decode(p: &PagedProblem) -> Vec<f64> {
         KvLayout::Nhd => ((page_id * page + slot) * hkv + h) * d,
         KvLayout::Hnd => ((page_id * hkv + h) * page + slot) * d,
     };
-    let mut out = vec![0.0; batch * hq * d];
-    for (b, (pages, n)) in p.seqs.iter().enumerate() {
-        let positions = visible(*n, p.window, p.n_sink);
+    let nq = p.n_query;
+    let mut out = vec![0.0; batch * nq * hq * d];
+    for (row, (b, i)) in (0..batch)
+        .flat_map(|b| (0..nq).map(move |i| (b, i)))
+        .enumerate()
+    {
+        let (pages, len) = &p.seqs[b];
+        let n = if p.causal && *len > 0 {
+            len + i + 1 - nq
+        } else {
+            *len
+        };
+        let positions = visible(n, p.window, p.n_sink);
         for h in 0..hq {
             let kvh = h / group;
             let mut ks = Vec::with_capacity(positions.len() * d);
@@ -83,10 +97,10 @@ pub fn paged_decode(p: &PagedProblem) -> Vec<f64> {
                 vs.extend_from_slice(&p.v[e..e + d]);
             }
             let slab: Vec<usize> = (0..positions.len()).collect();
-            let qrow = &p.q[(b * hq + h) * d..(b * hq + h + 1) * d];
+            let at = (row * hq + h) * d;
             let sink = p.sinks.map(|s| s[h]);
-            let o = attend(qrow, &ks, &vs, &slab, p.scale, sink);
-            out[(b * hq + h) * d..(b * hq + h + 1) * d].copy_from_slice(&o);
+            let o = attend(&p.q[at..at + d], &ks, &vs, &slab, p.scale, sink);
+            out[at..at + d].copy_from_slice(&o);
         }
     }
     out

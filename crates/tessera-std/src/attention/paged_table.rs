@@ -14,7 +14,7 @@
 //! the call before the attention runs; in a recorded graph it cannot, and
 //! [`super::paged::PagedWorkspace::take_error`] reports the verdict after the replay.
 
-use tessera_macros::kernel;
+use tessera_macros::{func, kernel};
 
 /// Verdict word: the first sequence whose length is negative.
 pub const NEGATIVE_LENGTH: usize = 0;
@@ -24,12 +24,16 @@ pub const LENGTH_PAST_TABLE: usize = 1;
 pub const PAGE_OUT_OF_RANGE: usize = 2;
 /// Verdict word: the first sequence whose CSR row pointers are out of order or range.
 pub const BAD_ROW_POINTERS: usize = 3;
+/// Verdict word: the first sequence that holds tokens, but fewer than its new queries.
+pub const SHORTER_THAN_QUERIES: usize = 4;
 /// Words in a verdict.
-pub const VERDICT_WORDS: usize = 4;
+pub const VERDICT_WORDS: usize = 5;
 
-/// Each sequence's first entry in the page list (`starts`) and length (`lens`, clamped to
-/// what its pages hold), one thread a sequence. Block table (`csr = 0`): `lengths` is
-/// `seq_lens`, sequence `b`'s pages are entries `b · width ..` of the flattened table.
+/// Each query row's first entry in the page list (`starts`) and visible length (`lens`,
+/// clamped to what its pages hold), one thread a row: sequence `b` has `n_query` rows,
+/// the last `n_query` of its tokens; row `i` sees the first `len − n_query + i + 1` keys
+/// when `causal != 0`, else all `len` (a sequence of 0 tokens: none); decode is one
+/// row a sequence. Block table (`csr = 0`): `lengths` is `seq_lens`, sequence `b`'s pages are entries `b · width ..` of the flattened table.
 /// CSR (`csr = 1`): `lengths` is `last_page_len`, sequence `b`'s pages are `indices[indptr[b]
 /// .. indptr[b + 1])` of `width` entries, its length `(pages − 1) · page_size +
 /// last_page_len` (0 without pages).
@@ -43,22 +47,29 @@ pub fn paged_lengths_kernel(
     batch: u32,
     width: u32,
     page_size: u32,
+    n_query: u32,
+    causal: u32,
     #[constexpr] csr: u32,
 ) {
-    let b = global_id();
+    let r = global_id();
+    let b = r / n_query;
+    let i = r - b * n_query;
     if b < batch {
-        let n = load(lengths[b]);
-        if n < 0i32 {
+        let l = load(lengths[b]);
+        if l < 0i32 {
             let _first = atomic_min(verdict[0], b);
         }
-        let nu = select(n < 0i32, 0u32, n.cast::<u32>());
+        let lu = select(l < 0i32, 0u32, l.cast::<u32>());
+        // The sequence's tokens, clamped to what its pages hold, and its first entry.
+        let mut n = 0u32;
+        let mut start = 0u32;
         if csr == 0 {
             let cap = width * page_size;
-            if nu > cap {
+            if lu > cap {
                 let _first = atomic_min(verdict[1], b);
             }
-            store(starts[b], b * width);
-            store(lens[b], min(nu, cap));
+            n = min(lu, cap);
+            start = b * width;
         } else {
             let p0 = load(indptr[b]);
             let p1 = load(indptr[b + 1]);
@@ -67,20 +78,36 @@ pub fn paged_lengths_kernel(
                 let _first = atomic_min(verdict[3], b);
             }
             let np = select(ordered, (p1 - p0).cast::<u32>(), 0u32);
-            if nu > page_size || (np == 0 && nu > 0) {
+            if lu > page_size || (np == 0 && lu > 0) {
                 let _first = atomic_min(verdict[1], b);
             }
-            let last = min(nu, page_size);
-            store(starts[b], select(ordered, p0.cast::<u32>(), 0u32));
-            store(lens[b], select(np > 0, (np - 1) * page_size + last, 0u32));
+            n = select(np > 0, (np - 1) * page_size + min(lu, page_size), 0u32);
+            start = select(ordered, p0.cast::<u32>(), 0u32);
         }
+        if causal != 0 && n > 0 && n < n_query {
+            let _first = atomic_min(verdict[4], b);
+        }
+        store(starts[r], start);
+        store(lens[r], row_len(n, i, n_query, causal));
     }
+}
+
+/// The keys row `i` of `n_query` sees in a sequence of `n` tokens: causal, the first `n −
+/// n_query + i + 1` (none when `n` is shorter than the queries: refused), else all `n`.
+#[func]
+fn row_len(n: u32, i: u32, n_query: u32, causal: u32) -> u32 {
+    select(
+        causal != 0,
+        select(n >= n_query, n - n_query + i + 1, 0u32),
+        n,
+    )
 }
 
 /// The checked page list, one thread an entry of the table (`entries` in all): an entry a
 /// sequence uses is copied when it is a page of the cache (`0..blocks`) and recorded in
 /// the verdict otherwise; every other entry becomes 0. Block table: entry `e` is page
-/// `e mod width` of sequence `e / width`, used below `⌈lens / page_size⌉`. CSR: entries
+/// `e mod width` of sequence `e / width`, used below `⌈lens / page_size⌉` of the
+/// sequence's last query row (which sees all its keys). CSR: entries
 /// `indptr[0] .. indptr[batch]` are used.
 #[kernel]
 pub fn paged_pages_kernel(
@@ -94,13 +121,15 @@ pub fn paged_pages_kernel(
     width: u32,
     page_size: u32,
     blocks: u32,
+    n_query: u32,
     #[constexpr] csr: u32,
 ) {
     let e = global_id();
     if e < entries {
         let used = if csr == 0 {
             let b = e / width;
-            e % width < (load(lens[b]) + page_size - 1) / page_size
+            let n = load(lens[b * n_query + n_query - 1]);
+            e % width < (n + page_size - 1) / page_size
         } else {
             let at = e.cast::<i32>();
             at >= load(indptr[0]) && at < load(indptr[batch])

@@ -355,6 +355,7 @@ mod sdpa_decode_paged;
 mod sdpa_decode_split;
 mod sdpa_decode_strided;
 mod sdpa_multi_query;
+mod sdpa_multi_query_paged;
 mod sdpa_prefill;
 
 pub(super) use paged_kv_append::{append_cases, append_reference, append_uses};
@@ -364,4 +365,5 @@ pub(super) use sdpa_decode_paged::{paged_benches, paged_cases, paged_reference, 
 pub(super) use sdpa_decode_split::{split_cases, split_uses};
 pub(super) use sdpa_decode_strided::strided_cases;
 pub(super) use sdpa_multi_query::{mq_benches, mq_cases};
+pub(super) use sdpa_multi_query_paged::mq_paged_cases;
 pub(super) use sdpa_prefill::{prefill_benches, prefill_cases, prefill_uses};

@@ -17,31 +17,31 @@ const OP: &str = "sdpa_decode_paged";
 
 /// Which page table a case uses.
 #[derive(Clone, Copy, Debug)]
-enum Form {
+pub(super) enum Form {
     Blocks,
     Csr,
 }
 
 /// A paged call's tensors and, as stored, its data and each sequence's pages.
-struct Paged {
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    out: Tensor,
-    tables: Vec<Tensor>,
-    form: Form,
-    layout: KvLayout,
-    qv: Vec<f64>,
-    kv: Vec<f64>,
-    vv: Vec<f64>,
-    seqs: Vec<(Vec<usize>, usize)>,
+pub(super) struct Paged {
+    pub(super) q: Tensor,
+    pub(super) k: Tensor,
+    pub(super) v: Tensor,
+    pub(super) out: Tensor,
+    pub(super) tables: Vec<Tensor>,
+    pub(super) form: Form,
+    pub(super) layout: KvLayout,
+    pub(super) qv: Vec<f64>,
+    pub(super) kv: Vec<f64>,
+    pub(super) vv: Vec<f64>,
+    pub(super) seqs: Vec<(Vec<usize>, usize)>,
     /// Table entries and the most tokens a sequence's table row holds.
-    entries: usize,
-    capacity: usize,
+    pub(super) entries: usize,
+    pub(super) capacity: usize,
 }
 
 impl Paged {
-    fn cache(&self) -> PagedKv<'_> {
+    pub(super) fn cache(&self) -> PagedKv<'_> {
         let t = &self.tables;
         let table = match self.form {
             Form::Blocks => PageTable::Blocks {
@@ -62,9 +62,14 @@ impl Paged {
         }
     }
 
-    fn workspace(&self, ctx: &Context) -> Result<PagedWorkspace, OpError> {
-        let (qs, b) = (self.q.shape(), self.seqs.len());
-        PagedWorkspace::new(ctx, b, qs[1], qs[2], self.entries, self.capacity)
+    /// A workspace for q's rows: every dimension before the heads.
+    pub(super) fn workspace(&self, ctx: &Context) -> Result<PagedWorkspace, OpError> {
+        let qs = self.q.shape();
+        let (rows, heads) = (
+            qs[..qs.len() - 2].iter().product(),
+            qs[qs.len() - 2..].to_vec(),
+        );
+        PagedWorkspace::new(ctx, rows, heads[0], heads[1], self.entries, self.capacity)
     }
 }
 
@@ -87,11 +92,12 @@ fn shuffled(rng: &mut CaseRng, n: usize) -> Vec<usize> {
 
 /// Sequences of `lens` tokens in shuffled pages of a pool with `spare` pages more than
 /// they use; every slot no sequence fills holds NaN, every table entry no sequence uses
-/// holds an id outside the pool.
-fn build(
+/// holds an id outside the pool. q is `[batch, n_q_heads, head_dim]`, or with `q_rows`
+/// `[batch, q_rows, n_q_heads, head_dim]`.
+pub(super) fn build(
     (ctx, rng): (&Context, &mut CaseRng),
     (dt, layout, form): (DType, KvLayout, Form),
-    lens: &[usize],
+    (lens, q_rows): (&[usize], Option<usize>),
     [hq, hkv, page, d]: [usize; 4],
     spare: usize,
 ) -> Result<Paged, String> {
@@ -133,8 +139,12 @@ fn build(
     let (k, kv) = pool(rng)?;
     let (v, vv) = pool(rng)?;
     let b = lens.len();
-    let (q, qv) = random_tensor(ctx, rng, dt, &[b, hq, d], -1.0, 1.0)?;
-    let out = ctx.full_nan(dt, &[b, hq, d]).map_err(err)?;
+    let q_shape = match q_rows {
+        None => vec![b, hq, d],
+        Some(n) => vec![b, n, hq, d],
+    };
+    let (q, qv) = random_tensor(ctx, rng, dt, &q_shape, -1.0, 1.0)?;
+    let out = ctx.full_nan(dt, &q_shape).map_err(err)?;
     let garbage = |i: usize| {
         if i.is_multiple_of(2) {
             -5.0
@@ -219,7 +229,13 @@ fn paged_case(dt: DType, c: PagedCase) -> Case {
         c.splits.map_or(String::new(), |s| format!(" splits={s}")),
     );
     correctness(OP, dt, name, move |ctx, rng| {
-        let p = build((ctx, rng), (dt, c.layout, c.form), c.lens, c.dims, 3)?;
+        let p = build(
+            (ctx, rng),
+            (dt, c.layout, c.form),
+            (c.lens, None),
+            c.dims,
+            3,
+        )?;
         let (sinks, sv) = random_tensor(ctx, rng, dt, &[hq], -1.0, 2.0)?;
         let opts = DecodeOptions {
             window: c.vis.window as u32,
@@ -241,6 +257,8 @@ fn paged_case(dt: DType, c: PagedCase) -> Case {
             window: c.vis.window,
             n_sink: c.vis.n_sink,
             sinks: c.vis.logit.then_some(&sv[..]),
+            n_query: 1,
+            causal: false,
         });
         Ok((p.out.to_f64_vec().map_err(err)?, want))
     })
@@ -256,7 +274,7 @@ fn after_refusal_case(dt: DType) -> Case {
         "a good call after a refused one".into(),
         move |ctx, rng| {
             let mode = (dt, KvLayout::Nhd, Form::Blocks);
-            let p = build((ctx, rng), mode, &[40, 9], dims, 2)?;
+            let p = build((ctx, rng), mode, (&[40, 9], None), dims, 2)?;
             let ws = p.workspace(ctx).map_err(err)?;
             let (too_long, _) = upload(ctx, I32, &[40.0, 1000.0], &[2])?;
             let bad = PagedKv {
@@ -282,6 +300,8 @@ fn after_refusal_case(dt: DType) -> Case {
                 window: 0,
                 n_sink: 0,
                 sinks: None,
+                n_query: 1,
+                causal: false,
             });
             Ok((p.out.to_f64_vec().map_err(err)?, want))
         },
@@ -486,7 +506,7 @@ fn rejections() -> Vec<Case> {
     }
     v.push(shape_rejection(
         "workspace for fewer sequences",
-        "the workspace holds 1 sequences",
+        "the workspace holds 1 query rows",
         SMALL,
         1,
     ));
@@ -571,19 +591,25 @@ pub(crate) fn paged_reference(r: &RefArgs) -> Result<Vec<Vec<f64>>, OpError> {
             page,
         ),
     };
-    let d = qs[2];
+    let (n_query, causal) = match qs.len() {
+        4 => (qs[1], r.params.bool("causal")?),
+        _ => (1, false),
+    };
+    let (hq, d) = (qs[qs.len() - 2], qs[qs.len() - 1]);
     let p = r.params;
     Ok(vec![paged_decode(&PagedProblem {
         q: r.data("q")?,
         k: r.data("k_cache")?,
         v: r.data("v_cache")?,
         layout: if hnd { KvLayout::Hnd } else { KvLayout::Nhd },
-        dims: [qs[0], qs[1], hkv, page, d],
+        dims: [qs[0], hq, hkv, page, d],
         seqs,
         scale: p.opt_f64("scale")?.unwrap_or(1.0 / (d as f64).sqrt()),
         window: p.opt_uint("window")?.unwrap_or(0) as usize,
         n_sink: p.opt_uint("n_sink")?.unwrap_or(0) as usize,
         sinks: r.optional("sink_logits"),
+        n_query,
+        causal,
     })])
 }
 
@@ -648,7 +674,7 @@ fn paged_bench(
         prepare: Box::new(move |ctx, rng| {
             let lens = vec![n; b];
             let mode = (dt, KvLayout::Nhd, Form::Blocks);
-            let p = build((ctx, rng), mode, &lens, [hq, hkv, page, d], 1)?;
+            let p = build((ctx, rng), mode, (&lens, None), [hq, hkv, page, d], 1)?;
             let reference = paged_decode(&PagedProblem {
                 q: &p.qv,
                 k: &p.kv,
@@ -660,6 +686,8 @@ fn paged_bench(
                 window: 0,
                 n_sink: 0,
                 sinks: None,
+                n_query: 1,
+                causal: false,
             });
             let ws = p.workspace(ctx).map_err(err)?;
             let output = p.out.clone();
