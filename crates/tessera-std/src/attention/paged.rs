@@ -403,7 +403,24 @@ pub fn sdpa_decode_paged(
     ws: &PagedWorkspace,
 ) -> Result<(), OpError> {
     let s = check_shapes(OP, q, kv, out, false)?;
-    paged_attention(ctx, (q, kv, out), &s, false, opts, ws)
+    let eager = !ctx.recording_graph();
+    paged_attention(ctx, (q, kv, out), &s, (false, eager), opts, ws)
+}
+
+/// [`sdpa_decode_paged`] as a recorded graph runs it: the table is reduced and checked on
+/// the device but the verdict is not read back, so a bad table is not refused; the
+/// attention still reads only checked pages (for the cases that prove it).
+#[cfg(feature = "cases")]
+pub(crate) fn sdpa_decode_paged_as_in_graph(
+    ctx: &Context,
+    q: &Tensor,
+    kv: &PagedKv,
+    out: &Tensor,
+    opts: &DecodeOptions,
+    ws: &PagedWorkspace,
+) -> Result<(), OpError> {
+    let s = check_shapes(OP, q, kv, out, false)?;
+    paged_attention(ctx, (q, kv, out), &s, (false, false), opts, ws)
 }
 
 /// Multi-query attention over a paged cache (speculative verification, chunked prefill):
@@ -423,21 +440,24 @@ pub fn sdpa_multi_query_paged(
     ws: &PagedWorkspace,
 ) -> Result<(), OpError> {
     let s = check_shapes(MQ_OP, q, kv, out, true)?;
-    paged_attention(ctx, (q, kv, out), &s, causal, opts, ws)
+    let eager = !ctx.recording_graph();
+    paged_attention(ctx, (q, kv, out), &s, (causal, eager), opts, ws)
 }
 
+/// The checked call: the table reduced on the device, the verdict read back and a bad
+/// table refused when `eager`, then the attention over the checked pages.
 fn paged_attention(
     ctx: &Context,
     (q, kv, out): (&Tensor, &PagedKv, &Tensor),
     s: &Shape,
-    causal: bool,
+    (causal, eager): (bool, bool),
     opts: &DecodeOptions,
     ws: &PagedWorkspace,
 ) -> Result<(), OpError> {
     let scale = check_options(s.op, opts, q, s.n_q_heads, s.head_dim)?;
     check_workspace(ctx, s, ws)?;
     reduce_table(ctx, kv, s, causal, ws)?;
-    if !ctx.recording_graph() {
+    if eager {
         if let Some((word, at)) = ws.take_verdict()? {
             return Err(refusal(kv, s, word, at));
         }

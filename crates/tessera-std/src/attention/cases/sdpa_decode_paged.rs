@@ -545,6 +545,7 @@ pub(crate) fn paged_cases() -> Vec<Case> {
             v.push(paged_case(dt, c));
         }
         v.push(after_refusal_case(dt));
+        v.push(graph_form_case(dt));
     }
     // Forced and chosen split-KV over long sequences.
     let long = case(
@@ -728,4 +729,66 @@ pub(crate) fn paged_benches() -> Vec<BenchCase> {
         }
     }
     v
+}
+
+/// The form a recorded graph runs (no read-back, so no refusal): over a block table whose
+/// first sequence has a page id past the pool and whose second claims more tokens than its
+/// row holds, nothing is read outside the cache (the CPU backend would stop at such a read)
+/// and the good third sequence's output is exact; `take_error` then reports the table
+/// once, and finds nothing after.
+fn graph_form_case(dt: DType) -> Case {
+    let dims = [4, 2, 8, 64];
+    correctness(
+        OP,
+        dt,
+        "graph form: a bad table reads nothing outside the cache".into(),
+        move |ctx, rng| {
+            let mode = (dt, KvLayout::Hnd, Form::Blocks);
+            let p = build((ctx, rng), mode, (&[20, 9, 30], None), dims, 2)?;
+            let table = p.tables[0].to_vec::<i32>().map_err(err)?;
+            let width = table.len() / 3;
+            let mut bad_table = table.clone();
+            bad_table[1] = 1 << 20;
+            let (bt, _) = upload(
+                ctx,
+                I32,
+                &bad_table.iter().map(|&x| x as f64).collect::<Vec<_>>(),
+                &[3, width],
+            )?;
+            let (sl, _) = upload(ctx, I32, &[20.0, 1e6, 30.0], &[3])?;
+            let kv = PagedKv {
+                table: PageTable::Blocks {
+                    block_table: &bt,
+                    seq_lens: &sl,
+                },
+                ..p.cache()
+            };
+            let ws = p.workspace(ctx).map_err(err)?;
+            let o = DecodeOptions::default();
+            crate::attention::paged::sdpa_decode_paged_as_in_graph(ctx, &p.q, &kv, &p.out, &o, &ws)
+                .map_err(err)?;
+            if ws.take_error().is_ok() {
+                return Err("the bad table was not reported after the graph form".into());
+            }
+            ws.take_error()
+                .map_err(|e| format!("the verdict was not reset: {e}"))?;
+            let want = paged_decode(&PagedProblem {
+                q: &p.qv,
+                k: &p.kv,
+                v: &p.vv,
+                layout: KvLayout::Hnd,
+                dims: [3, 4, 2, 8, 64],
+                seqs: p.seqs.clone(),
+                scale: scale_of(64),
+                window: 0,
+                n_sink: 0,
+                sinks: None,
+                n_query: 1,
+                causal: false,
+            });
+            let got = p.out.to_f64_vec().map_err(err)?;
+            let third = 2 * 4 * 64;
+            Ok((got[third..].to_vec(), want[third..].to_vec()))
+        },
+    )
 }
