@@ -61,6 +61,8 @@ pub struct PagedKv<'a> {
 /// the tables are good). Made once, outside the calls.
 pub struct PagedWorkspace {
     decode: DecodeWorkspace,
+    /// The longest sequence a call may have: the split plan cuts this many keys at most.
+    max_context: usize,
     pages: Tensor,
     starts: Tensor,
     lens: Tensor,
@@ -71,7 +73,8 @@ impl PagedWorkspace {
     /// Scratch for up to `rows` query rows (decode: the batch; multi-query: batch ·
     /// n_query) of `n_q_heads` heads of `head_dim`, page tables of up to `table_entries`
     /// entries (`batch · max_pages`, or `indices`' length) and sequences of up to
-    /// `max_context` tokens (what the tables hold at most).
+    /// `max_context` tokens. The split-KV plan cuts at most `max_context` keys (not all a
+    /// wide block table holds), and a longer sequence is refused.
     pub fn new(
         ctx: &Context,
         rows: usize,
@@ -83,6 +86,7 @@ impl PagedWorkspace {
         let rows = rows.max(1);
         Ok(PagedWorkspace {
             decode: DecodeWorkspace::for_cache(ctx, rows, n_q_heads, head_dim, max_context)?,
+            max_context,
             pages: ctx
                 .zeros(DType::U32, &[table_entries.max(1)])
                 .map_err(runtime(OP))?,
@@ -286,6 +290,7 @@ fn reduce_table(
     };
     let (batch, width, page_size) = (s.batch as u32, s.width as u32, s.page_size as u32);
     let n_query = s.n_query as u32;
+    let max_len = ws.max_context.min(u32::MAX as usize) as u32;
     let rows = batch * n_query;
     paged_lengths_kernel::launch(
         ctx,
@@ -300,6 +305,7 @@ fn reduce_table(
             page_size,
             n_query,
             causal: u32::from(causal),
+            max_len,
         },
         paged_lengths_kernel::Consts { csr },
     )
@@ -340,7 +346,7 @@ fn value_at(t: &Tensor, i: usize) -> String {
 }
 
 /// The refusal for verdict word `word` at sequence or entry `at`, naming the values.
-fn refusal(kv: &PagedKv, s: &Shape, word: usize, at: usize) -> OpError {
+fn refusal(kv: &PagedKv, s: &Shape, ws: &PagedWorkspace, word: usize, at: usize) -> OpError {
     let (page, blocks) = (s.page_size, s.blocks);
     let msg = match (kv.table, word) {
         (_, SHORTER_THAN_QUERIES) => format!(
@@ -352,10 +358,11 @@ fn refusal(kv: &PagedKv, s: &Shape, word: usize, at: usize) -> OpError {
             value_at(seq_lens, at)
         ),
         (PageTable::Blocks { seq_lens, .. }, LENGTH_PAST_TABLE) => format!(
-            "sequence {at} has seq_len {}, more than its block-table row holds ({} pages of {page} = {} tokens)",
+            "sequence {at} has seq_len {}, more than its block-table row holds ({} pages of {page} = {} tokens) or the workspace's max_context {}",
             value_at(seq_lens, at),
             s.width,
-            s.width * page
+            s.width * page,
+            ws.max_context
         ),
         (PageTable::Blocks { block_table, .. }, _) => format!(
             "`block_table`[{}, {}] = {} is not a page of the cache (0..{blocks})",
@@ -368,8 +375,9 @@ fn refusal(kv: &PagedKv, s: &Shape, word: usize, at: usize) -> OpError {
             value_at(last_page_len, at)
         ),
         (PageTable::Csr { last_page_len, .. }, LENGTH_PAST_TABLE) => format!(
-            "sequence {at} has last_page_len {}, more than its pages hold (at most {page} on a last page, 0 without pages)",
-            value_at(last_page_len, at)
+            "sequence {at} has last_page_len {}, more than its pages hold (at most {page} on a last page, 0 without pages), or is longer than the workspace's max_context {}",
+            value_at(last_page_len, at),
+            ws.max_context
         ),
         (PageTable::Csr { indices, .. }, PAGE_OUT_OF_RANGE) => format!(
             "`indices`[{at}] = {} is not a page of the cache (0..{blocks})",
@@ -459,7 +467,7 @@ fn paged_attention(
     reduce_table(ctx, kv, s, causal, ws)?;
     if eager {
         if let Some((word, at)) = ws.take_verdict()? {
-            return Err(refusal(kv, s, word, at));
+            return Err(refusal(kv, s, ws, word, at));
         }
     }
     let (page, hkv) = (s.page_size as u32, s.n_kv_heads as u32);
@@ -467,7 +475,7 @@ fn paged_attention(
         KvLayout::Nhd => (hkv, 1),
         KvLayout::Hnd => (1, page),
     };
-    let capacity = (s.width * s.page_size) as u32;
+    let capacity = (s.width * s.page_size).min(ws.max_context) as u32;
     let call = DecodeCall {
         op: s.op,
         q,

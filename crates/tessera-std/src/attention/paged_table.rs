@@ -18,7 +18,8 @@ use tessera_macros::{func, kernel};
 
 /// Verdict word: the first sequence whose length is negative.
 pub const NEGATIVE_LENGTH: usize = 0;
-/// Verdict word: the first sequence whose length is more than its pages hold.
+/// Verdict word: the first sequence whose length is more than its pages hold (or than
+/// the workspace's `max_context`, which the split plan counts on).
 pub const LENGTH_PAST_TABLE: usize = 1;
 /// Verdict word: the first used table entry that is not a page of the cache.
 pub const PAGE_OUT_OF_RANGE: usize = 2;
@@ -49,6 +50,7 @@ pub fn paged_lengths_kernel(
     page_size: u32,
     n_query: u32,
     causal: u32,
+    max_len: u32,
     #[constexpr] csr: u32,
 ) {
     let r = global_id();
@@ -64,7 +66,7 @@ pub fn paged_lengths_kernel(
         let mut n = 0u32;
         let mut start = 0u32;
         if csr == 0 {
-            let cap = width * page_size;
+            let cap = min(width * page_size, max_len);
             if lu > cap {
                 let _first = atomic_min(verdict[1], b);
             }
@@ -81,7 +83,11 @@ pub fn paged_lengths_kernel(
             if lu > page_size || (np == 0 && lu > 0) {
                 let _first = atomic_min(verdict[1], b);
             }
-            n = select(np > 0, (np - 1) * page_size + min(lu, page_size), 0u32);
+            let held = select(np > 0, (np - 1) * page_size + min(lu, page_size), 0u32);
+            if held > max_len {
+                let _first = atomic_min(verdict[1], b);
+            }
+            n = min(held, max_len);
             start = select(ordered, p0.cast::<u32>(), 0u32);
         }
         if causal != 0 && n > 0 && n < n_query {

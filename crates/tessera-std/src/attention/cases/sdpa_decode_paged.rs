@@ -317,6 +317,17 @@ fn table_rejection(
     form: Form,
     ints: &'static [(&'static [i32], &'static [usize])],
 ) -> Case {
+    table_rejection_within(what, reason, form, ints, 64)
+}
+
+/// [`table_rejection`] on a workspace made for sequences of up to `max_context` tokens.
+fn table_rejection_within(
+    what: &str,
+    reason: &'static str,
+    form: Form,
+    ints: &'static [(&'static [i32], &'static [usize])],
+    max_context: usize,
+) -> Case {
     rejection(OP, what, reason, move |ctx| {
         let [q, k, v, out] = zeros_of(
             ctx,
@@ -332,7 +343,7 @@ fn table_rejection(
             tables.push(ctx.tensor(vals, shape).map_err(err)?);
         }
         let entries = tables[if matches!(form, Form::Blocks) { 0 } else { 1 }].len();
-        let ws = PagedWorkspace::new(ctx, 2, 4, 64, entries, 64).map_err(err)?;
+        let ws = PagedWorkspace::new(ctx, 2, 4, 64, entries, max_context).map_err(err)?;
         let (c, untouched) = (ctx.clone(), out.clone());
         Ok((
             untouched,
@@ -443,6 +454,20 @@ fn rejections() -> Vec<Case> {
             Csr,
             &[(&[0, 2, 3], &[3]), (&[0, 1, 2], &[3]), (&[5, 1], &[2])],
         ),
+        table_rejection_within(
+            "seq_len past the workspace's max_context",
+            "sequence 1 has seq_len 10, more than its block-table row holds (3 pages of 4 = 12 tokens) or the workspace's max_context 8",
+            Blocks,
+            &[(&[0, 1, 2, 3, 4, 5], &[2, 3]), (&[8, 10], &[2])],
+            8,
+        ),
+        table_rejection_within(
+            "CSR sequence past the workspace's max_context",
+            "sequence 0 has last_page_len 2, more than its pages hold (at most 4 on a last page, 0 without pages), or is longer than the workspace's max_context 5",
+            Csr,
+            &[(&[0, 2, 3], &[3]), (&[0, 1, 2], &[3]), (&[2, 1], &[2])],
+            5,
+        ),
         table_rejection(
             "negative last_page_len",
             "`last_page_len` holds a negative length: sequence 1 has -2",
@@ -546,6 +571,7 @@ pub(crate) fn paged_cases() -> Vec<Case> {
         }
         v.push(after_refusal_case(dt));
         v.push(graph_form_case(dt));
+        v.push(tight_workspace_case(dt));
     }
     // Forced and chosen split-KV over long sequences.
     let long = case(
@@ -789,6 +815,46 @@ fn graph_form_case(dt: DType) -> Case {
             let got = p.out.to_f64_vec().map_err(err)?;
             let third = 2 * 4 * 64;
             Ok((got[third..].to_vec(), want[third..].to_vec()))
+        },
+    )
+}
+
+/// A workspace made for the longest sequence rather than all the table holds (vLLM's
+/// tables are as wide as the longest context the engine allows): the split plan cuts only
+/// that many keys, and every sequence still sees all of its own.
+fn tight_workspace_case(dt: DType) -> Case {
+    let dims = [8, 2, 16, 128];
+    correctness(
+        OP,
+        dt,
+        "workspace made for the longest sequence, split by shape".into(),
+        move |ctx, rng| {
+            let lens = [600, 37, 255];
+            let p = build(
+                (ctx, rng),
+                (dt, KvLayout::Nhd, Form::Blocks),
+                (&lens, None),
+                dims,
+                2,
+            )?;
+            let ws = PagedWorkspace::new(ctx, 3, 8, 128, p.entries, 600).map_err(err)?;
+            let o = DecodeOptions::default();
+            sdpa_decode_paged(ctx, &p.q, &p.cache(), &p.out, &o, &ws).map_err(err)?;
+            let want = paged_decode(&PagedProblem {
+                q: &p.qv,
+                k: &p.kv,
+                v: &p.vv,
+                layout: KvLayout::Nhd,
+                dims: [3, 8, 2, 16, 128],
+                seqs: p.seqs.clone(),
+                scale: scale_of(128),
+                window: 0,
+                n_sink: 0,
+                sinks: None,
+                n_query: 1,
+                causal: false,
+            });
+            Ok((p.out.to_f64_vec().map_err(err)?, want))
         },
     )
 }
