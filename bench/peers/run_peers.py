@@ -11,7 +11,8 @@ graph of many launches replayed (kernels under 500 µs) or CUDA events around pl
 launches. A peer that cannot run a shape gets `us: null` and the reason.
 
 Peers: PyTorch SDPA (decode with enable_gqa, and with the GQA group folded into query
-rows; prefill with enable_gqa), F.rms_norm eager and under torch.compile, Liger RMSNorm,
+rows; paged decode as the pages gathered through the block table, then SDPA; prefill
+with enable_gqa), F.rms_norm eager and under torch.compile, Liger RMSNorm,
 flash-linear-attention's chunk_gated_delta_rule and fused_recurrent_gated_delta_rule,
 and for the elementwise ops PyTorch eager (and torch.compile for the gated activations):
 silu(gate)·up, gelu(gate)·up, a + b, Tensor.to and F.embedding; for the dense, the
@@ -144,6 +145,27 @@ def sdpa_decode_peers(p, dt, nsets, batched):
     except Exception as ex:
         out.append(("flashinfer_decode", ex))
     return out
+
+
+def sdpa_decode_paged_peers(p, dt, nsets):
+    """Paged decode in plain PyTorch: each sequence's pages gathered through its vLLM block
+    table (NHD pages, shuffled), then SDPA with enable_gqa over the gathered keys."""
+    b, hq, hkv, d, n, page = p["B"], p["hq"], p["hkv"], p["d"], p["len"], p["page"]
+    npg = -(-n // page)
+    blocks = b * npg + 1
+    sets = []
+    for _ in range(nsets):
+        table = torch.randperm(blocks, device=DEV)[: b * npg].view(b, npg).to(torch.int32)
+        sets.append((rnd((b, hq, 1, d), dt), rnd((blocks, page, hkv, d), dt),
+                     rnd((blocks, page, hkv, d), dt), table))
+
+    def gather_sdpa(q, kc, vc, table):
+        idx = table.long()
+        k = kc[idx].reshape(b, npg * page, hkv, d)[:, :n].transpose(1, 2)
+        v = vc[idx].reshape(b, npg * page, hkv, d)[:, :n].transpose(1, 2)
+        return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+
+    return [("torch_gather_sdpa_gqa", [(lambda s=s: gather_sdpa(*s)) for s in sets])]
 
 
 def sdpa_prefill_peers(p, dt, nsets):
@@ -405,6 +427,8 @@ def peers_for(row, nsets):
         return sdpa_decode_peers(p, dt, nsets, False)
     if op == "sdpa_decode_batched":
         return sdpa_decode_peers(p, dt, nsets, True)
+    if op == "sdpa_decode_paged":
+        return sdpa_decode_paged_peers(p, dt, nsets)
     if op == "sdpa_prefill":
         return sdpa_prefill_peers(p, dt, nsets)
     if op == "rms_norm":

@@ -1,4 +1,5 @@
-"""Scaled dot-product attention — decode (plain, strided with a window and sinks, batched),
+"""Scaled dot-product attention — decode (plain, strided with a window and sinks, batched,
+paged: pages gathered token by token from the table),
 multi-query over a cache and prefill — against PyTorch's SDPA (with the KV heads repeated
 for GQA) or float64 NumPy softmax attention."""
 
@@ -80,6 +81,55 @@ def test_sdpa_decode_batched(dtype, case, rng):
     want = np.stack([M.sdpa(as_f64(q[b]), as_f64(k[b]), as_f64(v[b]), scale, int(lens[b]), window, n_sink)
                      for b in range(batch)])
     assert_close(got["out"], want, dtype, f"sdpa_decode_batched lens={lens.tolist()} d={d}", terms=stride, repro=got["_cmd"])
+
+
+def paged_pools(rng, dtype, lens, hkv, page, d, layout):
+    """Shuffled pages for sequences of `lens` tokens: the NHD or HND pools, each sequence's
+    page list, and its K/V gathered token by token into [hkv, n, d]."""
+    used = [-(-int(n) // page) for n in lens]
+    blocks = sum(used) + 1
+    order = rng.permutation(blocks)
+    shape = (blocks, page, hkv, d) if layout == "nhd" else (blocks, hkv, page, d)
+    kc, vc = cast(rng.standard_normal(shape), dtype), cast(rng.standard_normal(shape), dtype)
+    pages, at = [], 0
+    for u in used:
+        pages.append(order[at:at + u])
+        at += u
+
+    def gather(pool, b):
+        n = int(lens[b])
+        rows = [pool[pages[b][p // page], p % page] if layout == "nhd" else pool[pages[b][p // page], :, p % page]
+                for p in range(n)]
+        return np.stack(rows, axis=1) if n else np.zeros((hkv, 0, d))
+
+    return kc, vc, pages, gather
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", range(CASES))
+def test_sdpa_decode_paged(dtype, case, rng):
+    d = int(rng.choice(HEAD_DIMS))
+    hq, hkv = heads(rng)
+    batch = int(rng.integers(1, 4))
+    page = int(rng.choice([1, 8, 16, 5]))
+    layout = str(rng.choice(["nhd", "hnd"]))
+    lens = rng.integers(0, 120, size=batch).astype(np.int32)
+    window, n_sink = int(rng.choice([0, 7])), int(rng.choice([0, 2]))
+    kc, vc, pages, gather = paged_pools(rng, dtype, lens, hkv, page, d, layout)
+    q = cast(rng.standard_normal((batch, hq, d)), dtype)
+    width = max(len(p) for p in pages) + 1
+    table = np.zeros((batch, width), dtype=np.int32)
+    for b, p in enumerate(pages):
+        table[b, :len(p)] = p
+    scale = 1 / np.sqrt(d)
+    got = run("sdpa_decode_paged", {"q": q, "k_cache": kc, "v_cache": vc, "block_table": table, "seq_lens": lens},
+              {"layout": layout, "scale": scale, "window": window, "n_sink": n_sink})
+    want = np.stack([
+        M.sdpa(as_f64(q[b]), as_f64(gather(kc, b)), as_f64(gather(vc, b)), scale, int(lens[b]), window, n_sink)
+        if lens[b] else np.zeros((hq, d))
+        for b in range(batch)])
+    assert_close(got["out"], want, dtype, f"sdpa_decode_paged {layout} page={page} lens={lens.tolist()} d={d}",
+                 terms=int(lens.max()) + 1, repro=got["_cmd"])
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

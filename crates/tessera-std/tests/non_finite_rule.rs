@@ -141,7 +141,7 @@ fn refuses_non_finite(op: &OpDecl, input: &str) -> bool {
 /// state's products with q and k (and the q/k norm weights), the selective scan's C·h with
 /// h built from B·x.
 const DOT_FACTORS: &[(&str, &[&str])] = &[
-    ("attention", &["q", "k"]),
+    ("attention", &["q", "k", "k_cache"]),
     ("matmul", &["a", "b", "x", "w"]),
     ("quant", &["x", "scales", "biases"]),
     ("gdn", &["q", "k", "state_in", "h0", "wq", "wk"]),

@@ -510,3 +510,236 @@ inventory::submit! {
         benches: cases::prefill_benches,
     }
 }
+
+const PAGED_Q: [&str; 3] = ["batch", "n_q_heads", "head_dim"];
+const PAGES: [&str; 4] = ["blocks", "page_size", "n_kv_heads", "head_dim"];
+const I32: &[DType] = &[DType::I32];
+
+/// The page table of a declared paged call: the block table or the CSR inputs.
+fn page_table<'a>(a: &OpArgs<'a>) -> Result<super::PageTable<'a>, OpError> {
+    let csr = ["indptr", "indices", "last_page_len"].map(|n| a.optional(n));
+    match (a.optional("block_table"), a.optional("seq_lens"), csr) {
+        (Some(block_table), Some(seq_lens), [None, None, None]) => Ok(super::PageTable::Blocks { block_table, seq_lens }),
+        (None, None, [Some(indptr), Some(indices), Some(last_page_len)]) => Ok(super::PageTable::Csr { indptr, indices, last_page_len }),
+        _ => Err(OpError::invalid("sdpa_decode_paged", "give either block_table and seq_lens (vLLM) or indptr, indices and last_page_len (FlashInfer CSR)")),
+    }
+}
+
+fn paged_kv<'a>(a: &OpArgs<'a>) -> Result<super::PagedKv<'a>, OpError> {
+    Ok(super::PagedKv {
+        k_cache: a.input("k_cache")?,
+        v_cache: a.input("v_cache")?,
+        layout: if a.params.choice("layout")? == "hnd" {
+            super::KvLayout::Hnd
+        } else {
+            super::KvLayout::Nhd
+        },
+        table: page_table(a)?,
+    })
+}
+
+/// The scratch of a declared paged call: sized by q, the table and what it holds.
+fn paged_workspace(ctx: &Context, a: &OpArgs) -> Result<Workspace, OpError> {
+    let (qs, ks) = (a.input("q")?.shape(), a.input("k_cache")?.shape());
+    let back = |s: &[usize], i: usize| s.get(i).copied().unwrap_or(1);
+    let page = if a.params.choice("layout")? == "hnd" {
+        back(ks, 2)
+    } else {
+        back(ks, 1)
+    };
+    let (entries, width) = match (a.optional("block_table"), a.optional("indices")) {
+        (Some(t), _) => (t.len(), back(t.shape(), 1)),
+        (None, Some(i)) => (i.len(), i.len()),
+        _ => (1, 1),
+    };
+    let heads = qs.len().saturating_sub(2);
+    let rows: usize = qs[..heads].iter().product();
+    let (hq, d) = (back(qs, heads), back(qs, heads + 1));
+    let ws = super::PagedWorkspace::new(ctx, rows, hq, d, entries, width * page)?;
+    Ok(Box::new(ws))
+}
+
+inventory::submit! {
+    OpDecl {
+        name: "sdpa_decode_paged",
+        family: "attention",
+        summary: "decode SDPA over a paged KV cache (NHD or HND pages; vLLM block table or FlashInfer CSR table), tables checked on the device",
+        inputs: &[
+            TensorDecl::float("q", &PAGED_Q, "one query token per sequence"),
+            TensorDecl::new("k_cache", &PAGES, DtypeRule::Like("q"), "the key pages (HND: [blocks, n_kv_heads, page_size, head_dim])"),
+            TensorDecl::new("v_cache", &PAGES, DtypeRule::Like("q"), "the value pages, like k_cache"),
+            TensorDecl::new("block_table", &["batch", "max_pages"], DtypeRule::OneOf(I32), "vLLM: each sequence's pages in order (entries past its length are not read)").optional(),
+            TensorDecl::new("seq_lens", &["batch"], DtypeRule::OneOf(I32), "vLLM: each sequence's length in tokens, 0..=max_pages·page_size").optional(),
+            TensorDecl::new("indptr", &["batch + 1"], DtypeRule::OneOf(I32), "CSR: sequence b's pages are indices[indptr[b] .. indptr[b + 1])").optional(),
+            TensorDecl::new("indices", &["n_indices"], DtypeRule::OneOf(I32), "CSR: the page ids of every sequence").optional(),
+            TensorDecl::new("last_page_len", &["batch"], DtypeRule::OneOf(I32), "CSR: tokens on each sequence's last page, 1..=page_size (0 without pages)").optional(),
+            SINK_LOGITS,
+        ],
+        outputs: &[out(&PAGED_Q)],
+        params: &[
+            ParamDecl { name: "layout", kind: ParamKind::Choice(&["nhd", "hnd"]), default: ParamDefault::Value("nhd"), doc: "how a page holds its tokens: [page_size, n_kv_heads, head_dim] or [n_kv_heads, page_size, head_dim]" },
+            SCALE,
+            WINDOW,
+            N_SINK,
+            SPLITS,
+        ],
+        invariants: &[
+            COMMON[0],
+            COMMON[1],
+            COMMON[2],
+            COMMON[3],
+            "the element counts of q and k_cache fit u32; max_pages·page_size (CSR: n_indices·page_size) stays below 2^31",
+            "the table is block_table and seq_lens, or indptr, indices and last_page_len, all i32 of the shapes above",
+            "every length is non-negative and within its sequence's pages; every page id a sequence uses is in 0..blocks; CSR row pointers rise within indices (checked on the device; the call is refused, naming the sequence, before anything is written)",
+        ],
+        rejections: &[Rejection { invariant: 5, by: Break::Dtype("seq_lens", DType::U32), reason: "`seq_lens` must be i32" }, Rejection { invariant: 1, by: Break::Dim("head_dim", 80), reason: "head_dim 80 is not supported" }, Rejection { invariant: 2, by: Break::Dim("n_kv_heads", 3), reason: "must be a multiple of n_kv_heads" }, Rejection { invariant: 0, by: Break::Alias("out", "q"), reason: "aliases `q`" }],
+        variants: DECODE_VARIANTS,
+        example: Example {
+            dims: &[("batch", 3), ("n_q_heads", 4), ("n_kv_heads", 2), ("blocks", 12), ("page_size", 4), ("max_pages", 4), ("n_indices", 1), ("head_dim", 64)],
+            params: &[("window", "9"), ("n_sink", "2")],
+            ranges: &[("block_table", 0.0, 12.0), ("seq_lens", 0.0, 17.0)],
+            with: &["block_table", "seq_lens", "sink_logits"],
+        },
+        workspace: Some(WorkspaceDecl {
+            bytes: "the decode workspace for batch rows over max_pages·page_size keys, plus 4·(table entries + 2·batch + 5)",
+            make: paged_workspace,
+        }),
+        accuracy: crate::decl::Accuracy::STANDARD,
+        call: |ctx, a| super::sdpa_decode_paged(ctx, a.input("q")?, &paged_kv(a)?, a.output("out")?, &options(a)?, a.workspace::<super::PagedWorkspace>()?),
+        #[cfg(feature = "cases")]
+        reference: |r| cases::paged_reference(r),
+        #[cfg(feature = "cases")]
+        kernels: cases::paged_uses,
+        #[cfg(feature = "cases")]
+        cases: cases::paged_cases,
+        #[cfg(feature = "cases")]
+        benches: cases::paged_benches,
+    }
+}
+
+const PAGED_MQ_Q: [&str; 4] = ["batch", "n_query", "n_q_heads", "head_dim"];
+
+inventory::submit! {
+    OpDecl {
+        name: "sdpa_multi_query_paged",
+        family: "attention",
+        summary: "n_query new tokens per sequence (speculative verification) over a paged KV cache, causal or full; tables checked on the device",
+        inputs: &[
+            TensorDecl::float("q", &PAGED_MQ_Q, "each sequence's block of new queries, its last n_query tokens"),
+            TensorDecl::new("k_cache", &PAGES, DtypeRule::Like("q"), "the key pages, the new tokens' keys appended (HND: [blocks, n_kv_heads, page_size, head_dim])"),
+            TensorDecl::new("v_cache", &PAGES, DtypeRule::Like("q"), "the value pages, like k_cache"),
+            TensorDecl::new("block_table", &["batch", "max_pages"], DtypeRule::OneOf(I32), "vLLM: each sequence's pages in order (entries past its length are not read)").optional(),
+            TensorDecl::new("seq_lens", &["batch"], DtypeRule::OneOf(I32), "vLLM: each sequence's length in tokens, new ones included: 0 or n_query..=max_pages·page_size").optional(),
+            TensorDecl::new("indptr", &["batch + 1"], DtypeRule::OneOf(I32), "CSR: sequence b's pages are indices[indptr[b] .. indptr[b + 1])").optional(),
+            TensorDecl::new("indices", &["n_indices"], DtypeRule::OneOf(I32), "CSR: the page ids of every sequence").optional(),
+            TensorDecl::new("last_page_len", &["batch"], DtypeRule::OneOf(I32), "CSR: tokens on each sequence's last page, 1..=page_size (0 without pages)").optional(),
+            SINK_LOGITS,
+        ],
+        outputs: &[out(&PAGED_MQ_Q)],
+        params: &[
+            ParamDecl { name: "layout", kind: ParamKind::Choice(&["nhd", "hnd"]), default: ParamDefault::Value("nhd"), doc: "how a page holds its tokens: [page_size, n_kv_heads, head_dim] or [n_kv_heads, page_size, head_dim]" },
+            ParamDecl { doc: "query i of a sequence of n tokens sees keys [0, n − n_query + i] (else all n)", ..CAUSAL },
+            SCALE,
+            WINDOW,
+            N_SINK,
+            SPLITS,
+        ],
+        invariants: &[
+            COMMON[0],
+            COMMON[1],
+            COMMON[2],
+            COMMON[3],
+            "the element counts of q and k_cache fit u32; max_pages·page_size (CSR: n_indices·page_size) stays below 2^31",
+            "the table is block_table and seq_lens, or indptr, indices and last_page_len, all i32 of the shapes above",
+            "every length is non-negative, within its sequence's pages and (causal) 0 or at least n_query; every page id a sequence uses is in 0..blocks; CSR row pointers rise within indices (checked on the device before anything is written)",
+        ],
+        rejections: &[Rejection { invariant: 5, by: Break::Dtype("block_table", DType::U32), reason: "`block_table` must be i32" }, Rejection { invariant: 1, by: Break::Dim("head_dim", 80), reason: "head_dim 80 is not supported" }, Rejection { invariant: 0, by: Break::Alias("out", "q"), reason: "aliases `q`" }],
+        variants: DECODE_VARIANTS,
+        example: Example {
+            dims: &[("batch", 2), ("n_query", 3), ("n_q_heads", 4), ("n_kv_heads", 2), ("blocks", 8), ("page_size", 4), ("max_pages", 4), ("n_indices", 1), ("head_dim", 64)],
+            params: &[("window", "7"), ("n_sink", "1")],
+            ranges: &[("block_table", 0.0, 8.0), ("seq_lens", 3.0, 17.0)],
+            with: &["block_table", "seq_lens"],
+        },
+        workspace: Some(WorkspaceDecl {
+            bytes: "the decode workspace for batch·n_query rows over max_pages·page_size keys, plus 4·(table entries + 2·batch·n_query + 5)",
+            make: paged_workspace,
+        }),
+        accuracy: crate::decl::Accuracy::STANDARD,
+        call: |ctx, a| super::sdpa_multi_query_paged(ctx, a.input("q")?, &paged_kv(a)?, a.output("out")?, a.params.bool("causal")?, &options(a)?, a.workspace::<super::PagedWorkspace>()?),
+        #[cfg(feature = "cases")]
+        reference: |r| cases::paged_reference(r),
+        #[cfg(feature = "cases")]
+        kernels: cases::paged_uses,
+        #[cfg(feature = "cases")]
+        cases: cases::mq_paged_cases,
+        #[cfg(feature = "cases")]
+        benches: cases::no_benches,
+    }
+}
+
+const NEW_ROWS: [&str; 3] = ["tokens", "n_kv_heads", "head_dim"];
+
+inventory::submit! {
+    OpDecl {
+        name: "paged_kv_append",
+        family: "attention",
+        summary: "new K/V rows written into a paged cache (NHD or HND) at vLLM's slot_mapping (−1 skips); slots checked on the device",
+        inputs: &[
+            TensorDecl::float("k", &NEW_ROWS, "the new tokens' key rows"),
+            TensorDecl::new("v", &NEW_ROWS, DtypeRule::Like("k"), "their value rows"),
+            TensorDecl::new("slot_mapping", &["tokens"], DtypeRule::OneOf(I32), "each token's slot page·page_size + offset, or −1 to skip it"),
+            TensorDecl::new("k_cache", &PAGES, DtypeRule::Like("k"), "the key pages before the append (HND: [blocks, n_kv_heads, page_size, head_dim])"),
+            TensorDecl::new("v_cache", &PAGES, DtypeRule::Like("k"), "the value pages before, like k_cache"),
+        ],
+        outputs: &[
+            OutputDecl::like("k_cache", "k_cache_out", &PAGES, DtypeRule::Like("k"), "the key pages after (the Rust op writes k_cache in place)"),
+            OutputDecl::like("v_cache", "v_cache_out", &PAGES, DtypeRule::Like("k"), "the value pages after"),
+        ],
+        params: &[ParamDecl { name: "layout", kind: ParamKind::Choice(&["nhd", "hnd"]), default: ParamDefault::Value("nhd"), doc: "how a page holds its tokens: [page_size, n_kv_heads, head_dim] or [n_kv_heads, page_size, head_dim]" }],
+        invariants: &[
+            "k, v and the caches share one float dtype; v is like k; the caches are alike and hold n_kv_heads heads of head_dim; none is empty",
+            "slot_mapping is i32 [tokens]",
+            "every slot is −1 or in 0..blocks·page_size, and no two tokens share a slot (checked on the device; the call is refused, naming the token, before anything is written)",
+            "the caches hold fewer than 2^31 elements; the outputs alias no input",
+        ],
+        rejections: &[Rejection { invariant: 1, by: Break::Dtype("slot_mapping", DType::U32), reason: "`slot_mapping` must be i32" }, Rejection { invariant: 0, by: Break::InputDim("v", "head_dim", 32), reason: "`v` must have shape" }, Rejection { invariant: 0, by: Break::Dtype("k_cache", DType::F16), reason: "`k_cache` must be f32" }],
+        variants: &[],
+        example: Example {
+            dims: &[("tokens", 1), ("n_kv_heads", 2), ("head_dim", 64), ("blocks", 4), ("page_size", 4)],
+            params: &[],
+            ranges: &[("slot_mapping", -1.0, 16.0)],
+            with: &[],
+        },
+        workspace: Some(WorkspaceDecl {
+            bytes: "4: the word the device-side slot check writes",
+            make: |ctx, _| Ok(Box::new(super::SlotCheck::new(ctx)?)),
+        }),
+        accuracy: crate::decl::Accuracy::EXACT,
+        call: |ctx, a| {
+            let (k_out, v_out) = (a.output("k_cache_out")?, a.output("v_cache_out")?);
+            let (kc, vc) = (a.input("k_cache")?, a.input("v_cache")?);
+            let layout = if a.params.choice("layout")? == "hnd" { super::KvLayout::Hnd } else { super::KvLayout::Nhd };
+            let rows = (a.input("k")?, a.input("v")?, a.input("slot_mapping")?);
+            let append = super::paged_append::PagedAppend::check(ctx, rows, (kc, vc), layout, a.workspace::<super::SlotCheck>()?)?;
+            const OP: &str = "paged_kv_append";
+            for (name, out, like) in [("k_cache_out", k_out, kc), ("v_cache_out", v_out, vc)] {
+                crate::validate::dtype_is(OP, name, out, like.dtype())?;
+                crate::validate::shape_is(OP, name, out, like.shape())?;
+                crate::validate::distinct(OP, out, &[("k", rows.0), ("v", rows.1), ("k_cache", kc), ("v_cache", vc)])?;
+            }
+            crate::validate::distinct(OP, k_out, &[("v_cache_out", v_out)])?;
+            crate::elementwise::cast(ctx, kc, k_out)?;
+            crate::elementwise::cast(ctx, vc, v_out)?;
+            append.write(ctx, k_out, v_out)
+        },
+        #[cfg(feature = "cases")]
+        reference: |r| cases::append_reference(r),
+        #[cfg(feature = "cases")]
+        kernels: cases::append_uses,
+        #[cfg(feature = "cases")]
+        cases: cases::append_cases,
+        #[cfg(feature = "cases")]
+        benches: cases::no_benches,
+    }
+}

@@ -226,6 +226,7 @@ fn decode_one(
         window: opts.window,
         n_sink: opts.n_sink,
         scale,
+        paging: None,
     };
     call.run(ctx, opts.splits, ws)
 }
@@ -281,6 +282,7 @@ pub fn sdpa_decode_batched(
         window: opts.window,
         n_sink: opts.n_sink,
         scale,
+        paging: None,
     };
     call.run(ctx, opts.splits, ws)
 }

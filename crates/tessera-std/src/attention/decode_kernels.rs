@@ -17,6 +17,7 @@
 //! first `n_sink` keys (attention sinks) `[0, min(n_sink, lo))`. Both ranges are walked as
 //! one virtual index `j`: `j < s_end` is position `j`, else `lo + j - s_end`.
 
+use super::paged_rows::key_row;
 use super::softmax::{
     merge_factors, normalise_output, online_step, part_weight, score_weight, sink_weight, v_weight,
 };
@@ -217,13 +218,17 @@ pub fn sdpa_decode_kernel<T>(
 /// d]`. Row `row` sees `kv_lens[row]` keys when `per_row_lens != 0` (clamped to
 /// `kv_stride`), else `len0 + row·len_step`. Each simdgroup step issues the K and V loads
 /// of `unroll` row slots before any of their arithmetic, so that `2·unroll` 16-byte loads
-/// per lane are in flight while the previous step's scores are reduced.
+/// per lane are in flight while the previous step's scores are reduced. With `paged != 0`
+/// the keys of row `row` live in pages: `pages[starts[row] ..]` lists them, `page_size`
+/// keys a page, laid out as `paged_rows::key_row` says.
 #[kernel]
 pub fn sdpa_decode_partial_kernel<T>(
     q: Tensor<T>,
     k: Tensor<T>,
     v: Tensor<T>,
     kv_lens: Tensor<u32>,
+    pages: Tensor<u32>,
+    starts: Tensor<u32>,
     mut part_o: Tensor<f32>,
     mut part_ml: Tensor<f32>,
     n_q_heads: u32,
@@ -236,6 +241,11 @@ pub fn sdpa_decode_partial_kernel<T>(
     n_sink: u32,
     chunk: u32,
     scale: f32,
+    page_size: u32,
+    page_shift: u32,
+    page_rows: u32,
+    slot_rows: u32,
+    head_rows: u32,
     #[constexpr] head_dim: u32,
     #[constexpr] epl: u32,
     #[constexpr] hpt: u32,
@@ -243,6 +253,7 @@ pub fn sdpa_decode_partial_kernel<T>(
     #[constexpr] lg: u32,
     #[constexpr] per_row_lens: u32,
     #[constexpr] unroll: u32,
+    #[constexpr] paged: u32,
 ) {
     let lanes = head_dim / epl;
     let lane = simd_lane();
@@ -267,6 +278,7 @@ pub fn sdpa_decode_partial_kernel<T>(
     let jb = split * chunk;
     let je = min(jb + chunk, count);
     let cache = (row * row_cache_rows + kvh * kv_stride) * head_dim;
+    let first = if paged != 0 { load(starts[row]) } else { 0 };
     let qs = stack_array::<f32>(hpt * epl);
     let os = stack_array::<f32>(hpt * epl);
     let ms = stack_array::<f32>(hpt);
@@ -288,7 +300,10 @@ pub fn sdpa_decode_partial_kernel<T>(
             let j = j0 + u * rows + sub;
             let jc = select(j < je, j, j0);
             let pos = select(jc < s_end, jc, jc - s_end + lo);
-            let base = cache + pos * head_dim + part * epl;
+            let base = key_row(
+                pages, first, pos, cache, kvh, page_size, page_shift, page_rows, slot_rows,
+                head_rows, head_dim, paged,
+            ) + part * epl;
             for e in 0..epl {
                 store(ks[u * epl + e], load(k[base + e]));
             }

@@ -28,6 +28,7 @@
 //! no combine launch.
 
 use super::kv_staging::regs_to_tiles;
+use super::paged_rows::key_row;
 use super::softmax::{normalise, score_weight};
 use crate::float_range::f32_range;
 use tessera_macros::{func, kernel};
@@ -78,12 +79,16 @@ fn loaded_head(head: u32, ok: bool, first_head: u32) -> u32 {
 /// rows that share one cache without a window) reads each K/V block once for all of them;
 /// row `r` then sees the keys before `len0 + r · len_step`. With `direct = 1` (one chunk,
 /// no sink logit) the kernel writes the output rows to `out` instead of partial states.
+/// With `paged != 0` the keys of row `row` live in pages listed from `pages[starts[row]]`,
+/// as `paged_rows::key_row` says.
 #[kernel]
 pub fn sdpa_decode_mma_kernel<T>(
     q: Tensor<T>,
     k: Tensor<T>,
     v: Tensor<T>,
     kv_lens: Tensor<u32>,
+    pages: Tensor<u32>,
+    starts: Tensor<u32>,
     mut part_o: Tensor<f32>,
     mut part_ml: Tensor<f32>,
     mut out: Tensor<T>,
@@ -98,10 +103,16 @@ pub fn sdpa_decode_mma_kernel<T>(
     chunk: u32,
     scale: f32,
     rows: u32,
+    page_size: u32,
+    page_shift: u32,
+    page_rows: u32,
+    slot_rows: u32,
+    head_rows: u32,
     #[constexpr] head_dim: u32,
     #[constexpr] per_row_lens: u32,
     #[constexpr] heads_per_row: u32,
     #[constexpr] direct: u32,
+    #[constexpr] paged: u32,
 ) {
     // P·V sums grow with the softmax sum, so V near f32's range would overflow the f32
     // accumulators: where T has f32's exponent range (bf16), P enters the fragments scaled
@@ -148,6 +159,7 @@ pub fn sdpa_decode_mma_kernel<T>(
     let je = min(jb + chunk, count);
     let nblocks = select(je > jb, (je - jb + bk - 1) / bk, 0);
     let cache = (row * row_cache_rows + kvh * kv_stride) * head_dim;
+    let first = if paged != 0 { load(starts[row]) } else { 0 };
 
     let ksh = threadgroup_array::<T>(bk * dp);
     let vsh = threadgroup_array::<T>(bk * dp);
@@ -215,7 +227,10 @@ pub fn sdpa_decode_mma_kernel<T>(
                 let j = b + vi / vecs;
                 let jc = select(j < je, j, b);
                 let pos = select(jc < s_end, jc, jc - s_end + lo);
-                let base = cache + pos * head_dim + (vi % vecs) * 8;
+                let base = key_row(
+                    pages, first, pos, cache, kvh, page_size, page_shift, page_rows, slot_rows,
+                    head_rows, head_dim, paged,
+                ) + (vi % vecs) * 8;
                 for e in 0..8 {
                     store(kr[i * 8 + e], load(k[base + e]));
                 }

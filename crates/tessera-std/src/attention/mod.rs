@@ -1,5 +1,6 @@
 //! Attention: decode SDPA (GQA, strided cache, sliding window, sinks, learned sink logit,
-//! split-KV, batched), multi-query SDPA over a shared cache, and tiled prefill attention.
+//! split-KV, batched), decode over a paged cache (vLLM block tables, FlashInfer CSR
+//! tables), multi-query SDPA over a shared cache, and tiled prefill attention.
 //! One decode plan serves every decode-shaped op: the wrappers validate, and the plan runs
 //! f16/bf16 caches of head_dim 64, 128 or 256 on the matrix-fragment kernel
 //! (`decode_mma`), everything else on the CUDA-core kernels (`decode_kernels`), single
@@ -16,6 +17,12 @@ pub mod decode_kernels;
 pub mod decode_mma;
 mod kv_staging;
 pub mod multi_query;
+pub mod paged;
+pub mod paged_append;
+#[cfg(feature = "cases")]
+pub mod paged_reference;
+pub mod paged_rows;
+pub mod paged_table;
 pub mod plan;
 pub mod prefill;
 pub mod prefill_mma;
@@ -27,5 +34,9 @@ pub use decode::{
     sdpa_decode, sdpa_decode_batched, sdpa_decode_split, sdpa_decode_strided, DecodeOptions,
 };
 pub use multi_query::sdpa_multi_query;
+pub use paged::{
+    sdpa_decode_paged, sdpa_multi_query_paged, KvLayout, PageTable, PagedKv, PagedWorkspace,
+};
+pub use paged_append::{paged_kv_append, SlotCheck};
 pub use plan::{auto_split_bound, DecodeWorkspace};
 pub use prefill::sdpa_prefill;

@@ -73,6 +73,7 @@ pub fn sdpa_multi_query(
         window: opts.window,
         n_sink: opts.n_sink,
         scale,
+        paging: None,
     };
     call.run(ctx, opts.splits, ws)
 }

@@ -5,6 +5,7 @@
 use super::decode_combine::{combine_slices, sdpa_decode_combine_kernel, COMBINE_COLUMNS};
 use super::decode_kernels::{sdpa_decode_kernel, sdpa_decode_partial_kernel};
 use super::decode_mma::{mma_block_keys, sdpa_decode_mma_kernel, MMA_HEAD_DIMS};
+use super::paged_rows::PageWalk;
 use crate::error::{runtime, OpError};
 use tessera_runtime::{Context, DType, Tensor};
 
@@ -173,6 +174,8 @@ pub(crate) struct DecodeCall<'a> {
     pub window: u32,
     pub n_sink: u32,
     pub scale: f32,
+    /// The pages of a paged cache (with per-row lengths in `kv_lens`).
+    pub paging: Option<PageWalk<'a>>,
 }
 
 impl DecodeCall<'_> {
@@ -395,12 +398,19 @@ impl DecodeCall<'_> {
         } = *self;
         let kv_lens = self.kv_lens.unwrap_or(&ws.lens);
         let (part_o, part_ml, gqa) = (&ws.part_o, &ws.part_ml, self.gqa());
+        let (pages, starts) = self
+            .paging
+            .map_or((kv_lens, kv_lens), |p| (p.pages, p.starts));
+        let [page_size, page_shift, page_rows, slot_rows, head_rows, paged] =
+            PageWalk::scalars(self.paging.as_ref());
         if self.on_fragments() {
             let args = sdpa_decode_mma_kernel::Args {
                 q,
                 k,
                 v,
                 kv_lens,
+                pages,
+                starts,
                 part_o,
                 part_ml,
                 out,
@@ -415,12 +425,18 @@ impl DecodeCall<'_> {
                 chunk,
                 scale,
                 rows: self.rows,
+                page_size,
+                page_shift,
+                page_rows,
+                slot_rows,
+                head_rows,
             };
             let consts = sdpa_decode_mma_kernel::Consts {
                 head_dim: self.head_dim,
                 per_row_lens,
                 heads_per_row: self.mma_heads_per_row(),
                 direct: u32::from(direct),
+                paged,
             };
             sdpa_decode_mma_kernel::launch(ctx, args, consts)
                 .grid([self.mma_head_blocks(), self.mma_row_blocks(), splits])
@@ -432,6 +448,8 @@ impl DecodeCall<'_> {
                 k,
                 v,
                 kv_lens,
+                pages,
+                starts,
                 part_o,
                 part_ml,
                 n_q_heads,
@@ -444,6 +462,11 @@ impl DecodeCall<'_> {
                 n_sink,
                 chunk,
                 scale,
+                page_size,
+                page_shift,
+                page_rows,
+                slot_rows,
+                head_rows,
             };
             let consts = sdpa_decode_partial_kernel::Consts {
                 head_dim: self.head_dim,
@@ -453,6 +476,7 @@ impl DecodeCall<'_> {
                 lg: g.lg,
                 per_row_lens,
                 unroll: g.unroll,
+                paged,
             };
             sdpa_decode_partial_kernel::launch(ctx, args, consts)
                 .grid([n_q_heads / g.hpt, self.rows, splits])

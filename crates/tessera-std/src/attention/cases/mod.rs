@@ -10,6 +10,7 @@ use super::decode_combine::{sdpa_decode_combine_kernel, COMBINE_SLICES};
 use super::decode_kernels::{sdpa_decode_kernel, sdpa_decode_partial_kernel};
 use super::decode_mma::{sdpa_decode_mma_kernel, MMA_HEAD_DIMS};
 use super::multi_query::sdpa_multi_query;
+use super::paged_rows::CONTIGUOUS;
 use super::plan::{auto_split_bound, geometry, DecodeWorkspace, DECODE_HEAD_DIMS};
 use super::prefill::{prefill_constexprs, sdpa_prefill, sdpa_prefill_kernel, PREFILL_HEAD_DIMS};
 use super::prefill_mma::sdpa_prefill_mma_kernel;
@@ -297,7 +298,7 @@ fn decode_kernel_uses(partial: bool) -> Vec<KernelUse> {
                     continue;
                 }
                 for per_row in [0, 1] {
-                    let c = [&c[..], &[per_row, g.unroll]].concat();
+                    let c = [&c[..], &[per_row, g.unroll, CONTIGUOUS]].concat();
                     v.push(kernel_use(&sdpa_decode_partial_kernel::DEF, dt, &c));
                 }
             }
@@ -315,7 +316,7 @@ fn mma_uses() -> Vec<KernelUse> {
         for d in MMA_HEAD_DIMS {
             for (per_row, hpr) in [(0, 16), (1, 16), (0, 1), (0, 2), (0, 4), (0, 8)] {
                 for direct in [0, 1] {
-                    let c = [d, per_row, hpr, direct];
+                    let c = [d, per_row, hpr, direct, CONTIGUOUS];
                     v.push(kernel_use(&sdpa_decode_mma_kernel::DEF, dt, &c));
                 }
             }
@@ -347,16 +348,22 @@ pub(super) fn no_benches() -> Vec<BenchCase> {
 /// A single-sequence decode entry point, adapted to one signature for the shared rejections.
 type DecodeFn = fn(&Context, &Tensor, &Tensor, &Tensor, &Tensor) -> Result<(), OpError>;
 
+mod paged_kv_append;
 mod sdpa_decode;
 mod sdpa_decode_batched;
+mod sdpa_decode_paged;
 mod sdpa_decode_split;
 mod sdpa_decode_strided;
 mod sdpa_multi_query;
+mod sdpa_multi_query_paged;
 mod sdpa_prefill;
 
+pub(super) use paged_kv_append::{append_cases, append_reference, append_uses};
 pub(super) use sdpa_decode::{decode_benches, decode_cases, decode_uses};
 pub(super) use sdpa_decode_batched::{batched_benches, batched_cases};
+pub(super) use sdpa_decode_paged::{paged_benches, paged_cases, paged_reference, paged_uses};
 pub(super) use sdpa_decode_split::{split_cases, split_uses};
 pub(super) use sdpa_decode_strided::strided_cases;
 pub(super) use sdpa_multi_query::{mq_benches, mq_cases};
+pub(super) use sdpa_multi_query_paged::mq_paged_cases;
 pub(super) use sdpa_prefill::{prefill_benches, prefill_cases, prefill_uses};

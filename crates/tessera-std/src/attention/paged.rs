@@ -1,0 +1,509 @@
+//! Decode attention over a paged KV cache, the way serving engines keep it: K and V in
+//! pages of `page_size` tokens (vLLM's NHD `[blocks, page_size, n_kv_heads, head_dim]` or
+//! HND `[blocks, n_kv_heads, page_size, head_dim]`), each sequence's pages named by a vLLM
+//! block table with device-side lengths or a FlashInfer CSR page table. The tables are
+//! reduced and checked on the device (`paged_table`), then the decode plan runs the same
+//! kernels as the contiguous decode, with the page lookup of `paged_rows::key_row`.
+
+use super::checks::{decode_head_dim, dims, gqa, indexable, same_dim, same_float_dtype};
+use super::decode::{check_options, DecodeOptions};
+use super::paged_rows::PageWalk;
+use super::paged_table::{
+    paged_lengths_kernel, paged_pages_kernel, BAD_ROW_POINTERS, LENGTH_PAST_TABLE, NEGATIVE_LENGTH,
+    PAGE_OUT_OF_RANGE, SHORTER_THAN_QUERIES, VERDICT_WORDS,
+};
+use super::plan::{DecodeCall, DecodeWorkspace};
+use crate::error::{runtime, OpError};
+use crate::validate::{dtype_is, fits_u32, shape_is};
+use tessera_runtime::{Context, DType, Tensor};
+
+const OP: &str = "sdpa_decode_paged";
+const MQ_OP: &str = "sdpa_multi_query_paged";
+
+/// How a page holds its tokens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KvLayout {
+    /// `[blocks, page_size, n_kv_heads, head_dim]` (vLLM's default, FlashInfer's "NHD").
+    Nhd,
+    /// `[blocks, n_kv_heads, page_size, head_dim]` (FlashInfer's "HND").
+    Hnd,
+}
+
+/// Which pages each sequence reads, all i32 on the device.
+#[derive(Clone, Copy)]
+pub enum PageTable<'a> {
+    /// vLLM: `block_table [batch, max_pages]` lists sequence b's pages in order,
+    /// `seq_lens [batch]` its length in tokens.
+    Blocks {
+        block_table: &'a Tensor,
+        seq_lens: &'a Tensor,
+    },
+    /// FlashInfer: sequence b's pages are `indices[indptr[b] .. indptr[b + 1])`, its last
+    /// page holding `last_page_len[b]` tokens.
+    Csr {
+        indptr: &'a Tensor,
+        indices: &'a Tensor,
+        last_page_len: &'a Tensor,
+    },
+}
+
+/// A paged K/V cache: the two page pools, their layout and the page table.
+#[derive(Clone, Copy)]
+pub struct PagedKv<'a> {
+    pub k_cache: &'a Tensor,
+    pub v_cache: &'a Tensor,
+    pub layout: KvLayout,
+    pub table: PageTable<'a>,
+}
+
+/// The scratch of a paged decode: the split-KV scratch, the checked page list, each query
+/// row's start and length, and the verdict of the table check (five words, u32::MAX while
+/// the tables are good). Made once, outside the calls.
+pub struct PagedWorkspace {
+    decode: DecodeWorkspace,
+    /// The longest sequence a call may have: the split plan cuts this many keys at most.
+    max_context: usize,
+    pages: Tensor,
+    starts: Tensor,
+    lens: Tensor,
+    verdict: Tensor,
+}
+
+impl PagedWorkspace {
+    /// Scratch for up to `rows` query rows (decode: the batch; multi-query: batch ·
+    /// n_query) of `n_q_heads` heads of `head_dim`, page tables of up to `table_entries`
+    /// entries (`batch · max_pages`, or `indices`' length) and sequences of up to
+    /// `max_context` tokens. The split-KV plan cuts at most `max_context` keys (not all a
+    /// wide block table holds), and a longer sequence is refused.
+    pub fn new(
+        ctx: &Context,
+        rows: usize,
+        n_q_heads: usize,
+        head_dim: usize,
+        table_entries: usize,
+        max_context: usize,
+    ) -> Result<PagedWorkspace, OpError> {
+        let rows = rows.max(1);
+        Ok(PagedWorkspace {
+            decode: DecodeWorkspace::for_cache(ctx, rows, n_q_heads, head_dim, max_context)?,
+            max_context,
+            pages: ctx
+                .zeros(DType::U32, &[table_entries.max(1)])
+                .map_err(runtime(OP))?,
+            starts: ctx.zeros(DType::U32, &[rows]).map_err(runtime(OP))?,
+            lens: ctx.zeros(DType::U32, &[rows]).map_err(runtime(OP))?,
+            verdict: ctx
+                .tensor(&[u32::MAX; VERDICT_WORDS], &[VERDICT_WORDS])
+                .map_err(runtime(OP))?,
+        })
+    }
+
+    /// After calls recorded in a graph and replayed (which cannot refuse: they read only
+    /// checked pages, clamped lengths, but a sequence with a bad table came out wrong), the
+    /// first problem the device check found since the last look, as an error; the verdict
+    /// is reset. Outside a graph a bad table is refused by the call itself.
+    pub fn take_error(&self) -> Result<(), OpError> {
+        match self.take_verdict()? {
+            None => Ok(()),
+            Some((word, at)) => Err(OpError::invalid(
+                OP,
+                format!(
+                    "a page table was refused in a graph replay ({}, at {at}); that call's output is wrong",
+                    ["a negative length", "a length past its pages", "a page id outside the cache", "unordered row pointers", "a sequence shorter than its queries"][word]
+                ),
+            )),
+        }
+    }
+
+    /// The first verdict word that holds a finding (its index and the sequence or entry),
+    /// putting the verdict back.
+    fn take_verdict(&self) -> Result<Option<(usize, usize)>, OpError> {
+        let words = self.verdict.to_vec::<u32>().map_err(runtime(OP))?;
+        let found = [
+            BAD_ROW_POINTERS,
+            NEGATIVE_LENGTH,
+            LENGTH_PAST_TABLE,
+            PAGE_OUT_OF_RANGE,
+            SHORTER_THAN_QUERIES,
+        ]
+        .into_iter()
+        .find_map(|w| match words.get(w) {
+            Some(&x) if x != u32::MAX => Some((w, x as usize)),
+            _ => None,
+        });
+        if found.is_some() {
+            self.verdict
+                .write(&[u32::MAX; VERDICT_WORDS])
+                .map_err(runtime(OP))?;
+        }
+        Ok(found)
+    }
+}
+
+/// The checked shapes of a paged call.
+struct Shape {
+    op: &'static str,
+    batch: usize,
+    /// Query rows a sequence (decode: 1).
+    n_query: usize,
+    n_q_heads: usize,
+    n_kv_heads: usize,
+    page_size: usize,
+    blocks: usize,
+    head_dim: u32,
+    /// Entries of the table, and entries a sequence may use (block table: its width).
+    entries: usize,
+    width: usize,
+}
+
+/// An i32 input of shape `shape`.
+fn i32_input(op: &'static str, name: &str, t: &Tensor, shape: &[usize]) -> Result<(), OpError> {
+    dtype_is(op, name, t, DType::I32)?;
+    shape_is(op, name, t, shape)
+}
+
+/// Checks a call whose q is `[batch, n_q_heads, head_dim]` (decode) or, with `multi`,
+/// `[batch, n_query, n_q_heads, head_dim]`.
+fn check_shapes(
+    op: &'static str,
+    q: &Tensor,
+    kv: &PagedKv,
+    out: &Tensor,
+    multi: bool,
+) -> Result<Shape, OpError> {
+    same_float_dtype(op, q, kv.k_cache, kv.v_cache, out)?;
+    let (n_query, qs) = if multi {
+        let s = dims(op, "q", q, "batch, n_query, n_q_heads, head_dim")?;
+        (s[1], [s[0], s[2], s[3]])
+    } else {
+        let s = dims(op, "q", q, "batch, n_q_heads, head_dim")?;
+        (1, [s[0], s[1], s[2]])
+    };
+    let layout = match kv.layout {
+        KvLayout::Nhd => "blocks, page_size, n_kv_heads, head_dim",
+        KvLayout::Hnd => "blocks, n_kv_heads, page_size, head_dim",
+    };
+    let ks = dims(op, "k_cache", kv.k_cache, layout)?;
+    shape_is(op, "v_cache", kv.v_cache, ks)?;
+    shape_is(op, "out", out, q.shape())?;
+    let head_dim = decode_head_dim(op, qs[2])?;
+    same_dim(op, "k_cache's head_dim", ks[3], qs[2], "q")?;
+    let (page_size, n_kv_heads) = match kv.layout {
+        KvLayout::Nhd => (ks[1], ks[2]),
+        KvLayout::Hnd => (ks[2], ks[1]),
+    };
+    gqa(op, qs[1], n_kv_heads)?;
+    indexable(op, &[("q", q), ("k_cache", kv.k_cache)])?;
+    let batch = qs[0];
+    let (entries, width) = match kv.table {
+        PageTable::Blocks {
+            block_table,
+            seq_lens,
+        } => {
+            let bt = dims(op, "block_table", block_table, "batch, max_pages")?;
+            i32_input(op, "block_table", block_table, &[batch, bt[1]])?;
+            i32_input(op, "seq_lens", seq_lens, &[batch])?;
+            (batch * bt[1], bt[1])
+        }
+        PageTable::Csr {
+            indptr,
+            indices,
+            last_page_len,
+        } => {
+            i32_input(op, "indptr", indptr, &[batch + 1])?;
+            let n = dims(op, "indices", indices, "n_indices")?[0];
+            i32_input(op, "indices", indices, &[n])?;
+            i32_input(op, "last_page_len", last_page_len, &[batch])?;
+            (n, n)
+        }
+    };
+    // What a table holds at most, plus one page, must fit the kernels' u32 lengths.
+    let most = (width + 1)
+        .checked_mul(page_size)
+        .filter(|&m| m <= i32::MAX as usize);
+    if most.is_none() {
+        return Err(OpError::invalid(
+            op,
+            format!(
+                "the tables may hold {width} pages of {page_size} tokens a sequence; that must stay below 2^31 tokens"
+            ),
+        ));
+    }
+    fits_u32(op, "the table's entry count", entries)?;
+    Ok(Shape {
+        op,
+        batch,
+        n_query,
+        n_q_heads: qs[1],
+        n_kv_heads,
+        page_size,
+        blocks: ks[0],
+        head_dim,
+        entries,
+        width,
+    })
+}
+
+/// Checks `ws` holds what the call needs.
+fn check_workspace(ctx: &Context, s: &Shape, ws: &PagedWorkspace) -> Result<(), OpError> {
+    if !ctx.owns(&ws.verdict) {
+        return Err(OpError::invalid(
+            s.op,
+            "the workspace was made on another context; make it with PagedWorkspace::new on this one",
+        ));
+    }
+    let rows = s.batch * s.n_query;
+    if ws.starts.len() < rows || ws.pages.len() < s.entries {
+        return Err(OpError::invalid(
+            s.op,
+            format!(
+                "the workspace holds {} query rows and {} table entries, this call needs {rows} and {}; \
+                 make it with PagedWorkspace::new for this shape",
+                ws.starts.len(),
+                ws.pages.len(),
+                s.entries
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Reduces the page table to the checked list, each query row's start and length in `ws`,
+/// and records in its verdict what is wrong with the table.
+fn reduce_table(
+    ctx: &Context,
+    kv: &PagedKv,
+    s: &Shape,
+    causal: bool,
+    ws: &PagedWorkspace,
+) -> Result<(), OpError> {
+    let (lengths, indptr, table, csr) = match kv.table {
+        PageTable::Blocks {
+            block_table,
+            seq_lens,
+        } => (seq_lens, seq_lens, block_table, 0),
+        PageTable::Csr {
+            indptr,
+            indices,
+            last_page_len,
+        } => (last_page_len, indptr, indices, 1),
+    };
+    let (batch, width, page_size) = (s.batch as u32, s.width as u32, s.page_size as u32);
+    let n_query = s.n_query as u32;
+    let max_len = ws.max_context.min(u32::MAX as usize) as u32;
+    let rows = batch * n_query;
+    paged_lengths_kernel::launch(
+        ctx,
+        paged_lengths_kernel::Args {
+            lengths,
+            indptr,
+            starts: &ws.starts,
+            lens: &ws.lens,
+            verdict: &ws.verdict,
+            batch,
+            width,
+            page_size,
+            n_query,
+            causal: u32::from(causal),
+            max_len,
+        },
+        paged_lengths_kernel::Consts { csr },
+    )
+    .grid([rows.div_ceil(128), 1, 1])
+    .group_size(128)
+    .run()
+    .map_err(runtime(s.op))?;
+    let entries = s.entries as u32;
+    paged_pages_kernel::launch(
+        ctx,
+        paged_pages_kernel::Args {
+            table,
+            indptr,
+            lens: &ws.lens,
+            pages: &ws.pages,
+            verdict: &ws.verdict,
+            entries,
+            batch,
+            width,
+            page_size,
+            blocks: s.blocks.min(u32::MAX as usize) as u32,
+            n_query,
+        },
+        paged_pages_kernel::Consts { csr },
+    )
+    .grid([entries.div_ceil(256).max(1), 1, 1])
+    .group_size(256)
+    .run()
+    .map_err(runtime(s.op))
+}
+
+/// The i32 value at `i` of `t`, for a message.
+fn value_at(t: &Tensor, i: usize) -> String {
+    t.to_vec::<i32>()
+        .ok()
+        .and_then(|v| v.get(i).map(|x| x.to_string()))
+        .unwrap_or_else(|| "?".into())
+}
+
+/// The refusal for verdict word `word` at sequence or entry `at`, naming the values.
+fn refusal(kv: &PagedKv, s: &Shape, ws: &PagedWorkspace, word: usize, at: usize) -> OpError {
+    let (page, blocks) = (s.page_size, s.blocks);
+    let msg = match (kv.table, word) {
+        (_, SHORTER_THAN_QUERIES) => format!(
+            "sequence {at} holds fewer tokens than its {} new queries (its length counts them)",
+            s.n_query
+        ),
+        (PageTable::Blocks { seq_lens, .. }, NEGATIVE_LENGTH) => format!(
+            "`seq_lens` holds a negative length: sequence {at} has {}",
+            value_at(seq_lens, at)
+        ),
+        (PageTable::Blocks { seq_lens, .. }, LENGTH_PAST_TABLE) => format!(
+            "sequence {at} has seq_len {}, more than its block-table row holds ({} pages of {page} = {} tokens) or the workspace's max_context {}",
+            value_at(seq_lens, at),
+            s.width,
+            s.width * page,
+            ws.max_context
+        ),
+        (PageTable::Blocks { block_table, .. }, _) => format!(
+            "`block_table`[{}, {}] = {} is not a page of the cache (0..{blocks})",
+            at / s.width.max(1),
+            at % s.width.max(1),
+            value_at(block_table, at)
+        ),
+        (PageTable::Csr { last_page_len, .. }, NEGATIVE_LENGTH) => format!(
+            "`last_page_len` holds a negative length: sequence {at} has {}",
+            value_at(last_page_len, at)
+        ),
+        (PageTable::Csr { last_page_len, .. }, LENGTH_PAST_TABLE) => format!(
+            "sequence {at} has last_page_len {}, more than its pages hold (at most {page} on a last page, 0 without pages), or is longer than the workspace's max_context {}",
+            value_at(last_page_len, at),
+            ws.max_context
+        ),
+        (PageTable::Csr { indices, .. }, PAGE_OUT_OF_RANGE) => format!(
+            "`indices`[{at}] = {} is not a page of the cache (0..{blocks})",
+            value_at(indices, at)
+        ),
+        (PageTable::Csr { indptr, .. }, _) => format!(
+            "`indptr` must rise within `indices` (0 ≤ indptr[b] ≤ indptr[b + 1] ≤ {}): sequence {at} has indptr[{at}] = {}, indptr[{}] = {}",
+            s.entries,
+            value_at(indptr, at),
+            at + 1,
+            value_at(indptr, at + 1)
+        ),
+    };
+    OpError::invalid(s.op, msg)
+}
+
+/// Decode attention for `batch` sequences over a paged cache: `q [batch, n_q_heads,
+/// head_dim]`, the K and V pools of `kv` in its layout, `out` like q. Sequence b attends
+/// its own length's keys, read through its pages (GQA, window, sinks and the learned sink
+/// logit as [`super::sdpa_decode_batched`] has them; a sequence of length 0 gets zeros).
+/// The table is checked on the device first: a negative length, a length past what the
+/// sequence's pages hold, a used page id outside `0..blocks` or (CSR) row pointers out
+/// of order are refused, naming the sequence, before anything is written (in a recorded
+/// graph: see [`PagedWorkspace::take_error`]). `ws` from [`PagedWorkspace::new`].
+pub fn sdpa_decode_paged(
+    ctx: &Context,
+    q: &Tensor,
+    kv: &PagedKv,
+    out: &Tensor,
+    opts: &DecodeOptions,
+    ws: &PagedWorkspace,
+) -> Result<(), OpError> {
+    let s = check_shapes(OP, q, kv, out, false)?;
+    let eager = !ctx.recording_graph();
+    paged_attention(ctx, (q, kv, out), &s, (false, eager), opts, ws)
+}
+
+/// [`sdpa_decode_paged`] as a recorded graph runs it: the table is reduced and checked on
+/// the device but the verdict is not read back, so a bad table is not refused; the
+/// attention still reads only checked pages (for the cases that prove it).
+#[cfg(feature = "cases")]
+pub(crate) fn sdpa_decode_paged_as_in_graph(
+    ctx: &Context,
+    q: &Tensor,
+    kv: &PagedKv,
+    out: &Tensor,
+    opts: &DecodeOptions,
+    ws: &PagedWorkspace,
+) -> Result<(), OpError> {
+    let s = check_shapes(OP, q, kv, out, false)?;
+    paged_attention(ctx, (q, kv, out), &s, (false, false), opts, ws)
+}
+
+/// Multi-query attention over a paged cache (speculative verification, chunked prefill):
+/// `q [batch, n_query, n_q_heads, head_dim]`, `out` like q; each sequence's length counts
+/// its `n_query` new tokens, already appended (`paged_kv_append`), which are its last.
+/// Causal: query i of a sequence of n tokens sees its first `n − n_query + i + 1` keys;
+/// else all n. A sequence of 0 tokens gets zeros; one with tokens but fewer than n_query
+/// is refused (causal), as is every bad table [`sdpa_decode_paged`] refuses. `ws` from
+/// [`PagedWorkspace::new`] for `batch · n_query` rows.
+pub fn sdpa_multi_query_paged(
+    ctx: &Context,
+    q: &Tensor,
+    kv: &PagedKv,
+    out: &Tensor,
+    causal: bool,
+    opts: &DecodeOptions,
+    ws: &PagedWorkspace,
+) -> Result<(), OpError> {
+    let s = check_shapes(MQ_OP, q, kv, out, true)?;
+    let eager = !ctx.recording_graph();
+    paged_attention(ctx, (q, kv, out), &s, (causal, eager), opts, ws)
+}
+
+/// The checked call: the table reduced on the device, the verdict read back and a bad
+/// table refused when `eager`, then the attention over the checked pages.
+fn paged_attention(
+    ctx: &Context,
+    (q, kv, out): (&Tensor, &PagedKv, &Tensor),
+    s: &Shape,
+    (causal, eager): (bool, bool),
+    opts: &DecodeOptions,
+    ws: &PagedWorkspace,
+) -> Result<(), OpError> {
+    let scale = check_options(s.op, opts, q, s.n_q_heads, s.head_dim)?;
+    check_workspace(ctx, s, ws)?;
+    reduce_table(ctx, kv, s, causal, ws)?;
+    if eager {
+        if let Some((word, at)) = ws.take_verdict()? {
+            return Err(refusal(kv, s, ws, word, at));
+        }
+    }
+    let (page, hkv) = (s.page_size as u32, s.n_kv_heads as u32);
+    let (slot_rows, head_rows) = match kv.layout {
+        KvLayout::Nhd => (hkv, 1),
+        KvLayout::Hnd => (1, page),
+    };
+    let capacity = (s.width * s.page_size).min(ws.max_context) as u32;
+    let call = DecodeCall {
+        op: s.op,
+        q,
+        k: kv.k_cache,
+        v: kv.v_cache,
+        out,
+        sinks: opts.sink_logits,
+        kv_lens: Some(&ws.lens),
+        rows: (s.batch * s.n_query) as u32,
+        n_q_heads: s.n_q_heads as u32,
+        n_kv_heads: hkv,
+        head_dim: s.head_dim,
+        kv_stride: capacity,
+        row_cache_rows: 0,
+        len0: 0,
+        len_step: 0,
+        max_len: capacity,
+        window: opts.window,
+        n_sink: opts.n_sink,
+        scale,
+        paging: Some(PageWalk {
+            pages: &ws.pages,
+            starts: &ws.starts,
+            page_size: page,
+            page_rows: page * hkv,
+            slot_rows,
+            head_rows,
+        }),
+    };
+    call.run(ctx, opts.splits, &ws.decode)
+}
