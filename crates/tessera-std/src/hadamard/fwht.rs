@@ -19,8 +19,9 @@ pub const MAX_N: usize = 1 << 15;
 /// `out[r] = scale · x[r] · H_n`, each row on `n / epl` threads: one row a threadgroup,
 /// or for rows of fewer than 32 threads' worth, `group_size() / (n / epl)` rows a
 /// threadgroup (their lane butterflies stay within the row's lanes). Threads past the
-/// last row hold zeros and store nothing.
-#[kernel]
+/// last row hold zeros and store nothing. Compiled for 1024-thread groups (registers
+/// capped so that one fits: a row of 32768 holds 32 f32 a thread).
+#[kernel(group_size = 1024, groups_per_core = 1)]
 #[allow(clippy::too_many_arguments)]
 pub fn hadamard_kernel<T>(
     x: Tensor<T>,
@@ -115,11 +116,10 @@ pub struct Layout {
 /// Threads a threadgroup of rows shorter than a simdgroup's worth takes (several rows).
 const SHORT_ROWS_GROUP: u32 = 128;
 
-/// The layout for rows of `n` (a power of two up to [`MAX_N`]): eight elements a thread,
-/// n/512 past 8192 (1024 threads of 32 f32 registers each exceed what CUDA lets a block of
-/// this kernel hold); one row a threadgroup from 32 threads' worth, several below.
+/// The layout for rows of `n` (a power of two up to [`MAX_N`]): eight elements a thread
+/// (n/1024 past 8192); one row a threadgroup from 32 threads' worth, several below.
 pub fn layout(n: u32) -> Layout {
-    let epl = if n > 8192 { n / 512 } else { n.min(8) };
+    let epl = (n / 1024).max(n.min(8));
     let threads = n / epl;
     let lane_bits = threads.min(32).trailing_zeros();
     let warp_bits = threads.trailing_zeros() - lane_bits;
