@@ -22,6 +22,7 @@ pub mod float_range;
 pub mod gdn;
 pub mod gguf;
 pub mod matmul;
+pub mod moe;
 pub mod norm;
 pub mod quant;
 pub mod registry;
