@@ -241,10 +241,20 @@ fn gemv_call(ctx: &Context, a: &OpArgs, gated: bool) -> Result<(), OpError> {
     }
 }
 
+/// `I` of a gated form's reference: half the weight's second dimension.
+#[cfg(feature = "cases")]
+fn half_rows(r: &RefArgs, weight: &str) -> Result<usize, OpError> {
+    Ok(r.shape(weight)?.get(1).copied().unwrap_or(0) / 2)
+}
+
 #[cfg(feature = "cases")]
 fn gemv_reference(r: &RefArgs, gated: bool) -> Result<Vec<Vec<f64>>, OpError> {
     let (tokens, top_k, k) = (r.dim("T")?, r.dim("k")?, r.dim("K")?);
-    let n = if gated { r.dim("I")? } else { r.dim("N")? };
+    let n = if gated {
+        half_rows(r, "w")?
+    } else {
+        r.dim("N")?
+    };
     Ok(vec![reference::gemv(
         r.data("x")?,
         r.data("w")?,
@@ -288,7 +298,7 @@ inventory::submit! {
         ],
         variants: GEMV_VARIANTS,
         example: Example { dims: &[("T", 3), ("k", 2), ("E", 6), ("N", 5), ("K", 40)], params: &[], ranges: &[("topk_ids", 0.0, 6.0)], with: &[] },
-        workspace: Some(WorkspaceDecl { bytes: "the plan (4·(3·E + T·k) bytes) and the id check's word", make: gemv_workspace }),
+        workspace: Some(WorkspaceDecl { bytes: "4·(3·E + T·k) + 4: the plan and the id check's word", make: gemv_workspace }),
         accuracy: Accuracy::STANDARD,
         call: |ctx, a| gemv_call(ctx, a, false),
         #[cfg(feature = "cases")]
@@ -312,7 +322,7 @@ inventory::submit! {
             TOPK_IDS,
             TensorDecl::new("w", &["E", "2·I", "K"], DtypeRule::Like("x"), "each expert's gate rows (0..I) then up rows (I..2·I)"),
         ],
-        outputs: &[OutputDecl { name: "y", shape: &["T", "k", "I"], dtype: DtypeRule::Like("x"), shape_from: ShapeFrom::Dims, doc: "silu(gate)·up per pair, in f32 until the store" }],
+        outputs: &[OutputDecl { name: "y", shape: &["T", "k", "I"], dtype: DtypeRule::Like("x"), shape_from: ShapeFrom::Derived(|a| gated_dims(a, "w")), doc: "silu(gate)·up per pair, in f32 until the store" }],
         params: &[],
         invariants: GEMV_INVARIANTS,
         rejections: &[
@@ -321,7 +331,7 @@ inventory::submit! {
         ],
         variants: GEMV_VARIANTS,
         example: Example { dims: &[("T", 3), ("k", 2), ("E", 6), ("I", 5), ("K", 40)], params: &[], ranges: &[("topk_ids", 0.0, 6.0)], with: &[] },
-        workspace: Some(WorkspaceDecl { bytes: "the plan (4·(3·E + T·k) bytes) and the id check's word", make: gemv_workspace }),
+        workspace: Some(WorkspaceDecl { bytes: "4·(3·E + T·k) + 4: the plan and the id check's word", make: gemv_workspace }),
         accuracy: Accuracy::STANDARD,
         call: |ctx, a| gemv_call(ctx, a, true),
         #[cfg(feature = "cases")]
@@ -333,6 +343,18 @@ inventory::submit! {
         #[cfg(feature = "cases")]
         benches: cases::gemv_silu_mul_benches,
     }
+}
+
+/// `[T, k, I]` of a gated GEMV: `I` is half the weight's second dimension (`2·I` binds no
+/// name of its own).
+fn gated_dims(a: &OpArgs, weight: &str) -> Result<Vec<usize>, OpError> {
+    let ids = a.input("topk_ids")?.shape();
+    let rows = a.input(weight)?.shape().get(1).copied().unwrap_or(0);
+    Ok(vec![
+        ids.first().copied().unwrap_or(0),
+        ids.get(1).copied().unwrap_or(0),
+        rows / 2,
+    ])
 }
 
 // ── moe_combine ──────────────────────────────────────────────────────────────────────
@@ -451,7 +473,11 @@ fn qgemv_call(ctx: &Context, a: &OpArgs, gated: bool) -> Result<(), OpError> {
 fn qgemv_reference(r: &RefArgs, gated: bool) -> Result<Vec<Vec<f64>>, OpError> {
     let (bits, group) = (r.params.u32("bits")?, r.params.usize("group_size")?);
     let (tokens, top_k, experts, k) = (r.dim("T")?, r.dim("k")?, r.dim("E")?, r.dim("KG")? * group);
-    let n = if gated { r.dim("I")? } else { r.dim("N")? };
+    let n = if gated {
+        half_rows(r, "packed")?
+    } else {
+        r.dim("N")?
+    };
     let rows = if gated { 2 * n } else { n };
     let w = reference::affine_weights(
         r.data("packed")?,
@@ -510,7 +536,7 @@ inventory::submit! {
         ],
         variants: QGEMV_VARIANTS,
         example: Example { dims: &[("T", 3), ("k", 2), ("E", 4), ("N", 5), ("K", 128), ("KW", 16), ("KG", 2)], params: &[("bits", "4"), ("group_size", "64")], ranges: &[Q_PACKED_RANGE, ("topk_ids", 0.0, 4.0)], with: &[] },
-        workspace: Some(WorkspaceDecl { bytes: "the plan (4·(3·E + T·k) bytes) and the id check's word", make: qgemv_workspace }),
+        workspace: Some(WorkspaceDecl { bytes: "4·(3·E + T·k) + 4: the plan and the id check's word", make: qgemv_workspace }),
         accuracy: Accuracy::STANDARD,
         call: |ctx, a| qgemv_call(ctx, a, false),
         #[cfg(feature = "cases")]
@@ -536,7 +562,7 @@ inventory::submit! {
             TensorDecl::new("scales", &["E", "2·I", "KG"], DtypeRule::Like("x"), "one scale per group, KG = K/group_size"),
             TensorDecl::new("biases", &["E", "2·I", "KG"], DtypeRule::Like("x"), "one bias per group"),
         ],
-        outputs: &[OutputDecl { name: "y", shape: &["T", "k", "I"], dtype: DtypeRule::Like("x"), shape_from: ShapeFrom::Dims, doc: "silu(gate)·up per pair, in f32 until the store" }],
+        outputs: &[OutputDecl { name: "y", shape: &["T", "k", "I"], dtype: DtypeRule::Like("x"), shape_from: ShapeFrom::Derived(|a| gated_dims(a, "packed")), doc: "silu(gate)·up per pair, in f32 until the store" }],
         params: &[BITS, GROUP_SIZE],
         invariants: QGEMV_INVARIANTS,
         rejections: &[
@@ -545,7 +571,7 @@ inventory::submit! {
         ],
         variants: QGEMV_VARIANTS,
         example: Example { dims: &[("T", 3), ("k", 2), ("E", 4), ("I", 5), ("K", 128), ("KW", 16), ("KG", 2)], params: &[("bits", "4"), ("group_size", "64")], ranges: &[Q_PACKED_RANGE, ("topk_ids", 0.0, 4.0)], with: &[] },
-        workspace: Some(WorkspaceDecl { bytes: "the plan (4·(3·E + T·k) bytes) and the id check's word", make: qgemv_workspace }),
+        workspace: Some(WorkspaceDecl { bytes: "4·(3·E + T·k) + 4: the plan and the id check's word", make: qgemv_workspace }),
         accuracy: Accuracy::STANDARD,
         call: |ctx, a| qgemv_call(ctx, a, true),
         #[cfg(feature = "cases")]

@@ -419,8 +419,16 @@ pub(crate) fn route_benches() -> Vec<BenchCase> {
                 flops: 0,
                 quick: tokens == 1,
                 prepare: Box::new(move |ctx, rng| {
-                    let (x, xv) = random_tensor(ctx, rng, dtype, &[tokens, experts], -4.0, 4.0)?;
                     let (b, bv) = random_tensor(ctx, rng, DType::F32, &[experts], -0.1, 0.1)?;
+                    // Rows redrawn as in the cases, so the output check meets no near-tie.
+                    let mut logits = Vec::with_capacity(tokens * experts);
+                    while logits.len() < tokens * experts {
+                        let (_, row) = random_tensor(ctx, rng, dtype, &[experts], -4.0, 4.0)?;
+                        if separated(&row, bias.then_some(bv.as_slice()), &cfg) {
+                            logits.extend(row);
+                        }
+                    }
+                    let (x, xv) = upload(ctx, dtype, &logits, &[tokens, experts])?;
                     let ids = ctx.full_nan(DType::I32, &[tokens, 8]).map_err(err)?;
                     let w = ctx.full_nan(DType::F32, &[tokens, 8]).map_err(err)?;
                     let (c, o) = (ctx.clone(), w.clone());
