@@ -1,4 +1,5 @@
-//! Cases of `moe_gemv` and `moe_gemv_silu_mul`: every float dtype over one token (tile 1)
+//! Cases of `moe_gemv` and `moe_gemv_silu_mul` (the experts no pair chose hold NaN, so
+//! reading one fails the case): every float dtype over one token (tile 1)
 //! to 17 tokens with an expert taken by more pairs than a tile holds, distinct experts per
 //! token and repeats, `x` per token and per pair, K of every run width down to one element,
 //! N not a multiple of the four columns a threadgroup takes, one expert; hand-written
@@ -42,7 +43,12 @@ fn correct(dtype: DType, dims: Dims, distinct: bool, per_pair: bool, gated: bool
             let xshape = if per_pair { vec![tokens, top_k, k] } else { vec![tokens, k] };
             let (x, xv) = random_tensor(ctx, rng, dtype, &xshape, -1.0, 1.0)?;
             let rows = if gated { 2 * n } else { n };
-            let (w, wv) = random_tensor(ctx, rng, dtype, &[experts, rows, k], -1.0, 1.0)?;
+            let (_, mut wv) = random_tensor(ctx, rng, dtype, &[experts, rows, k], -1.0, 1.0)?;
+            // Experts no pair chose hold NaN: a read of them would reach y.
+            for e in (0..experts).filter(|&e| !ids.contains(&(e as f64))) {
+                wv[e * rows * k..(e + 1) * rows * k].fill(f64::NAN);
+            }
+            let (w, wv) = upload(ctx, dtype, &wv, &[experts, rows, k])?;
             let y = ctx.full_nan(dtype, &[tokens, top_k, n]).map_err(err)?;
             if gated {
                 moe_gemv_silu_mul(ctx, &x, &w, &plan, &y).map_err(err)?;

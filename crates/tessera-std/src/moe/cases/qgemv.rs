@@ -24,16 +24,23 @@ fn op_name(gated: bool) -> &'static str {
 }
 
 /// Experts `[experts·rows, k]` of `dtype` quantized on the host and uploaded as
-/// `[experts, rows, …]`: the three tensors and the values they stand for.
+/// `[experts, rows, …]`, NaN scales for the experts `ids` does not name: the three tensors
+/// and the values they stand for.
 fn quantized_experts(
     ctx: &Context,
     rng: &mut CaseRng,
     dtype: DType,
     (experts, rows, k): (usize, usize, usize),
     (bits, group): (u32, usize),
+    ids: &[f64],
 ) -> Result<([Tensor; 3], Vec<f64>), String> {
     let (_, wv) = random_tensor(ctx, rng, dtype, &[experts * rows, k], -1.0, 1.0)?;
-    let q = crate::quant::reference::quantize(&wv, bits, group, dtype);
+    let mut q = crate::quant::reference::quantize(&wv, bits, group, dtype);
+    // Experts no pair chose get NaN scales: a read of them would reach y.
+    let per = rows * (k / group);
+    for e in (0..experts).filter(|&e| !ids.contains(&(e as f64))) {
+        q.scales[e * per..(e + 1) * per].fill(f64::NAN);
+    }
     let words = k * bits as usize / 32;
     let (packed, _) = upload(ctx, DType::U32, &q.packed, &[experts, rows, words])?;
     let (scales, _) = upload(ctx, dtype, &q.scales, &[experts, rows, k / group])?;
@@ -72,8 +79,14 @@ fn correct(
             let xshape = if per_pair { vec![tokens, top_k, k] } else { vec![tokens, k] };
             let (x, xv) = random_tensor(ctx, rng, dtype, &xshape, -1.0, 1.0)?;
             let rows = if gated { 2 * n } else { n };
-            let ([packed, scales, biases], wv) =
-                quantized_experts(ctx, rng, dtype, (experts, rows, k), (bits, group as usize))?;
+            let ([packed, scales, biases], wv) = quantized_experts(
+                ctx,
+                rng,
+                dtype,
+                (experts, rows, k),
+                (bits, group as usize),
+                &ids,
+            )?;
             let w = AffineExperts { packed: &packed, scales: &scales, biases: &biases, bits, group_size: group };
             let y = ctx.full_nan(dtype, &[tokens, top_k, n]).map_err(err)?;
             if gated {
