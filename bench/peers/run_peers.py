@@ -20,7 +20,9 @@ MLX-affine, the GGUF, the GPTQ, the AWQ and the fp8 GEMV, PyTorch's dense `x @ W
 (cuBLAS) in the activations' dtype (and for fp8 the eager dequantize-then-matmul); for
 sampling vLLM's PyTorch top-k/top-p path (torch.sort, cumsum, masks, softmax,
 torch.multinomial) and torch.argmax; for the reductions torch.sum (f32 out), torch.amax,
-torch.topk and torch.cumsum, and for hadamard a matmul with the scaled Hadamard matrix.
+torch.topk and torch.cumsum, and for hadamard a matmul with the scaled Hadamard matrix;
+for the MoE expert projections (dense and MLX-affine experts) `torch._grouped_mm` over the
+pairs sorted by expert and the per-expert loop.
 
 usage: run_peers.py SHAPES.json OUT.json [--only PEER,PEER] [--filter OP]
 """
@@ -421,6 +423,62 @@ def hadamard_peers(p, dt, nsets):
     return [("torch_matmul_hadamard", [(lambda x=x: x @ h) for x in sets])]
 
 
+# ── MoE decode: the grouped expert GEMVs (moe/gemv.rs, moe/qgemv.rs) ─────────────────
+
+
+def _routing(t, e, k):
+    """Distinct experts per token, as a router gives; with the pairs grouped by expert (the
+    plan, built outside the timed call as tessera's bench builds it)."""
+    ids = torch.rand(t, e, device=DEV).topk(k, dim=-1).indices
+    flat = ids.reshape(-1)
+    order = torch.argsort(flat, stable=True)
+    counts = torch.bincount(flat, minlength=e)
+    offs = torch.cumsum(counts, 0).to(torch.int32)
+    active = [int(i) for i in torch.nonzero(counts).flatten().tolist()]
+    starts = (offs - counts).tolist()
+    groups = [(x, order[starts[x]:starts[x] + int(counts[x])]) for x in active]
+    return ids, order, offs, groups
+
+
+def moe_peers(p, dt, nsets, gated):
+    """PyTorch's forms of one MoE expert projection over the chosen experts, on dense
+    weights in the activations' dtype (the quantized ops' peer is the dense form they
+    replace): `torch._grouped_mm` over the pairs sorted by expert (gather the rows, one
+    grouped GEMM, SiLU·mul for the gate/up projection, scatter back), and the per-expert
+    loop over the experts chosen (vLLM's and HF's fallback). One weight tensor, a routing
+    per set (different experts each set, so L2 holds none of them)."""
+    t, e, k, n, kk = p["T"], p["E"], p["k"], p["N"], p["K"]
+    rows = 2 * n if gated else n
+    w = rnd((e, rows, kk), dt, -0.05, 0.05)
+    sets = []
+    for _ in range(nsets):
+        ids, order, offs, groups = _routing(t, e, k)
+        x = rnd((t, kk), dt) if gated else rnd((t * k, kk), dt)
+        tok = (order // k) if gated else order
+        sets.append((x, order, tok, offs, groups))
+
+    def finish(h):
+        return F.silu(h[:, :n]) * h[:, n:] if gated else h
+
+    def grouped(x, order, tok, offs, groups):
+        h = finish(torch._grouped_mm(x[tok], w.transpose(-2, -1), offs=offs))
+        y = torch.empty((t * k, n), device=DEV, dtype=dt)
+        y[order] = h
+        return y
+
+    def loop(x, order, tok, offs, groups):
+        y = torch.empty((t * k, n), device=DEV, dtype=dt)
+        for ex, pairs in groups:
+            src = (pairs // k) if gated else pairs
+            y[pairs] = finish(x[src] @ w[ex].T)
+        return y
+
+    out = [("torch_expert_loop", [(lambda s=s: loop(*s)) for s in sets])]
+    if hasattr(torch, "_grouped_mm"):
+        out.insert(0, ("torch_grouped_mm", [(lambda s=s: grouped(*s)) for s in sets]))
+    return out
+
+
 def peers_for(row, nsets):
     p, dt, op = row["params"], DT[row["dtype"]], row["op"]
     if op == "sdpa_decode":
@@ -461,6 +519,8 @@ def peers_for(row, nsets):
         return cumsum_peers(p, dt, nsets)
     if op == "hadamard":
         return hadamard_peers(p, dt, nsets)
+    if op in ("moe_gemv", "moe_gemv_silu_mul", "moe_qgemv", "moe_qgemv_silu_mul"):
+        return moe_peers(p, dt, nsets, op.endswith("_silu_mul"))
     return []
 
 

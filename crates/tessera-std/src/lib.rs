@@ -23,6 +23,7 @@ pub mod gdn;
 pub mod gguf;
 pub mod hadamard;
 pub mod matmul;
+pub mod moe;
 pub mod norm;
 pub mod quant;
 pub mod reduce;
