@@ -70,7 +70,8 @@ fn write(path: &Path, dtype: DType, shape: &[usize], data: &[f64]) -> Result<(),
 }
 
 /// An output file's shape and values.
-fn read(path: &Path) -> Result<(Vec<usize>, Vec<f64>), String> {
+/// An npy file's shape, its elements as f64, and whether they are integers.
+fn read(path: &Path) -> Result<(Vec<usize>, Vec<f64>, bool), String> {
     let f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let npy = npyz::NpyFile::new(std::io::BufReader::new(f)).map_err(|e| e.to_string())?;
     let shape: Vec<usize> = npy.shape().iter().map(|&d| d as usize).collect();
@@ -84,9 +85,11 @@ fn read(path: &Path) -> Result<(Vec<usize>, Vec<f64>), String> {
         "<u4" => widened::<_, u32>(npy)?,
         "<i4" => widened::<_, i32>(npy)?,
         "|u1" => widened::<_, u8>(npy)?,
+        "|i1" => widened::<_, i8>(npy)?,
         other => return Err(format!("unexpected output dtype {other}")),
     };
-    Ok((shape, data))
+    let integer = !matches!(descr.as_str(), "<f4" | "<f2");
+    Ok((shape, data, integer))
 }
 
 /// The elements of an npy file whose elements are `T`, each as f64.
@@ -185,7 +188,7 @@ fn run_one(op: &'static OpDecl, rng: &mut CaseRng) -> Result<usize, String> {
     }
     let mut checked = 0;
     for (o, want) in op.outputs.iter().zip(&want) {
-        let (shape, got) = read(&d.join(format!("out_{}.npy", o.name)))?;
+        let (shape, got, integer) = read(&d.join(format!("out_{}.npy", o.name)))?;
         let declared =
             eval_shape(o.shape, &dims).map_err(|e| format!("output `{}`: {e}", o.name))?;
         if shape != declared {
@@ -201,8 +204,13 @@ fn run_one(op: &'static OpDecl, rng: &mut CaseRng) -> Result<usize, String> {
                 host.get(n).map_or(DType::F32, |h| h.dtype)
             }
         };
-        let outcome = compare(&got, want, op.accuracy.of(looser(dtype)))
-            .map_err(|e| format!("output `{}`: {e}", o.name))?;
+        // Integer outputs (indices, codes) take the op's code tolerance.
+        let tol = if integer {
+            op.accuracy.codes
+        } else {
+            op.accuracy.of(looser(dtype))
+        };
+        let outcome = compare(&got, want, tol).map_err(|e| format!("output `{}`: {e}", o.name))?;
         checked += outcome.checked;
     }
     std::fs::remove_dir_all(&d).ok();

@@ -18,6 +18,9 @@ pub struct Accuracy {
     pub f32: Tolerance,
     pub f16: Tolerance,
     pub bf16: Tolerance,
+    /// Integer outputs (indices, counts, quantized codes): exact unless an op whose codes
+    /// round a computed value says how many steps they may move.
+    pub codes: Tolerance,
     /// Whose dtype picks the tolerance, and why, when it is not each output's own.
     pub keyed_by: &'static str,
 }
@@ -38,6 +41,10 @@ impl Accuracy {
             atol: 1.5e-2,
             rtol: 1.6e-2,
         },
+        codes: Tolerance {
+            atol: 0.0,
+            rtol: 0.0,
+        },
         keyed_by: "",
     };
 
@@ -56,15 +63,20 @@ impl Accuracy {
             atol: 0.0,
             rtol: 0.0,
         },
+        codes: Tolerance {
+            atol: 0.0,
+            rtol: 0.0,
+        },
         keyed_by: "",
     };
 
-    /// The tolerance for `dtype` (integer outputs are exact within f32's).
+    /// The tolerance for outputs of `dtype`.
     pub fn of(&self, dtype: DType) -> Tolerance {
         match dtype {
             DType::F16 => self.f16,
             DType::BF16 => self.bf16,
-            _ => self.f32,
+            DType::F32 => self.f32,
+            _ => self.codes,
         }
     }
 
@@ -77,6 +89,9 @@ impl Accuracy {
             one("f16", self.f16),
             one("bf16", self.bf16)
         );
+        if self.codes.atol > 0.0 {
+            s += &format!(", codes ± {}", self.codes.atol);
+        }
         if !self.keyed_by.is_empty() {
             s += &format!(" ({})", self.keyed_by);
         }
@@ -94,6 +109,8 @@ mod tests {
         assert_eq!(a.of(DType::F16), a.f16);
         assert_eq!(a.of(DType::BF16), a.bf16);
         assert_eq!(a.of(DType::F32), a.f32);
+        assert_eq!(a.of(DType::U8), a.codes);
+        assert_eq!(a.codes.atol, 0.0);
         assert!(a.f32.atol < a.f16.atol && a.f16.atol < a.bf16.atol);
         assert_eq!(
             a.text(),

@@ -111,6 +111,13 @@ pub(crate) fn example_call_in(
             given.push((p.to_string(), v.to_string()));
         }
     }
+    // Derived output dtypes as the op computes them, where the (possibly broken) call lets
+    // it; f32 otherwise.
+    let derived: BTreeMap<&str, DType> = ParamValues::parse(op, &given)
+        .ok()
+        .and_then(|p| op.output_specs(&inputs, &p).ok())
+        .map(|specs| specs.into_iter().map(|s| (s.name, s.dtype)).collect())
+        .unwrap_or_default();
     let mut outputs: BTreeMap<String, Tensor> = BTreeMap::new();
     for o in op.outputs {
         let alias = breaks.iter().find_map(|b| match *b {
@@ -128,7 +135,7 @@ pub(crate) fn example_call_in(
                     DtypeRule::Like(n) | DtypeRule::F32OrLike(n) => {
                         dtypes.get(n).copied().unwrap_or(DType::F32)
                     }
-                    DtypeRule::Derived(..) => DType::F32,
+                    DtypeRule::Derived(..) => derived.get(o.name).copied().unwrap_or(DType::F32),
                 };
                 let shape = eval_shape(o.shape, &dims)?;
                 ctx.full_nan(dtype, &shape).map_err(|e| e.to_string())?

@@ -270,6 +270,7 @@ const PREFILL_ACCURACY: crate::decl::Accuracy = crate::decl::Accuracy {
         atol: 3e-2,
         rtol: 3.2e-2,
     },
+    codes: crate::decl::Accuracy::STANDARD.codes,
     keyed_by: "by the activations' dtype, for o and the final state alike: f16/bf16 products go through 16-bit tiles",
 };
 

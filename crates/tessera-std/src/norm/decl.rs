@@ -506,3 +506,182 @@ inventory::submit! {
         benches: cases::lse_benches,
     }
 }
+
+// ── RMSNorm + per-row activation quantization ────────────────────────────────────────
+
+const QUANT_FORMAT: ParamDecl = ParamDecl {
+    name: "format",
+    kind: ParamKind::Choice(&super::rms_norm_quant::ACT_QUANT_NAMES),
+    default: ParamDefault::Value("e4m3"),
+    doc: "e4m3 or e5m2 (fp8 bytes, u8) or int8 (i8)",
+};
+const STATIC_SCALE: ParamDecl = ParamDecl {
+    name: "static_scale",
+    kind: ParamKind::Float,
+    default: ParamDefault::Auto("each row's own amax / max (dynamic per-token scales)"),
+    doc: "one scale for every row (a checkpoint's input_scale); finite, > 0",
+};
+const QUANT_OUTPUTS_DOC: &str =
+    "the codes of the normalised rows: fp8 bytes (u8) or int8 values (i8); row ≈ q · scale";
+const SCALE_OUT: OutputDecl = OutputDecl {
+    name: "scale",
+    shape: &["rows…"],
+    dtype: DtypeRule::OneOf(F32),
+    shape_from: ShapeFrom::Dims,
+    doc: "each row's scale: amax / max (1 for a row of zeros; NaN or inf for a row holding one), or static_scale",
+};
+const QUANT_INVARIANTS: [&str; 4] = [
+    "x is a non-empty float [rows…, n]; w is [n] in x's dtype",
+    "q is [rows…, n] u8 (fp8) or i8 (int8) as `format` says; scale is f32 [rows…]; no output aliases an input or another output",
+    "eps is finite and ≥ 0; static_scale, when given, is finite and > 0",
+    "format is e4m3, e5m2 or int8",
+];
+/// The accuracy of both: a code may move one step where the stored normalised value
+/// lands on the other side of a rounding boundary (the f32 sum of squares is not the
+/// reference's), and a scale one step of x's dtype where the row's largest value does.
+const QUANT_ACCURACY: crate::decl::Accuracy = crate::decl::Accuracy {
+    f32: crate::decl::Tolerance { atol: 0.0, rtol: 8e-3 },
+    f16: crate::decl::Tolerance { atol: 0.0, rtol: 8e-3 },
+    bf16: crate::decl::Tolerance { atol: 0.0, rtol: 8e-3 },
+    codes: crate::decl::Tolerance { atol: 1.0, rtol: 0.0 },
+    keyed_by: "codes within one step and scales within one unit in the last place of x's dtype: the normalised value is rounded to x's dtype before it is quantized, and may round the other way than the f64 reference's",
+};
+
+fn quant_dtype(a: &OpArgs) -> Result<DType, OpError> {
+    Ok(super::rms_norm_quant::ActQuant::parse(a.op.name, a.params.choice("format")?)?.dtype())
+}
+
+fn quant_format(a: &OpArgs) -> Result<(super::rms_norm_quant::ActQuant, Option<f32>), OpError> {
+    Ok((
+        super::rms_norm_quant::ActQuant::parse(a.op.name, a.params.choice("format")?)?,
+        a.params.opt_f32("static_scale")?,
+    ))
+}
+
+#[cfg(feature = "cases")]
+fn quant_reference(r: &RefArgs) -> Result<Vec<Vec<f64>>, OpError> {
+    let format = super::rms_norm_quant::ActQuant::parse(r.op.name, r.params.choice("format")?)?;
+    let out = super::quant_reference::rms_norm_quant(
+        r.data("x")?,
+        r.optional("residual"),
+        r.data("w")?,
+        r.dim("n")?,
+        r.params.f64("eps")?,
+        r.input("x")?.dtype,
+        format,
+        r.params.opt_f64("static_scale")?,
+    );
+    let mut v = Vec::new();
+    if r.optional("residual").is_some() {
+        v.push(out.sum);
+    }
+    v.push(out.codes);
+    v.push(out.scales);
+    Ok(v)
+}
+
+inventory::submit! {
+    OpDecl {
+        name: "rms_norm_quant",
+        family: "norm",
+        summary: "out = rms_norm(x, w) quantized per row (per token) to fp8 e4m3/e5m2 or int8 with an f32 scale per row, dynamic or static, in one pass (the activations of a W8A8 linear layer)",
+        inputs: &[X, W],
+        outputs: &[
+            OutputDecl { name: "q", shape: &["rows…", "n"], dtype: DtypeRule::Derived(quant_dtype, "u8 for fp8, i8 for int8"), shape_from: ShapeFrom::Like("x"), doc: QUANT_OUTPUTS_DOC },
+            SCALE_OUT,
+        ],
+        params: &[EPS, QUANT_FORMAT, STATIC_SCALE],
+        invariants: &QUANT_INVARIANTS,
+        rejections: &[
+            Rejection { invariant: 0, by: Break::InputDim("w", "n", 39), reason: "`w` must have shape" },
+            Rejection { invariant: 1, by: Break::Alias("q", "x"), reason: "`q` aliases `x`" },
+            Rejection { invariant: 2, by: Break::Param("static_scale", "0"), reason: "must be finite and > 0" },
+            Rejection { invariant: 3, by: Break::Param("format", "int4"), reason: "one of e4m3, e5m2, int8" },
+        ],
+        variants: &[],
+        example: Example { dims: &[("rows", 4), ("n", 72)], params: &[("format", "int8")], ranges: &[], with: &[] },
+        workspace: None,
+        accuracy: QUANT_ACCURACY,
+        call: |ctx, a| {
+            let (format, static_scale) = quant_format(a)?;
+            super::rms_norm_quant::rms_norm_quant(
+                ctx,
+                a.input("x")?,
+                a.input("w")?,
+                a.output("q")?,
+                a.output("scale")?,
+                a.params.f32("eps")?,
+                format,
+                static_scale,
+            )
+        },
+        #[cfg(feature = "cases")]
+        reference: quant_reference,
+        #[cfg(feature = "cases")]
+        kernels: cases::norm_quant_kernels,
+        #[cfg(feature = "cases")]
+        cases: cases::norm_quant_cases,
+        #[cfg(feature = "cases")]
+        benches: cases::norm_quant_benches,
+    }
+}
+
+inventory::submit! {
+    OpDecl {
+        name: "rms_norm_residual_quant",
+        family: "norm",
+        summary: "sum = x + residual, then rms_norm(sum, w) quantized per row to fp8 e4m3/e5m2 or int8 with an f32 scale per row, in one pass (vLLM's fused add + RMSNorm + quant)",
+        inputs: &[
+            X,
+            TensorDecl::new("residual", &["rows…", "n"], DtypeRule::Like("x"), "the residual stream"),
+            W,
+        ],
+        outputs: &[
+            OutputDecl { name: "sum", shape: &["rows…", "n"], dtype: DtypeRule::Like("x"), shape_from: ShapeFrom::Like("x"), doc: "x + residual rounded to x's dtype, the next residual stream (normalised as stored)" },
+            OutputDecl { name: "q", shape: &["rows…", "n"], dtype: DtypeRule::Derived(quant_dtype, "u8 for fp8, i8 for int8"), shape_from: ShapeFrom::Like("x"), doc: QUANT_OUTPUTS_DOC },
+            SCALE_OUT,
+        ],
+        params: &[EPS, QUANT_FORMAT, STATIC_SCALE],
+        invariants: &[
+            QUANT_INVARIANTS[0],
+            QUANT_INVARIANTS[1],
+            QUANT_INVARIANTS[2],
+            QUANT_INVARIANTS[3],
+            "residual and sum are like x in dtype and shape; sum aliases nothing",
+        ],
+        rejections: &[
+            Rejection { invariant: 1, by: Break::Alias("q", "x"), reason: "`q` aliases `x`" },
+            Rejection { invariant: 2, by: Break::Param("eps", "-1"), reason: "`eps` must be finite" },
+            Rejection { invariant: 3, by: Break::Param("format", "fp4"), reason: "one of e4m3, e5m2, int8" },
+            Rejection { invariant: 4, by: Break::InputDim("residual", "n", 39), reason: "`residual` must have shape" },
+            Rejection { invariant: 4, by: Break::Alias("sum", "residual"), reason: "`sum` aliases `residual`" },
+        ],
+        variants: &[],
+        example: Example { dims: &[("rows", 3), ("n", 136)], params: &[("format", "e4m3")], ranges: &[], with: &[] },
+        workspace: None,
+        accuracy: QUANT_ACCURACY,
+        call: |ctx, a| {
+            let (format, static_scale) = quant_format(a)?;
+            super::rms_norm_quant::rms_norm_residual_quant(
+                ctx,
+                a.input("x")?,
+                a.input("residual")?,
+                a.input("w")?,
+                a.output("sum")?,
+                a.output("q")?,
+                a.output("scale")?,
+                a.params.f32("eps")?,
+                format,
+                static_scale,
+            )
+        },
+        #[cfg(feature = "cases")]
+        reference: quant_reference,
+        #[cfg(feature = "cases")]
+        kernels: cases::residual_quant_kernels,
+        #[cfg(feature = "cases")]
+        cases: cases::residual_quant_cases,
+        #[cfg(feature = "cases")]
+        benches: cases::residual_quant_benches,
+    }
+}

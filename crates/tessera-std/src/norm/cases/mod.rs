@@ -389,6 +389,7 @@ mod layer_norm;
 mod rms_norm;
 mod rms_norm_layouts;
 mod rms_norm_pipe;
+mod rms_norm_quant;
 mod rms_norm_residual;
 mod softmax;
 
@@ -400,6 +401,10 @@ pub(super) use rms_norm_layouts::{
     small_cases, tpg4_cases, vec_cases, wide_cases,
 };
 pub(super) use rms_norm_pipe::{pipe_benches, pipe_cases, rms_norm_pipe_kernels};
+pub(super) use rms_norm_quant::{
+    norm_quant_benches, norm_quant_cases, norm_quant_kernels, residual_quant_benches,
+    residual_quant_cases, residual_quant_kernels,
+};
 pub(super) use rms_norm_residual::{residual_benches, residual_cases, residual_kernels};
 pub(super) use softmax::{
     logsumexp_kernels, lse_benches, lse_cases, softmax_benches, softmax_cases, softmax_kernels,
