@@ -22,7 +22,9 @@ sampling vLLM's PyTorch top-k/top-p path (torch.sort, cumsum, masks, softmax,
 torch.multinomial) and torch.argmax; for the reductions torch.sum (f32 out), torch.amax,
 torch.topk and torch.cumsum, and for hadamard a matmul with the scaled Hadamard matrix;
 for the MoE expert projections (dense and MLX-affine experts) `torch._grouped_mm` over the
-pairs sorted by expert and the per-expert loop.
+pairs sorted by expert and the per-expert loop; for the fused gate/up SiLU·mul GEMV and
+the fused RMSNorm + per-token quantization, the unfused PyTorch sequence eager and under
+torch.compile.
 
 usage: run_peers.py SHAPES.json OUT.json [--only PEER,PEER] [--filter OP]
 """
@@ -324,6 +326,47 @@ def linear_peers(p, dt, nsets):
     return [("torch_matmul", [(lambda x=x, w=w: x @ w.T) for x, w in sets])]
 
 
+def gemv_silu_mul_peers(p, dt, nsets):
+    """The unfused dense MLP first half: `x @ W_gate_up.T` (cuBLAS), then SiLU·mul, eager
+    and under torch.compile (which fuses the SiLU·mul, not the matmul)."""
+    m, i, k = p["M"], p["I"], p["K"]
+    sets = [(rnd((m, k), dt), rnd((2 * i, k), dt, -0.05, 0.05))
+            for _ in range(sets_for(2 * i * k * dt.itemsize, 0))]
+
+    def eager(x, w):
+        gu = x @ w.T
+        return F.silu(gu[:, :i]) * gu[:, i:]
+    compiled = torch.compile(eager, dynamic=False)
+    return [("torch_matmul_silu_mul", [(lambda x=x, w=w: eager(x, w)) for x, w in sets]),
+            ("torch_compile_matmul_silu_mul",
+             [(lambda x=x, w=w: compiled(x, w)) for x, w in sets])]
+
+
+# ── RMSNorm + per-token quantization (norm/rms_norm_quant.rs) ─────────────────────────
+
+
+def rms_norm_quant_peers(p, dt, nsets, residual):
+    """RMSNorm (after the residual add) then a per-row amax scale and the cast to fp8 or
+    int8, eager and under torch.compile (which fuses it into one or two kernels)."""
+    rows, n, fmt = p["rows"], p["n"], p["format"]
+    qmax = {"e4m3": 448.0, "e5m2": 57344.0, "int8": 127.0}[fmt]
+    to = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2, "int8": torch.int8}[fmt]
+    sets = [(rnd((rows, n), dt, -2, 2), rnd((rows, n), dt, -2, 2), rnd((n,), dt, 0.5, 1.5))
+            for _ in range(nsets)]
+
+    def eager(x, r, w):
+        if residual:
+            x = x + r
+        y = F.rms_norm(x, (n,), w, 1e-5).float()
+        s = y.abs().amax(-1, keepdim=True) / qmax
+        q = y / s
+        q = q.round().clamp(-128, 127) if fmt == "int8" else q.clamp(-qmax, qmax)
+        return q.to(to), s, x
+    compiled = torch.compile(eager, dynamic=False)
+    return [("torch_rms_norm_quant", [(lambda a=a: eager(*a)) for a in sets]),
+            ("torch_compile_rms_norm_quant", [(lambda a=a: compiled(*a)) for a in sets])]
+
+
 # ── fp8 GEMV (quant/fp8_qgemv.rs) ────────────────────────────────────────────────────
 
 
@@ -507,6 +550,10 @@ def peers_for(row, nsets):
         return linear_peers(p, dt, nsets)
     if op == "fp8_qgemv":
         return fp8_qgemv_peers(p, dt, nsets)
+    if op == "gemv_silu_mul":
+        return gemv_silu_mul_peers(p, dt, nsets)
+    if op in ("rms_norm_quant", "rms_norm_residual_quant"):
+        return rms_norm_quant_peers(p, dt, nsets, op == "rms_norm_residual_quant")
     if op == "sample":
         return sample_peers(p, dt, nsets)
     if op == "argmax":

@@ -28,7 +28,8 @@ const FLOATS: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
 /// One call's inputs as stored (rounded to their dtype).
 type Host = BTreeMap<String, HostTensor>;
 /// Each output's name, our values and the reference rounded to the output's dtype.
-type Outputs = Vec<(&'static str, Vec<f64>, Vec<f64>)>;
+/// Each output's name, dtype, values and the reference's values rounded to its dtype.
+type Outputs = Vec<(&'static str, DType, Vec<f64>, Vec<f64>)>;
 /// A named way of filling an input with finite values.
 type Fill = (&'static str, Box<dyn Fn(&mut CaseRng) -> f64>);
 
@@ -142,7 +143,7 @@ fn refuses_non_finite(op: &OpDecl, input: &str) -> bool {
 /// h built from B·x, the MoE expert GEMVs' x and weights.
 const DOT_FACTORS: &[(&str, &[&str])] = &[
     ("attention", &["q", "k", "k_cache"]),
-    ("matmul", &["a", "b", "x", "w"]),
+    ("matmul", &["a", "b", "x", "w", "w_gate_up"]),
     ("quant", &["x", "scales", "biases"]),
     ("gdn", &["q", "k", "state_in", "h0", "wq", "wk"]),
     ("ssm", &["x", "b", "c", "state_in"]),
@@ -201,7 +202,7 @@ fn run(ctx: &Context, op: &'static OpDecl, host: &Host) -> Result<Outputs, Strin
         .zip(want)
         .map(|(s, w)| {
             let got = outputs[s.name].to_f64_vec().map_err(|e| e.to_string())?;
-            Ok((s.name, got, round(s.dtype, &w)))
+            Ok((s.name, s.dtype, got, round(s.dtype, &w)))
         })
         .collect()
 }
@@ -210,12 +211,22 @@ fn run(ctx: &Context, op: &'static OpDecl, host: &Host) -> Result<Outputs, Strin
 /// declared accuracy one dtype looser than its cases (scaled by the output's largest finite
 /// value, for huge data). Returns the number of elements checked.
 fn check(op: &OpDecl, outputs: &Outputs, dtype: DType, values_too: bool) -> Result<usize, String> {
-    let tol = op.accuracy.of(match dtype {
+    let floats = op.accuracy.of(match dtype {
         DType::F32 => DType::F16,
         _ => DType::BF16,
     });
     let mut checked = 0;
-    for (name, got, want) in outputs {
+    for (name, out_dtype, got, want) in outputs {
+        // Integer outputs (indices, codes) keep the op's code tolerance, unscaled.
+        let (tol, scale) = if FLOATS.contains(out_dtype) {
+            let largest = want
+                .iter()
+                .filter(|w| w.is_finite())
+                .fold(1.0f64, |m, w| m.max(w.abs()));
+            (floats, largest)
+        } else {
+            (op.accuracy.codes, 1.0)
+        };
         if got.len() != want.len() {
             return Err(format!(
                 "`{name}`: {} elements, want {}",
@@ -223,10 +234,6 @@ fn check(op: &OpDecl, outputs: &Outputs, dtype: DType, values_too: bool) -> Resu
                 want.len()
             ));
         }
-        let scale = want
-            .iter()
-            .filter(|w| w.is_finite())
-            .fold(1.0f64, |m, w| m.max(w.abs()));
         for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
             if !w.is_finite() && g.is_finite() {
                 return Err(format!("`{name}`[{i}] is {g}: the reference gives {w}"));

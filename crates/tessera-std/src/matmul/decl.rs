@@ -1,13 +1,14 @@
-//! The declarations of the tiled GEMMs (`c = a·b` and `c = a·bᵀ`) and the dense GEMV.
+//! The declarations of the tiled GEMMs (`c = a·b` and `c = a·bᵀ`), the dense GEMV and the
+//! fused gate/up SiLU·mul GEMV.
 
 #[cfg(feature = "cases")]
 use super::{cases, gemv_cases, reference};
 #[cfg(feature = "cases")]
 use crate::decl::RefArgs;
 use crate::decl::{
-    Break, DtypeRule, Example, OpDecl, OutputDecl, Rejection, ShapeFrom, TensorDecl, VariantDecl,
+    Break, DtypeRule, Example, OpArgs, OpDecl, OutputDecl, Rejection, ShapeFrom, TensorDecl,
+    VariantDecl,
 };
-#[cfg(feature = "cases")]
 use crate::error::OpError;
 use tessera_runtime::DType;
 
@@ -156,5 +157,68 @@ inventory::submit! {
         cases: gemv_cases::cases,
         #[cfg(feature = "cases")]
         benches: gemv_cases::benches,
+    }
+}
+
+#[cfg(feature = "cases")]
+fn gemv_silu_mul_reference(r: &RefArgs) -> Result<Vec<Vec<f64>>, OpError> {
+    let (m, k) = (r.dim("M")?, r.dim("K")?);
+    let i = r.shape("w_gate_up")?[0] / 2;
+    let w = r.data("w_gate_up")?;
+    let x = r.data("x")?;
+    let gate = reference::matmul(x, &w[..i * k], (m, i, k), true);
+    let up = reference::matmul(x, &w[i * k..], (m, i, k), true);
+    Ok(vec![gate
+        .iter()
+        .zip(&up)
+        .map(|(g, u)| g / (1.0 + (-g).exp()) * u)
+        .collect()])
+}
+
+fn gemv_silu_mul_shape(a: &OpArgs) -> Result<Vec<usize>, OpError> {
+    match (a.input("x")?.shape(), a.input("w_gate_up")?.shape()) {
+        ([m, _], [rows, _]) => Ok(vec![*m, rows / 2]),
+        _ => Err(OpError::invalid(
+            a.op.name,
+            "`x` and `w_gate_up` must be matrices",
+        )),
+    }
+}
+
+inventory::submit! {
+    OpDecl {
+        name: "gemv_silu_mul",
+        family: "matmul",
+        summary: "a dense MLP's first half for decode in one pass: y[M, I] = silu(x·gateᵀ)·(x·upᵀ) from a merged gate_up weight [2·I, K] (gate rows first, vLLM's gate_up_proj), M = 1–16, f32 accumulation",
+        inputs: &[
+            TensorDecl::float("x", &["M", "K"], "the activations, 1 ≤ M ≤ 16 rows"),
+            TensorDecl::new("w_gate_up", &["R", "K"], DtypeRule::Like("x"), "the gate rows [I, K] then the up rows [I, K] (R = 2·I)"),
+        ],
+        outputs: &[OutputDecl { name: "y", shape: &["M", "I"], dtype: DtypeRule::Like("x"), shape_from: ShapeFrom::Derived(gemv_silu_mul_shape), doc: "silu(x·gateᵀ)·(x·upᵀ), both sums in f32, rounded once" }],
+        params: &[],
+        invariants: &[
+            "x, w_gate_up and y share one float dtype",
+            "x is [M, K] with 1 ≤ M ≤ 16 and K > 0; w_gate_up is [2·I, K] with I > 0; y is [M, I]",
+            "y aliases neither x nor w_gate_up; element counts fit u32",
+        ],
+        rejections: &[
+            Rejection { invariant: 0, by: Break::Dtype("w_gate_up", DType::BF16), reason: "`w_gate_up` must be f32" },
+            Rejection { invariant: 1, by: Break::Dim("M", 17), reason: "at most 16 rows" },
+            Rejection { invariant: 1, by: Break::InputDim("w_gate_up", "R", 7), reason: "`w_gate_up` must be [2·I, K = 40]" },
+            Rejection { invariant: 2, by: Break::Alias("y", "x"), reason: "aliases `x`" },
+        ],
+        variants: &[],
+        example: Example { dims: &[("M", 3), ("K", 40), ("R", 14), ("I", 7)], params: &[], ranges: &[], with: &[] },
+        workspace: None,
+        accuracy: crate::decl::Accuracy::STANDARD,
+        call: |ctx, a| super::gemv_silu_mul(ctx, a.input("x")?, a.input("w_gate_up")?, a.output("y")?),
+        #[cfg(feature = "cases")]
+        reference: gemv_silu_mul_reference,
+        #[cfg(feature = "cases")]
+        kernels: gemv_cases::silu_kernels,
+        #[cfg(feature = "cases")]
+        cases: gemv_cases::silu_cases,
+        #[cfg(feature = "cases")]
+        benches: gemv_cases::silu_benches,
     }
 }

@@ -10,6 +10,7 @@
 
 use super::gemv_mma::{gemv_mma_kernel, GEMV_MMA_COLUMNS};
 use super::tiled::MATMUL_DTYPES;
+use crate::elementwise::activation::silu_f32;
 use crate::error::{runtime, OpError};
 use crate::validate::{distinct_named, dtype_in, dtype_is, fits_u32, shape_is, FLOAT_DTYPES};
 use tessera_macros::kernel;
@@ -23,7 +24,9 @@ pub const GEMV_COLUMNS_PER_GROUP: u32 = 4;
 pub const GEMV_TILES: [u32; 5] = [1, 2, 4, 8, 16];
 
 /// `y[r, col] = Σ_k x[r, k]·w[col, k]` for `r < m`: `kvecs = K / vec` runs per row,
-/// `tile ≥ m` rows summed per lane. Grid `[ceil(N / 4), 1, 1]`, 128 threads.
+/// `tile ≥ m` rows summed per lane. `gated` 1: `w` is `[2n, K]`, gate rows then up rows
+/// (a merged gate_up projection), and `y[r, col] = silu(x·gate[col]) · (x·up[col])`, both
+/// sums in f32. Grid `[ceil(N / 4), 1, 1]`, 128 threads.
 #[kernel]
 pub fn gemv_kernel<T>(
     x: Tensor<T>,
@@ -34,23 +37,35 @@ pub fn gemv_kernel<T>(
     kvecs: u32,
     #[constexpr] tile: u32,
     #[constexpr] vec: u32,
+    #[constexpr] gated: u32,
 ) {
     let lane = simd_lane();
     let col = group_id_x() * 4 + simd_id();
     // A simdgroup past the last column reads the last row and stores nothing.
     let wrow = min(col, n - 1);
+    let urow = wrow + n;
     let acc = stack_array::<f32>(tile);
+    let acc_up = stack_array::<f32>(tile);
     let wv = stack_array::<f32>(4 * vec);
+    let uv = stack_array::<f32>(4 * vec);
     for r in 0..tile {
         store(acc[r], 0.0f32);
+        store(acc_up[r], 0.0f32);
     }
     // Four runs per lane per step, all loaded before any is used, so four loads per lane
-    // are in flight; a run past the row's end loads the last run again and is skipped.
+    // (eight with the up rows) are in flight; a run past the row's end loads the last run
+    // again and is skipped.
     for v0 in range(lane, kvecs, 128) {
         for u in 0..4 {
             let wb = (wrow * kvecs + min(v0 + u * 32, kvecs - 1)) * vec;
             for e in 0..vec {
                 store(wv[u * vec + e], load(w[wb + e]).cast::<f32>());
+            }
+            if gated == 1u32 {
+                let ub = (urow * kvecs + min(v0 + u * 32, kvecs - 1)) * vec;
+                for e in 0..vec {
+                    store(uv[u * vec + e], load(w[ub + e]).cast::<f32>());
+                }
             }
         }
         for u in 0..4 {
@@ -60,16 +75,25 @@ pub fn gemv_kernel<T>(
                     // Rows of the tile past m repeat the last row; their sums are dropped.
                     let xb = (min(r, m - 1) * kvecs + v) * vec;
                     let mut s = load(acc[r]);
+                    let mut su = load(acc_up[r]);
                     for e in 0..vec {
-                        s = fma(load(x[xb + e]).cast::<f32>(), load(wv[u * vec + e]), s);
+                        let xe = load(x[xb + e]).cast::<f32>();
+                        s = fma(xe, load(wv[u * vec + e]), s);
+                        if gated == 1u32 {
+                            su = fma(xe, load(uv[u * vec + e]), su);
+                        }
                     }
                     store(acc[r], s);
+                    store(acc_up[r], su);
                 }
             }
         }
     }
     for r in 0..tile {
-        let total = simd_sum(load(acc[r]));
+        let mut total = simd_sum(load(acc[r]));
+        if gated == 1u32 {
+            total = silu_f32(total) * simd_sum(load(acc_up[r]));
+        }
         if lane == 0 && col < n && r < m {
             store(y[r * n + col], total.cast::<T>());
         }
@@ -120,22 +144,7 @@ pub fn skinny_rows(
 /// matrix fragments (`gemv_mma_kernel`); the rest on `gemv_kernel`.
 pub fn gemv(ctx: &Context, x: &Tensor, w: &Tensor, y: &Tensor) -> Result<(), OpError> {
     const OP: &str = "gemv";
-    let (m, k) = skinny_rows(OP, x, &FLOAT_DTYPES)?;
-    dtype_is(OP, "w", w, x.dtype())?;
-    dtype_is(OP, "y", y, x.dtype())?;
-    distinct_named(OP, "y", y, &[("x", x), ("w", w)])?;
-    let n = match *w.shape() {
-        [n, wk] if wk == k && n > 0 => n,
-        ref s => {
-            return Err(OpError::invalid(
-                OP,
-                format!("`w` must be [N, K = {k}] with N > 0, got shape {s:?}"),
-            ))
-        }
-    };
-    shape_is(OP, "y", y, &[m, n])?;
-    fits_u32(OP, "the element count of `w`", w.len())?;
-    fits_u32(OP, "the element count of `y`", y.len())?;
+    let (m, k, n) = check_gemv(OP, x, w, y, 1)?;
     if m >= 2 && k.is_multiple_of(8) && MATMUL_DTYPES.contains(&x.dtype()) {
         let (m, n, kvecs) = (m as u32, n as u32, (k / 8) as u32);
         return gemv_mma_kernel::launch(
@@ -154,6 +163,69 @@ pub fn gemv(ctx: &Context, x: &Tensor, w: &Tensor, y: &Tensor) -> Result<(), OpE
         .run()
         .map_err(runtime(OP));
     }
+    launch_columns(OP, ctx, x, w, y, (m, k, n), 0)
+}
+
+/// `y[M, I] = silu(x·gateᵀ) · (x·upᵀ)` from a merged `w_gate_up` `[2·I, K]` (gate rows
+/// first, then up rows: vLLM's `gate_up_proj`, a dense MLP's first half), both products
+/// accumulated in f32 and combined before the one rounding to the dtype; each weight row
+/// read once. 1 ≤ M ≤ 16, one float dtype.
+pub fn gemv_silu_mul(
+    ctx: &Context,
+    x: &Tensor,
+    w_gate_up: &Tensor,
+    y: &Tensor,
+) -> Result<(), OpError> {
+    const OP: &str = "gemv_silu_mul";
+    let dims = check_gemv(OP, x, w_gate_up, y, 2)?;
+    launch_columns(OP, ctx, x, w_gate_up, y, dims, 1)
+}
+
+/// The checks of both GEMVs: `x` `[M, K]`, `w` `[rows·N, K]`, `y` `[M, N]`, one float dtype;
+/// returns `(M, K, N)`.
+fn check_gemv(
+    op: &'static str,
+    x: &Tensor,
+    w: &Tensor,
+    y: &Tensor,
+    rows: usize,
+) -> Result<(usize, usize, usize), OpError> {
+    let w_name = if rows == 1 { "w" } else { "w_gate_up" };
+    let (m, k) = skinny_rows(op, x, &FLOAT_DTYPES)?;
+    dtype_is(op, w_name, w, x.dtype())?;
+    dtype_is(op, "y", y, x.dtype())?;
+    distinct_named(op, "y", y, &[("x", x), (w_name, w)])?;
+    let n = match *w.shape() {
+        [wn, wk] if wk == k && wn > 0 && wn.is_multiple_of(rows) => wn / rows,
+        ref s if rows == 1 => {
+            return Err(OpError::invalid(
+                op,
+                format!("`w` must be [N, K = {k}] with N > 0, got shape {s:?}"),
+            ))
+        }
+        ref s => {
+            return Err(OpError::invalid(
+                op,
+                format!("`w_gate_up` must be [2·I, K = {k}] with I > 0 (gate rows, then up rows), got shape {s:?}"),
+            ))
+        }
+    };
+    shape_is(op, "y", y, &[m, n])?;
+    fits_u32(op, "the element count of the weights", w.len())?;
+    fits_u32(op, "the element count of `y`", y.len())?;
+    Ok((m, k, n))
+}
+
+/// Runs `gemv_kernel` (a simdgroup per output column) over checked `(M, K, N)`.
+fn launch_columns(
+    op: &'static str,
+    ctx: &Context,
+    x: &Tensor,
+    w: &Tensor,
+    y: &Tensor,
+    (m, k, n): (usize, usize, usize),
+    gated: u32,
+) -> Result<(), OpError> {
     let vec = run_width(x.dtype(), k);
     let kvecs = (k / vec as usize) as u32;
     let (m, n) = (m as u32, n as u32);
@@ -170,10 +242,11 @@ pub fn gemv(ctx: &Context, x: &Tensor, w: &Tensor, y: &Tensor) -> Result<(), OpE
         gemv_kernel::Consts {
             tile: row_tile(m as usize),
             vec,
+            gated,
         },
     )
     .grid([n.div_ceil(GEMV_COLUMNS_PER_GROUP), 1, 1])
     .group_size(32 * GEMV_COLUMNS_PER_GROUP)
     .run()
-    .map_err(runtime(OP))
+    .map_err(runtime(op))
 }

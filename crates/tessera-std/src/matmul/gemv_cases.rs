@@ -2,8 +2,10 @@
 //! row tiles), N not a multiple of the four columns a threadgroup takes, K of every run
 //! width down to one element; hand-written rejections the declared ones cannot express;
 //! the specialisations; bench shapes of Llama-3-8B and -70B projections at M = 1 and 16.
+//! The fused gate/up SiLU·mul GEMV over the same row tiles and run widths, against an
+//! f64 product of the two halves, with Llama-3-8B's merged gate_up as its bench.
 
-use super::gemv::{gemv, gemv_kernel, row_tile, run_width, GEMV_TILES};
+use super::gemv::{gemv, gemv_kernel, gemv_silu_mul, row_tile, run_width, GEMV_TILES};
 use super::gemv_mma::gemv_mma_kernel;
 use super::reference;
 use super::tiled::MATMUL_DTYPES;
@@ -84,7 +86,7 @@ pub(super) fn kernels() -> Vec<KernelUse> {
         let mut w = run_width(dt, 1 << 20);
         while w >= 1 {
             for tile in GEMV_TILES {
-                v.push(kernel_use(&gemv_kernel::DEF, dt, &[tile, w]));
+                v.push(kernel_use(&gemv_kernel::DEF, dt, &[tile, w, 0]));
             }
             w /= 2;
         }
@@ -134,6 +136,119 @@ pub(super) fn benches() -> Vec<BenchCase> {
                     launch: Box::new(move || gemv(&c, &x, &w, &o).map_err(err)),
                     output: y,
                     reference: reference::matmul(&xv, &wv, (m, n, k), true),
+                })
+            }),
+        });
+    }
+    v
+}
+
+// ── gemv_silu_mul ────────────────────────────────────────────────────────────────────
+
+const SILU_OP: &str = "gemv_silu_mul";
+
+/// `silu(x·gateᵀ)·(x·upᵀ)` in f64 from `w` `[2·i, k]`, gate rows first.
+fn silu_mul_reference(xv: &[f64], wv: &[f64], (m, i, k): (usize, usize, usize)) -> Vec<f64> {
+    let gate = reference::matmul(xv, &wv[..i * k], (m, i, k), true);
+    let up = reference::matmul(xv, &wv[i * k..], (m, i, k), true);
+    gate.iter()
+        .zip(&up)
+        .map(|(g, u)| g / (1.0 + (-g).exp()) * u)
+        .collect()
+}
+
+fn silu_correct(dt: DType, (m, i, k): (usize, usize, usize)) -> Case {
+    Case {
+        op: SILU_OP,
+        kind: CaseKind::Correctness,
+        dtype: Some(dt),
+        name: format!("M={m} I={i} K={k}"),
+        run: Box::new(move |ctx, rng| {
+            let (x, xv) = random_tensor(ctx, rng, dt, &[m, k], -1.0, 1.0)?;
+            let (w, wv) = random_tensor(ctx, rng, dt, &[2 * i, k], -0.2, 0.2)?;
+            let y = ctx.full_nan(dt, &[m, i]).map_err(err)?;
+            gemv_silu_mul(ctx, &x, &w, &y).map_err(err)?;
+            let want = silu_mul_reference(&xv, &wv, (m, i, k));
+            compare(&y.to_f64_vec().map_err(err)?, &want, accuracy(SILU_OP, dt)?)
+        }),
+    }
+}
+
+pub(super) fn silu_cases() -> Vec<Case> {
+    let mut v = Vec::new();
+    for dt in FLOAT_DTYPES {
+        for dims in [
+            (1, 1, 1),
+            (1, 37, 512),
+            (3, 6, 100),
+            (16, 9, 264),
+            (2, 130, 77),
+            (8, 4, 4096),
+            (5, 33, 1000),
+        ] {
+            v.push(silu_correct(dt, dims));
+        }
+    }
+    v.push(rejection(
+        SILU_OP,
+        "odd weight rows",
+        "`w_gate_up` must be [2·I, K = 8]",
+        |ctx| {
+            let (x, w) = (
+                zeros(ctx, DType::F16, &[2, 8])?,
+                zeros(ctx, DType::F16, &[7, 8])?,
+            );
+            let y = zeros(ctx, DType::F16, &[2, 3])?;
+            let (c, o) = (ctx.clone(), y.clone());
+            Ok((
+                y,
+                Box::new(move || gemv_silu_mul(&c, &x, &w, &o)) as crate::testing::Refused,
+            ))
+        },
+    ));
+    v
+}
+
+pub(super) fn silu_kernels() -> Vec<KernelUse> {
+    let mut v = Vec::new();
+    for dt in FLOAT_DTYPES {
+        let mut w = run_width(dt, 1 << 20);
+        while w >= 1 {
+            for tile in GEMV_TILES {
+                v.push(kernel_use(&gemv_kernel::DEF, dt, &[tile, w, 1]));
+            }
+            w /= 2;
+        }
+    }
+    v
+}
+
+/// Llama-3-8B's merged gate_up (4096 → 2·14336) at 1 and 16 tokens, and a quick one.
+pub(super) fn silu_benches() -> Vec<BenchCase> {
+    let mut v = Vec::new();
+    for (m, i, k, quick) in [
+        (1, 256, 512, true),
+        (1, 14336, 4096, false),
+        (16, 14336, 4096, false),
+    ] {
+        let dt = DType::BF16;
+        v.push(BenchCase {
+            op: SILU_OP,
+            kernel: "gemv_kernel",
+            dtype: dt,
+            shape: format!("M={m} I={i} K={k} tile={}", row_tile(m)),
+            bytes: ((m * k + 2 * i * k + m * i) * dt.size_bytes()) as u64,
+            flops: (4 * m * i * k) as u64,
+            quick,
+            prepare: Box::new(move |ctx, rng| {
+                let (x, xv) = random_tensor(ctx, rng, dt, &[m, k], -1.0, 1.0)?;
+                let (w, wv) = random_tensor(ctx, rng, dt, &[2 * i, k], -0.05, 0.05)?;
+                let y = ctx.full_nan(dt, &[m, i]).map_err(err)?;
+                let (c, o) = (ctx.clone(), y.clone());
+                Ok(PreparedBench {
+                    launch: Box::new(move || gemv_silu_mul(&c, &x, &w, &o).map_err(err)),
+                    output: y,
+                    reference: silu_mul_reference(&xv, &wv, (m, i, k)),
                 })
             }),
         });

@@ -13,5 +13,5 @@ pub mod gemv_mma;
 pub mod reference;
 pub mod tiled;
 
-pub use gemv::gemv;
+pub use gemv::{gemv, gemv_silu_mul};
 pub use tiled::{matmul, matmul_bt};
