@@ -81,7 +81,7 @@ inventory::submit! {
         ],
         variants: &[],
         example: Example { dims: &[("rows", 3), ("n", 12)], params: &[("norm", "ortho")], ranges: &[], with: &[] },
-        workspace: Some(WorkspaceDecl { bytes: "none for a power of two; else 8·(n + m), m = 2n − 1 rounded up to a power of two: Bluestein's chirp and kernel spectrum, made once per n", make: plan }),
+        workspace: Some(WorkspaceDecl { bytes: "(Bluestein's chirp and kernel spectrum, made once per n by FftPlan::new; m = 2n − 1 rounded up to a power of two) 8·(n + m) for n not a power of two, else 0", make: plan }),
         call: |ctx, a| {
             super::fft(
                 ctx,
