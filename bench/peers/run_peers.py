@@ -21,6 +21,7 @@ MLX-affine, the GGUF, the GPTQ, the AWQ and the fp8 GEMV, PyTorch's dense `x @ W
 sampling vLLM's PyTorch top-k/top-p path (torch.sort, cumsum, masks, softmax,
 torch.multinomial) and torch.argmax; for the reductions torch.sum (f32 out), torch.amax,
 torch.topk and torch.cumsum, and for hadamard a matmul with the scaled Hadamard matrix;
+for fft torch.fft.fft (cuFFT) on complex64;
 for the MoE expert projections (dense and MLX-affine experts) `torch._grouped_mm` over the
 pairs sorted by expert and the per-expert loop; for the fused gate/up SiLU·mul GEMV and
 the fused RMSNorm + per-token quantization, the unfused PyTorch sequence eager and under
@@ -466,6 +467,18 @@ def hadamard_peers(p, dt, nsets):
     return [("torch_matmul_hadamard", [(lambda x=x: x @ h) for x in sets])]
 
 
+# ── fft: torch.fft.fft (cuFFT) on complex64 rows ───────────────────────────────────
+
+
+def fft_peers(p, dt, nsets):
+    """The same call as ours: a forward FFT over rows of n complex64, norm="ortho"; x is
+    [rows, n, 2] f32 viewed as complex (no copy), the output a new complex64 tensor."""
+    sets = [torch.view_as_complex(rnd((p["rows"], p["n"], 2), torch.float32))
+            for _ in range(nsets)]
+    return [("torch_fft_fft", [(lambda x=x: torch.fft.fft(x, dim=-1, norm="ortho"))
+                               for x in sets])]
+
+
 # ── MoE decode: the grouped expert GEMVs (moe/gemv.rs, moe/qgemv.rs) ─────────────────
 
 
@@ -566,6 +579,8 @@ def peers_for(row, nsets):
         return cumsum_peers(p, dt, nsets)
     if op == "hadamard":
         return hadamard_peers(p, dt, nsets)
+    if op == "fft":
+        return fft_peers(p, dt, nsets)
     if op in ("moe_gemv", "moe_gemv_silu_mul", "moe_qgemv", "moe_qgemv_silu_mul"):
         return moe_peers(p, dt, nsets, op.endswith("_silu_mul"))
     return []

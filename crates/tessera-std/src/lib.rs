@@ -18,6 +18,7 @@ pub mod conv;
 pub mod decl;
 pub mod elementwise;
 pub mod error;
+pub mod fft;
 pub mod float_range;
 pub mod gdn;
 pub mod gguf;

@@ -140,7 +140,8 @@ fn refuses_non_finite(op: &OpDecl, input: &str) -> bool {
 /// exponentiates: attention's q and k (logits), matmul's a and b (the GEMV's x and w), the
 /// quantized GEMV's x and the scale and bias its weights are made of, the Gated DeltaNet
 /// state's products with q and k (and the q/k norm weights), the selective scan's C·h with
-/// h built from B·x, the MoE expert GEMVs' x and weights.
+/// h built from B·x, the MoE expert GEMVs' x and weights, the FFT's x (each output a sum
+/// of x times twiddles, Bluestein's partial sums longer still).
 const DOT_FACTORS: &[(&str, &[&str])] = &[
     ("attention", &["q", "k", "k_cache"]),
     ("matmul", &["a", "b", "x", "w", "w_gate_up"]),
@@ -148,6 +149,7 @@ const DOT_FACTORS: &[(&str, &[&str])] = &[
     ("gdn", &["q", "k", "state_in", "h0", "wq", "wk"]),
     ("ssm", &["x", "b", "c", "state_in"]),
     ("moe", &["x", "w", "scales", "biases"]),
+    ("fft", &["x"]),
 ];
 
 /// The magnitude of an input's "huge" values: a quarter of its dtype's range, except for
