@@ -178,7 +178,7 @@ inventory::submit! {
     }
 }
 
-const SORT_BYTES: &str = "for n > 4096: 16·rows·n (keys and indices, twice) + 1024·rows·⌈n/2048⌉ (per-tile digit counts) + 1024·rows + 8 (a one-element stand-in of each float dtype for argsort's unwritten values); 32 bytes otherwise";
+const SORT_BYTES: &str = "for n > 4096: 16·rows·n (keys and indices, twice) + 1024·rows·⌈n/2048⌉ (per-tile digit counts) + 1024·rows + 8 (a one-element stand-in of each float dtype for argsort's unwritten values); 32 otherwise";
 
 fn sort_workspace(ctx: &Context, a: &OpArgs) -> Result<Workspace, OpError> {
     Ok(Box::new(SortWorkspace::new(ctx, a.input("x")?.shape())?))
