@@ -20,8 +20,8 @@ MLX-affine, the GGUF, the GPTQ, the AWQ and the fp8 GEMV, PyTorch's dense `x @ W
 (cuBLAS) in the activations' dtype (and for fp8 the eager dequantize-then-matmul); for
 sampling vLLM's PyTorch top-k/top-p path (torch.sort, cumsum, masks, softmax,
 torch.multinomial) and torch.argmax; for the reductions torch.sum (f32 out), torch.amax,
-torch.topk and torch.cumsum, and for hadamard a matmul with the scaled Hadamard matrix;
-for fft torch.fft.fft (cuFFT) on complex64;
+torch.topk, torch.cumsum and torch.sort / torch.argsort (stable=True), and for hadamard a
+matmul with the scaled Hadamard matrix; for fft torch.fft.fft (cuFFT) on complex64;
 for the MoE expert projections (dense and MLX-affine experts) `torch._grouped_mm` over the
 pairs sorted by expert and the per-expert loop; for the fused gate/up SiLU·mul GEMV and
 the fused RMSNorm + per-token quantization, the unfused PyTorch sequence eager and under
@@ -452,6 +452,15 @@ def cumsum_peers(p, dt, nsets):
     return [("torch_cumsum", [(lambda x=x: torch.cumsum(x, dim=-1)) for x in sets])]
 
 
+def sort_peers(p, dt, nsets, values_too):
+    sets = [rnd((p["rows"], p["n"]), dt, -4.0, 4.0) for _ in range(nsets)]
+    if values_too:
+        return [("torch_sort_stable", [(lambda x=x: torch.sort(x, dim=-1, stable=True))
+                                       for x in sets])]
+    return [("torch_argsort_stable", [(lambda x=x: torch.argsort(x, dim=-1, stable=True))
+                                      for x in sets])]
+
+
 def _sylvester(n, dt):
     """H_n in Sylvester order (as scipy.linalg.hadamard): H_2m = [[H_m, H_m], [H_m, -H_m]]."""
     h = torch.ones((1, 1), device=DEV, dtype=dt)
@@ -577,6 +586,8 @@ def peers_for(row, nsets):
         return topk_peers(p, dt, nsets)
     if op == "cumsum":
         return cumsum_peers(p, dt, nsets)
+    if op in ("sort", "argsort"):
+        return sort_peers(p, dt, nsets, op == "sort")
     if op == "hadamard":
         return hadamard_peers(p, dt, nsets)
     if op == "fft":

@@ -1,8 +1,11 @@
 //! The declarations of the reduce family's ops.
 
+use super::{
+    argsort, cumsum, per_row_shape, row_reduce, sort, topk, Reduction, RowSplitWorkspace,
+    SortWorkspace,
+};
 #[cfg(feature = "cases")]
-use super::{cases, reference};
-use super::{cumsum, per_row_shape, row_reduce, topk, Reduction, RowSplitWorkspace};
+use super::{cases, reference, sort_reference};
 use crate::decl::{
     Accuracy, Break, DtypeRule, Example, OpArgs, OpDecl, OutputDecl, ParamDecl, ParamDefault,
     ParamKind, Rejection, ShapeFrom, TensorDecl, Workspace, WorkspaceDecl, F32,
@@ -172,5 +175,97 @@ inventory::submit! {
         cases: cases::cumsum_cases,
         #[cfg(feature = "cases")]
         benches: cases::cumsum_benches,
+    }
+}
+
+const SORT_BYTES: &str = "for n > 4096: 16·rows·n (keys and indices, twice) + 1024·rows·⌈n/2048⌉ (per-tile digit counts) + 1024·rows + 8 (a one-element stand-in of each float dtype for argsort's unwritten values); 32 otherwise";
+
+fn sort_workspace(ctx: &Context, a: &OpArgs) -> Result<Workspace, OpError> {
+    Ok(Box::new(SortWorkspace::new(ctx, a.input("x")?.shape())?))
+}
+
+const DESCENDING: ParamDecl = ParamDecl {
+    name: "descending",
+    kind: ParamKind::Bool,
+    default: ParamDefault::Value("false"),
+    doc: "largest first (NaN first); ties still in index order",
+};
+
+const SORT_X: TensorDecl = TensorDecl::float(
+    "x",
+    &["rows…", "n"],
+    "rows sorted along their last dimension",
+);
+
+inventory::submit! {
+    OpDecl {
+        name: "sort",
+        family: "reduce",
+        summary: "each row in order with int32 indices, as torch.sort(stable=True): ascending or descending, ties in index order, NaN as the largest, −0 = +0; bitonic in threadgroup memory to n = 4096, LSD radix (8-bit digits) above; n ≤ 262144",
+        accuracy: Accuracy::EXACT,
+        inputs: &[SORT_X],
+        outputs: &[
+            OutputDecl::like("x", "values", &["rows…", "n"], DtypeRule::Like("x"), "each row's values in order (gathered from x: −0 stays −0)"),
+            OutputDecl::like("x", "indices", &["rows…", "n"], DtypeRule::OneOf(I32), "where each came from in the row; equal values in rising index order"),
+        ],
+        params: &[DESCENDING],
+        invariants: &[
+            "x is a float [rows…, n], not empty, n ≤ 262144, its element count fits u32",
+            "values is like x, indices i32 of x's shape; neither aliases x or the other",
+            "the workspace was made for at least these rows of this n",
+        ],
+        rejections: &[
+            Rejection { invariant: 0, by: Break::Dtype("x", DType::I32), reason: "`x` must be one of" },
+            Rejection { invariant: 0, by: Break::Dim("n", 262_145), reason: "above the longest row supported" },
+            Rejection { invariant: 1, by: Break::Alias("values", "x"), reason: "aliases `x`" },
+        ],
+        variants: &[],
+        example: Example { dims: &[("rows", 3), ("n", 40)], params: &[("descending", "true")], ranges: &[("x", -4.0, 4.0)], with: &[] },
+        workspace: Some(WorkspaceDecl { bytes: SORT_BYTES, make: sort_workspace }),
+        call: |ctx, a| sort(ctx, a.input("x")?, a.params.bool("descending")?, a.workspace::<SortWorkspace>()?, a.output("values")?, a.output("indices")?),
+        #[cfg(feature = "cases")]
+        reference: |r| {
+            let (v, i) = sort_reference::sort(r.data("x")?, r.dim("n")?, r.params.bool("descending")?);
+            Ok(vec![v, i])
+        },
+        #[cfg(feature = "cases")]
+        kernels: cases::sort_kernels,
+        #[cfg(feature = "cases")]
+        cases: cases::sort_cases,
+        #[cfg(feature = "cases")]
+        benches: cases::sort_benches,
+    }
+}
+
+inventory::submit! {
+    OpDecl {
+        name: "argsort",
+        family: "reduce",
+        summary: "the int32 indices that order each row, as torch.argsort(stable=True): sort without its values (the same kernels, the values never written); n ≤ 262144",
+        accuracy: Accuracy::EXACT,
+        inputs: &[SORT_X],
+        outputs: &[OutputDecl::like("x", "indices", &["rows…", "n"], DtypeRule::OneOf(I32), "where each element of the ordered row came from; equal values in rising index order")],
+        params: &[DESCENDING],
+        invariants: &[
+            "x is a float [rows…, n], not empty, n ≤ 262144, its element count fits u32",
+            "indices is i32 of x's shape and does not alias x",
+            "the workspace was made for at least these rows of this n",
+        ],
+        rejections: &[
+            Rejection { invariant: 0, by: Break::Dtype("x", DType::U32), reason: "`x` must be one of" },
+            Rejection { invariant: 0, by: Break::Dim("n", 262_145), reason: "above the longest row supported" },
+        ],
+        variants: &[],
+        example: Example { dims: &[("rows", 2), ("n", 33)], params: &[], ranges: &[("x", -2.0, 2.0)], with: &[] },
+        workspace: Some(WorkspaceDecl { bytes: SORT_BYTES, make: sort_workspace }),
+        call: |ctx, a| argsort(ctx, a.input("x")?, a.params.bool("descending")?, a.workspace::<SortWorkspace>()?, a.output("indices")?),
+        #[cfg(feature = "cases")]
+        reference: |r| Ok(vec![sort_reference::sort(r.data("x")?, r.dim("n")?, r.params.bool("descending")?).1]),
+        #[cfg(feature = "cases")]
+        kernels: cases::argsort_kernels,
+        #[cfg(feature = "cases")]
+        cases: cases::argsort_cases,
+        #[cfg(feature = "cases")]
+        benches: cases::argsort_benches,
     }
 }

@@ -1,6 +1,7 @@
 //! Row reductions over the last dimension: `row_reduce` (sum, mean, max, min into f32),
 //! `topk` (the k largest of each row with their indices, by radix select on an
-//! order-preserving integer key, no full sort) and `cumsum` (an inclusive scan).
+//! order-preserving integer key, no full sort), `cumsum` (an inclusive scan) and `sort` /
+//! `argsort` (whole rows in order, stable, by bitonic or radix sort on the same keys).
 
 #[cfg(feature = "cases")]
 mod cases;
@@ -10,10 +11,14 @@ pub mod order_key;
 #[cfg(feature = "cases")]
 pub mod reference;
 pub mod row_reduce;
+pub mod sort;
+#[cfg(feature = "cases")]
+pub mod sort_reference;
 pub mod topk;
 
 pub use cumsum::cumsum;
 pub use row_reduce::{row_reduce, Reduction, RowSplitWorkspace};
+pub use sort::{argsort, sort, SortWorkspace};
 pub use topk::topk;
 
 use crate::error::OpError;
