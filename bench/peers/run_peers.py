@@ -21,7 +21,9 @@ MLX-affine, the GGUF, the GPTQ, the AWQ and the fp8 GEMV, PyTorch's dense `x @ W
 sampling vLLM's PyTorch top-k/top-p path (torch.sort, cumsum, masks, softmax,
 torch.multinomial) and torch.argmax; for the reductions torch.sum (f32 out), torch.amax,
 torch.topk, torch.cumsum and torch.sort / torch.argsort (stable=True), and for hadamard a
-matmul with the scaled Hadamard matrix; for fft torch.fft.fft (cuFFT) on complex64;
+matmul with the scaled Hadamard matrix (for n = m·2^k the Kronecker product with QuaRot's
+H_m) and Dao-AILab's fast_hadamard_transform where it is installed; for fft torch.fft.fft
+(cuFFT) on complex64;
 for the MoE expert projections (dense and MLX-affine experts) `torch._grouped_mm` over the
 pairs sorted by expert and the per-expert loop; for the fused gate/up SiLU·mul GEMV and
 the fused RMSNorm + per-token quantization, the unfused PyTorch sequence eager and under
@@ -469,11 +471,59 @@ def _sylvester(n, dt):
     return h
 
 
+def _legendre(a, q):
+    a %= q
+    return 0 if a == 0 else (1 if pow(a, (q - 1) // 2, q) == 1 else -1)
+
+
+def _paley(m):
+    """QuaRot's H_12, H_20 (Paley I, q = 11, 19) and H_28 (Paley II, q = 13)."""
+    eye = torch.eye(m, device=DEV)
+    if m in (12, 20):
+        q = m - 1
+        s = torch.tensor([[0 if i == j == 0 else -1 if i == 0 else 1 if j == 0
+                           else _legendre(i - j, q) for j in range(m)] for i in range(m)],
+                         device=DEV, dtype=torch.float32)
+        return eye + s
+    q, h = 13, 14
+    s = torch.tensor([[0 if a == b == 0 else 1 if a == 0 or b == 0 else _legendre(b - a, q)
+                       for b in range(h)] for a in range(h)], device=DEV, dtype=torch.float32)
+    i = torch.eye(h, device=DEV)
+    return torch.cat([torch.cat([s + i, s - i], 1), torch.cat([s - i, -s - i], 1)], 0)
+
+
+def _fast_hadamard_transform(n):
+    """Dao-AILab's fast_hadamard_transform for n (2^k, or 12/20/28·2^k: its own base
+    matrices, not QuaRot's, so the same work but other numbers), or None."""
+    try:
+        import fast_hadamard_transform as fht
+    except ImportError:
+        return None
+    m = n >> (n & -n).bit_length() - 1
+    m = 1 if m == 1 else 4 * m
+    if m == 1:
+        return fht.hadamard_transform
+    return getattr(fht, f"hadamard_transform_{m}N", None)
+
+
 def hadamard_peers(p, dt, nsets):
     n = p["n"]
-    h = _sylvester(n, dt) * (1.0 / n ** 0.5)
+    m = n >> (n & -n).bit_length() - 1
+    m = 1 if m == 1 else 4 * m
+    if m == 1:
+        h = _sylvester(n, dt) * (1.0 / n ** 0.5)
+    else:
+        # out = (H_m ⊗ H_{n/m}) · x per row, so x @ (H_m ⊗ H_{n/m})ᵀ.
+        k = torch.kron(_paley(m), _sylvester(n // m, torch.float32))
+        h = (k.T * (1.0 / n ** 0.5)).to(dt)
     sets = [rnd((p["rows"], n), dt) for _ in range(nsets)]
-    return [("torch_matmul_hadamard", [(lambda x=x: x @ h) for x in sets])]
+    peers = [("torch_matmul_hadamard", [(lambda x=x: x @ h) for x in sets])]
+    fht = _fast_hadamard_transform(n)
+    if fht is not None:
+        scale = 1.0 / n ** 0.5
+        peers.append(("fast_hadamard_transform",
+                      [(lambda x=x: fht(x, scale)) for x in sets]))
+    return peers
 
 
 # ── fft: torch.fft.fft (cuFFT) on complex64 rows ───────────────────────────────────

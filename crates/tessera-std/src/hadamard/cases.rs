@@ -1,8 +1,10 @@
 //! Cases of `hadamard`: every float dtype at every power of two from 1 to 32768 (each
-//! register / lane / threadgroup-memory split of the index bits), a 3-D x, scale 1 and
-//! 1/√n, a NaN and an infinity in a row; rejections; benches at 64 MiB and more.
+//! register / lane / threadgroup-memory split of the index bits) and at every 12·2^k,
+//! 20·2^k and 28·2^k up to 32768, a 3-D x, scale 1 and 1/√n, a NaN and an infinity in a
+//! row; rejections; benches at 64 MiB and more.
 
 use super::fwht::{hadamard, hadamard_kernel, layout, OP};
+use super::kron::{hadamard_kron_kernel, kron_layout, max_sub_row, BASES};
 use super::reference;
 use crate::registry::{BenchCase, Case, CaseKind, KernelUse, PreparedBench};
 use crate::testing::{
@@ -10,6 +12,21 @@ use crate::testing::{
 };
 use crate::validate::FLOAT_DTYPES;
 use tessera_runtime::DType;
+
+/// The reference, for the lengths it knows.
+fn want(x: &[f64], n: usize, scale: f64) -> Result<Vec<f64>, String> {
+    reference::hadamard(x, n, scale).ok_or_else(|| format!("no reference for n = {n}"))
+}
+
+/// Rows for a case of length `n`: short rows share a threadgroup, and an odd count leaves
+/// part of the last one empty; long ones a few.
+fn rows_for(n: usize) -> usize {
+    if n < 256 {
+        37
+    } else {
+        ((1 << 16) / n).clamp(1, 5)
+    }
+}
 
 fn correctness(dtype: DType, shape: Vec<usize>, scale: Option<f64>) -> Case {
     let n = *shape.last().unwrap_or(&1);
@@ -24,25 +41,20 @@ fn correctness(dtype: DType, shape: Vec<usize>, scale: Option<f64>) -> Case {
             let out = ctx.full_nan(dtype, &shape).map_err(err)?;
             hadamard(ctx, &x, scale as f32, &out).map_err(err)?;
             let got = out.to_f64_vec().map_err(err)?;
-            compare(
-                &got,
-                &reference::hadamard(&xv, n, scale),
-                accuracy(OP, dtype)?,
-            )
+            compare(&got, &want(&xv, n, scale)?, accuracy(OP, dtype)?)
         }),
     }
 }
 
-/// A NaN in row 0 and +∞ in row 1 of three rows of 64: the whole of row 0 is NaN, row 1
-/// is ±∞ everywhere, row 2 matches the reference.
-fn non_finite(dtype: DType) -> Case {
+/// A NaN in row 0 and +∞ in row 1 of three rows of `n` (64 or 12·8): the whole of row 0
+/// is NaN, row 1 is ±∞ everywhere, row 2 matches the reference.
+fn non_finite(dtype: DType, n: usize) -> Case {
     Case {
         op: OP,
         kind: CaseKind::Correctness,
         dtype: Some(dtype),
-        name: "rows with NaN, +inf".to_string(),
+        name: format!("rows of {n} with NaN, +inf"),
         run: Box::new(move |ctx, rng| {
-            let n = 64;
             let mut xv: Vec<f64> = (0..3 * n).map(|_| rng.uniform(-1.0, 1.0)).collect();
             xv[9] = f64::NAN;
             xv[n + 40] = f64::INFINITY;
@@ -50,7 +62,7 @@ fn non_finite(dtype: DType) -> Case {
             let out = ctx.full_nan(dtype, &[3, n]).map_err(err)?;
             hadamard(ctx, &x, 0.125, &out).map_err(err)?;
             let got = out.to_f64_vec().map_err(err)?;
-            let want = reference::hadamard(&xv, n, 0.125);
+            let want = want(&xv, n, 0.125)?;
             for i in 0..2 * n {
                 let same = (got[i].is_nan() && want[i].is_nan()) || got[i] == want[i];
                 if !same {
@@ -69,23 +81,41 @@ pub(crate) fn hadamard_cases() -> Vec<Case> {
     for dtype in FLOAT_DTYPES {
         for k in 0..=15 {
             let n = 1usize << k;
-            // Short rows share a threadgroup: an odd count leaves part of the last empty.
-            let rows = if n < 256 {
-                37
-            } else {
-                ((1 << 16) / n).clamp(1, 5)
-            };
-            v.push(correctness(dtype, vec![rows, n], None));
+            v.push(correctness(dtype, vec![rows_for(n), n], None));
+        }
+        for (m, _) in BASES {
+            for k in 0..=max_sub_row(m).trailing_zeros() {
+                let n = (m as usize) << k;
+                v.push(correctness(dtype, vec![rows_for(n), n], None));
+            }
         }
         v.push(correctness(dtype, vec![2, 3, 128], Some(1.0)));
-        v.push(non_finite(dtype));
+        v.push(correctness(dtype, vec![3, 2, 20 * 64], Some(1.0)));
+        v.push(non_finite(dtype, 64));
+        v.push(non_finite(dtype, 12 * 8));
     }
-    v.push(rejection(OP, "n = 3", "must be a power of two", |ctx| {
-        let x = zeros(ctx, DType::F32, &[2, 3])?;
-        let out = ctx.full_nan(DType::F32, &[2, 3]).map_err(err)?;
-        let (c, o) = (ctx.clone(), out.clone());
-        Ok((out, Box::new(move || hadamard(&c, &x, 1.0, &o)) as Refused))
-    }));
+    v.push(rejection(
+        OP,
+        "n = 3",
+        "must be 2^k, 12·2^k, 20·2^k or 28·2^k",
+        |ctx| {
+            let x = zeros(ctx, DType::F32, &[2, 3])?;
+            let out = ctx.full_nan(DType::F32, &[2, 3]).map_err(err)?;
+            let (c, o) = (ctx.clone(), out.clone());
+            Ok((out, Box::new(move || hadamard(&c, &x, 1.0, &o)) as Refused))
+        },
+    ));
+    v.push(rejection(
+        OP,
+        "n = 12·4096",
+        "must be 2^k, 12·2^k, 20·2^k or 28·2^k up to 32768",
+        |ctx| {
+            let x = zeros(ctx, DType::F32, &[1, 12 * 4096])?;
+            let out = ctx.full_nan(DType::F32, &[1, 12 * 4096]).map_err(err)?;
+            let (c, o) = (ctx.clone(), out.clone());
+            Ok((out, Box::new(move || hadamard(&c, &x, 1.0, &o)) as Refused))
+        },
+    ));
     v.push(rejection(
         OP,
         "scale NaN",
@@ -122,18 +152,36 @@ pub(crate) fn hadamard_kernels() -> Vec<KernelUse> {
             let consts = [1 << k, l.epl, l.reg_bits, l.lane_bits, l.warp_bits, l.chunk];
             v.push(kernel_use(&hadamard_kernel::DEF, dtype, &consts));
         }
+        for (m, _) in BASES {
+            for k in 0..=max_sub_row(m).trailing_zeros() {
+                if let Some(l) = kron_layout(m << k) {
+                    v.push(kernel_use(&hadamard_kron_kernel::DEF, dtype, &l.consts()));
+                }
+            }
+        }
     }
     v
 }
 
-/// (rows, n, quick): a quick shape, then 64–128 MiB at the head dimension 128 of QuaRot's
-/// rotations, an MLP width of 8192 and the longest row.
-const BENCH_SHAPES: [(usize, usize, bool); 4] = [
+/// (rows, n, quick): quick shapes, then 64–128 MiB at the head dimension 128 of QuaRot's
+/// rotations, an MLP width of 8192, the longest row, and the widths of m·2^k: the hidden
+/// size 5120 = 20·256 (Llama-2-13B, Qwen2.5-14B) and the MLP widths 12288 = 12·1024
+/// (Qwen3-8B) and 14336 = 28·512 (Llama-3-8B).
+const BENCH_SHAPES: [(usize, usize, bool); 8] = [
     (16, 256, true),
+    (16, 12 * 64, true),
     (262_144, 128, false),
     (8192, 8192, false),
     (2048, 32_768, false),
+    (8192, 5120, false),
+    (4096, 12_288, false),
+    (4096, 14_336, false),
 ];
+
+/// The base order m of n = m·2^k, 0 for a power of two.
+fn base_order(n: usize) -> usize {
+    reference::factor(n).map_or(0, |(m, _)| if m == 1 { 0 } else { m })
+}
 
 /// The bytes are x read and out written.
 pub(crate) fn hadamard_benches() -> Vec<BenchCase> {
@@ -142,21 +190,27 @@ pub(crate) fn hadamard_benches() -> Vec<BenchCase> {
         for (rows, n, quick) in BENCH_SHAPES {
             v.push(BenchCase {
                 op: OP,
-                kernel: "hadamard_kernel",
+                kernel: if n.is_power_of_two() {
+                    "hadamard_kernel"
+                } else {
+                    "hadamard_kron_kernel"
+                },
                 dtype,
                 shape: format!("rows={rows} n={n}"),
                 bytes: (2 * rows * n * dtype.size_bytes()) as u64,
-                flops: (rows * n * n.trailing_zeros() as usize) as u64,
+                // Adds: log2 of the power-of-two factor, and m for the base matrix.
+                flops: (rows * n * (n.trailing_zeros() as usize + base_order(n))) as u64,
                 quick,
                 prepare: Box::new(move |ctx, rng| {
                     let (x, xv) = random_tensor(ctx, rng, dtype, &[rows, n], -1.0, 1.0)?;
                     let out = ctx.full_nan(dtype, &[rows, n]).map_err(err)?;
                     let scale = 1.0 / (n as f64).sqrt();
+                    let reference = want(&xv, n, scale)?;
                     let (c, o) = (ctx.clone(), out.clone());
                     Ok(PreparedBench {
                         launch: Box::new(move || hadamard(&c, &x, scale as f32, &o).map_err(err)),
                         output: out,
-                        reference: reference::hadamard(&xv, n, scale),
+                        reference,
                     })
                 }),
             });

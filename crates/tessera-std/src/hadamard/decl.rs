@@ -21,10 +21,10 @@ inventory::submit! {
     OpDecl {
         name: "hadamard",
         family: "hadamard",
-        summary: "fast Walsh–Hadamard transform over the last dimension, out = scale · x · H_n (Sylvester order), n = 2^k ≤ 32768; registers, shuffles and threadgroup memory, one pass over memory",
+        summary: "fast Walsh–Hadamard transform over the last dimension, out = scale · x · H_n (Sylvester order) for n = 2^k, and out = scale · (H_m ⊗ H_{2^k}) · x for n = m·2^k, m = 12, 20, 28 (QuaRot's Paley matrices), n ≤ 32768; registers, shuffles and threadgroup memory, one pass over memory",
         accuracy: Accuracy::STANDARD,
         inputs: &[TensorDecl::float("x", &["rows…", "n"], "rows to rotate over their last dimension")],
-        outputs: &[OutputDecl::like("x", "out", &["rows…", "n"], DtypeRule::Like("x"), "scale · x · H_n")],
+        outputs: &[OutputDecl::like("x", "out", &["rows…", "n"], DtypeRule::Like("x"), "scale · x · H_n, or scale · (H_m ⊗ H_{2^k}) · x per row")],
         params: &[ParamDecl {
             name: "scale",
             kind: ParamKind::Float,
@@ -33,14 +33,15 @@ inventory::submit! {
         }],
         invariants: &[
             "x is a float [rows…, n], not empty, its element count fits u32; out is like x and does not alias it",
-            "n is a power of two, at most 32768",
+            "n is 2^k, 12·2^k, 20·2^k or 28·2^k, at most 32768",
             "scale is finite",
         ],
         rejections: &[
             Rejection { invariant: 0, by: Break::Dtype("x", DType::U32), reason: "`x` must be one of" },
             Rejection { invariant: 0, by: Break::Alias("out", "x"), reason: "aliases `x`" },
-            Rejection { invariant: 1, by: Break::Dim("n", 48), reason: "must be a power of two up to 32768" },
-            Rejection { invariant: 1, by: Break::Dim("n", 65_536), reason: "must be a power of two up to 32768" },
+            Rejection { invariant: 1, by: Break::Dim("n", 36), reason: "must be 2^k, 12·2^k, 20·2^k or 28·2^k up to 32768" },
+            Rejection { invariant: 1, by: Break::Dim("n", 40_960), reason: "must be 2^k, 12·2^k, 20·2^k or 28·2^k up to 32768" },
+            Rejection { invariant: 1, by: Break::Dim("n", 65_536), reason: "must be 2^k, 12·2^k, 20·2^k or 28·2^k up to 32768" },
             Rejection { invariant: 2, by: Break::Param("scale", "inf"), reason: "a finite number" },
         ],
         variants: &[],
@@ -51,7 +52,9 @@ inventory::submit! {
         reference: |r| {
             let n = r.dim("n")?;
             let scale = r.params.opt_f64("scale")?.unwrap_or(1.0 / (n as f64).sqrt());
-            Ok(vec![reference::hadamard(r.data("x")?, n, scale)])
+            let out = reference::hadamard(r.data("x")?, n, scale)
+                .ok_or_else(|| OpError::invalid("hadamard", format!("no reference for n = {n}")))?;
+            Ok(vec![out])
         },
         #[cfg(feature = "cases")]
         kernels: cases::hadamard_kernels,

@@ -6,6 +6,7 @@
 //! of `chunk` registers at a time so at most 32 KiB of it is used. Rows of fewer than 256
 //! elements share a threadgroup.
 
+use super::kron::kron_layout;
 use crate::error::{runtime, OpError};
 use crate::validate::{distinct, dtype_in, dtype_is, fits_u32, rows_of, shape_is, FLOAT_DTYPES};
 use tessera_macros::kernel;
@@ -143,16 +144,23 @@ pub fn layout(n: u32) -> Layout {
 
 /// `out = scale · x · H_n` over the last dimension of `x [rows…, n]` (f32, f16 or bf16;
 /// out like x), n a power of two up to 32768; `scale` finite (1/√n makes it orthonormal).
+/// For n = m·2^k (m = 12, 20, 28; n ≤ 32768) each row x becomes
+/// `scale · (H_m ⊗ H_{2^k}) · x` instead ([`super::kron`]).
 pub fn hadamard(ctx: &Context, x: &Tensor, scale: f32, out: &Tensor) -> Result<(), OpError> {
     dtype_in(OP, "x", x, &FLOAT_DTYPES)?;
     let (rows, n) = rows_of(OP, "x", x)?;
     fits_u32(OP, "the element count", x.len())?;
-    if !n.is_power_of_two() || n > MAX_N {
-        return Err(OpError::invalid(
-            OP,
-            format!("n = {n} must be a power of two up to {MAX_N}"),
-        ));
-    }
+    let kron = if n.is_power_of_two() && n <= MAX_N {
+        None
+    } else {
+        let l = u32::try_from(n).ok().and_then(kron_layout);
+        Some(l.ok_or_else(|| {
+            OpError::invalid(
+                OP,
+                format!("n = {n} must be 2^k, 12·2^k, 20·2^k or 28·2^k up to {MAX_N}"),
+            )
+        })?)
+    };
     if !scale.is_finite() {
         return Err(OpError::invalid(
             OP,
@@ -162,6 +170,9 @@ pub fn hadamard(ctx: &Context, x: &Tensor, scale: f32, out: &Tensor) -> Result<(
     distinct(OP, out, &[("x", x)])?;
     dtype_is(OP, "out", out, x.dtype())?;
     shape_is(OP, "out", out, x.shape())?;
+    if let Some(l) = kron {
+        return super::kron::launch(ctx, x, scale, out, rows as u32, l);
+    }
     let l = layout(n as u32);
     hadamard_kernel::launch(
         ctx,
