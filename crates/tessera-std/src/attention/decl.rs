@@ -791,7 +791,7 @@ inventory::submit! {
         rejections: &[Rejection { invariant: 1, by: Break::Dtype("slot_mapping", DType::U32), reason: "`slot_mapping` must be i32" }, Rejection { invariant: 0, by: Break::Dtype("k_cache", DType::F32), reason: "`k_cache` must be u8" }, Rejection { invariant: 3, by: Break::Dtype("v_scale", DType::F16), reason: "`v_scale` must be f32" }],
         variants: &[],
         example: Example {
-            dims: &[("tokens", 2), ("n_kv_heads", 2), ("head_dim", 64), ("blocks", 4), ("page_size", 4)],
+            dims: &[("tokens", 1), ("n_kv_heads", 2), ("head_dim", 64), ("blocks", 4), ("page_size", 4)],
             params: &[("kv_format", "e4m3")],
             ranges: &[("slot_mapping", -1.0, 16.0), ("k_cache", 0.0, 126.0), ("v_cache", 0.0, 126.0), ("k_scale", 0.0, 0.05), ("v_scale", 0.0, 0.05)],
             with: &[],
@@ -824,7 +824,13 @@ inventory::submit! {
                 }
             }
             let scales = super::KvScales { k_scale: outs[2], v_scale: outs[3], format };
-            for (src, dst) in ins.iter().zip(outs) {
+            // The functional form starts from copies: the codes through the host (no float
+            // cast takes bytes), the scales on the device.
+            for (src, dst) in ins[..2].iter().zip(&outs[..2]) {
+                let bytes = src.to_bytes().map_err(crate::error::runtime(OP))?;
+                dst.write_bytes(&bytes).map_err(crate::error::runtime(OP))?;
+            }
+            for (src, dst) in ins[2..].iter().zip(&outs[2..]) {
                 crate::elementwise::cast(ctx, src, dst)?;
             }
             super::kv_quant_append(ctx, rows[0].1, rows[1].1, rows[2].1, (outs[0], outs[1]), &scales, layout, check)

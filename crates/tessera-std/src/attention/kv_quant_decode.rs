@@ -3,7 +3,8 @@
 //! code turned into its value in registers right after the load (no dequantized copy of
 //! the cache exists anywhere). A row's K scale multiplies its reduced score once, its V
 //! scale the row's softmax weight once, so the per-element work is the code's value and
-//! the multiply-add the float kernel does. The chunks are combined by the float decode's
+//! the multiply-add the float kernel does. A key whose K scale is not finite (NaN from a
+//! row that held NaN or inf when appended) scores NaN, so the output it reaches is NaN. The chunks are combined by the float decode's
 //! combine kernel; the table check, GQA, window, sinks and sink logit are
 //! `sdpa_decode_paged`'s.
 //!
@@ -128,7 +129,15 @@ pub fn sdpa_decode_quant_partial_kernel<T>(
                     p += simd_shuffle_xor(p, (lanes / 2) >> s);
                 }
                 let valid = j0 + u * rows + sub < je;
-                let pv = select(valid, p * load(kscales[u]), neg_infinity());
+                // A non-finite K scale makes the score NaN, as the key's dequantized
+                // elements (±inf, NaN at a zero code) make the exact dot product.
+                let ksc = load(kscales[u]);
+                let scored = select(
+                    abs(ksc) <= 3.4028235e38f32,
+                    p * ksc,
+                    0x7FC0_0000u32.bitcast::<f32>(),
+                );
+                let pv = select(valid, scored, neg_infinity());
                 store(ps[u], pv);
                 mx = max(mx, pv);
             }
