@@ -743,3 +743,159 @@ inventory::submit! {
         benches: cases::no_benches,
     }
 }
+
+const SCALES: [&str; 3] = ["blocks", "page_size", "n_kv_heads"];
+const KV_FORMAT: ParamDecl = ParamDecl {
+    name: "kv_format",
+    kind: ParamKind::Choice(&["int8", "e4m3"]),
+    default: ParamDefault::Required,
+    doc: "what the cache bytes are: two's-complement int8 (scale amax/127) or OCP e4m3fn (scale amax/448); the value is code · scale",
+};
+const KV_LAYOUT: ParamDecl = ParamDecl { name: "layout", kind: ParamKind::Choice(&["nhd", "hnd"]), default: ParamDefault::Value("nhd"), doc: "how a page holds its tokens: [page_size, n_kv_heads, head_dim] or [n_kv_heads, page_size, head_dim]" };
+
+fn kv_scales<'a>(a: &OpArgs<'a>, k: &str, v: &str) -> Result<super::KvScales<'a>, OpError> {
+    Ok(super::KvScales {
+        k_scale: a.input(k)?,
+        v_scale: a.input(v)?,
+        format: super::KvFormat::parse("kv_quant", a.params.choice("kv_format")?)?,
+    })
+}
+
+inventory::submit! {
+    OpDecl {
+        name: "kv_quant_append",
+        family: "attention",
+        summary: "new K/V rows quantized per (token, KV head) to int8 or e4m3 codes and f32 scales and written into a u8 paged cache at vLLM's slot_mapping",
+        inputs: &[
+            TensorDecl::float("k", &NEW_ROWS, "the new tokens' key rows"),
+            TensorDecl::new("v", &NEW_ROWS, DtypeRule::Like("k"), "their value rows"),
+            TensorDecl::new("slot_mapping", &["tokens"], DtypeRule::OneOf(I32), "each token's slot page·page_size + offset, or −1 to skip it"),
+            TensorDecl::new("k_cache", &PAGES, DtypeRule::OneOf(&[DType::U8]), "the key code pages before the append (HND: [blocks, n_kv_heads, page_size, head_dim])"),
+            TensorDecl::new("v_cache", &PAGES, DtypeRule::OneOf(&[DType::U8]), "the value code pages before, like k_cache"),
+            TensorDecl::new("k_scale", &SCALES, DtypeRule::OneOf(&[DType::F32]), "each key row's scale before (HND: [blocks, n_kv_heads, page_size])"),
+            TensorDecl::new("v_scale", &SCALES, DtypeRule::OneOf(&[DType::F32]), "each value row's scale before, like k_scale"),
+        ],
+        outputs: &[
+            OutputDecl::like("k_cache", "k_cache_out", &PAGES, DtypeRule::OneOf(&[DType::U8]), "the key codes after (the Rust op writes k_cache in place)"),
+            OutputDecl::like("k_scale", "k_scale_out", &SCALES, DtypeRule::OneOf(&[DType::F32]), "the key scales after: amax/127 or amax/448 of each written row; 0 for a zero row, NaN for a row holding NaN or inf (its codes 0)"),
+            OutputDecl::like("v_cache", "v_cache_out", &PAGES, DtypeRule::OneOf(&[DType::U8]), "the value codes after"),
+            OutputDecl::like("v_scale", "v_scale_out", &SCALES, DtypeRule::OneOf(&[DType::F32]), "the value scales after"),
+        ],
+        params: &[KV_FORMAT, KV_LAYOUT],
+        invariants: &[
+            "k and v share one float dtype and shape; the caches are u8, alike, and hold n_kv_heads heads of head_dim; none is empty",
+            "slot_mapping is i32 [tokens]",
+            "every slot is −1 or in 0..blocks·page_size, and no two tokens share a slot (checked on the device; the call is refused, naming the token, before anything is written)",
+            "k_scale and v_scale are f32 of the cache's shape without head_dim; the caches hold fewer than 2^31 elements; the outputs alias no input",
+        ],
+        rejections: &[Rejection { invariant: 1, by: Break::Dtype("slot_mapping", DType::U32), reason: "`slot_mapping` must be i32" }, Rejection { invariant: 0, by: Break::Dtype("k_cache", DType::F32), reason: "`k_cache` must be u8" }, Rejection { invariant: 3, by: Break::Dtype("v_scale", DType::F16), reason: "`v_scale` must be f32" }],
+        variants: &[],
+        example: Example {
+            dims: &[("tokens", 1), ("n_kv_heads", 2), ("head_dim", 64), ("blocks", 4), ("page_size", 4)],
+            params: &[("kv_format", "e4m3")],
+            ranges: &[("slot_mapping", -1.0, 16.0), ("k_cache", 0.0, 126.0), ("v_cache", 0.0, 126.0), ("k_scale", 0.0, 0.05), ("v_scale", 0.0, 0.05)],
+            with: &[],
+        },
+        workspace: Some(WorkspaceDecl {
+            bytes: "4: the word the device-side slot check writes",
+            make: |ctx, _| Ok(Box::new(super::SlotCheck::new(ctx)?)),
+        }),
+        accuracy: crate::decl::Accuracy { keyed_by: "exact: the codes and f32 scales the format's definition gives for f32 arithmetic", ..crate::decl::Accuracy::EXACT },
+        call: |ctx, a| {
+            const OP: &str = "kv_quant_append";
+            let names = ["k_cache", "v_cache", "k_scale", "v_scale"];
+            let ins = [a.input(names[0])?, a.input(names[1])?, a.input(names[2])?, a.input(names[3])?];
+            let outs = [a.output("k_cache_out")?, a.output("v_cache_out")?, a.output("k_scale_out")?, a.output("v_scale_out")?];
+            let rows = [("k", a.input("k")?), ("v", a.input("v")?), ("slot_mapping", a.input("slot_mapping")?)];
+            let format = super::KvFormat::parse(OP, a.params.choice("kv_format")?)?;
+            let layout = if a.params.choice("layout")? == "hnd" { super::KvLayout::Hnd } else { super::KvLayout::Nhd };
+            let check = a.workspace::<super::SlotCheck>()?;
+            // Refuse a bad call before the outputs are touched.
+            let probe = super::KvScales { k_scale: ins[2], v_scale: ins[3], format };
+            super::kv_quant::check_scales(OP, &probe, ins[0].shape(), &rows)?;
+            super::paged_append::PagedAppend::check_as(OP, Some(DType::U8), ctx, (rows[0].1, rows[1].1, rows[2].1), (ins[0], ins[1]), layout, check)?;
+            for (i, out) in outs.iter().enumerate() {
+                crate::validate::dtype_is(OP, names[i], out, ins[i].dtype())?;
+                crate::validate::shape_is(OP, names[i], out, ins[i].shape())?;
+                crate::validate::distinct(OP, out, &rows)?;
+                crate::validate::distinct(OP, out, &[(names[0], ins[0]), (names[1], ins[1]), (names[2], ins[2]), (names[3], ins[3])])?;
+                for other in &outs[i + 1..] {
+                    crate::validate::distinct(OP, out, &[("another output", other)])?;
+                }
+            }
+            let scales = super::KvScales { k_scale: outs[2], v_scale: outs[3], format };
+            // The functional form starts from copies: the codes through the host (no float
+            // cast takes bytes), the scales on the device.
+            for (src, dst) in ins[..2].iter().zip(&outs[..2]) {
+                let bytes = src.to_bytes().map_err(crate::error::runtime(OP))?;
+                dst.write_bytes(&bytes).map_err(crate::error::runtime(OP))?;
+            }
+            for (src, dst) in ins[2..].iter().zip(&outs[2..]) {
+                crate::elementwise::cast(ctx, src, dst)?;
+            }
+            super::kv_quant_append(ctx, rows[0].1, rows[1].1, rows[2].1, (outs[0], outs[1]), &scales, layout, check)
+        },
+        #[cfg(feature = "cases")]
+        reference: |r| cases::quant_append_reference(r),
+        #[cfg(feature = "cases")]
+        kernels: cases::quant_append_uses,
+        #[cfg(feature = "cases")]
+        cases: cases::quant_append_cases,
+        #[cfg(feature = "cases")]
+        benches: cases::no_benches,
+    }
+}
+
+inventory::submit! {
+    OpDecl {
+        name: "sdpa_decode_paged_quant",
+        family: "attention",
+        summary: "decode SDPA over an int8 or e4m3 paged KV cache with per-(token, KV head) f32 scales, dequantized in registers as the codes are read; tables checked on the device",
+        inputs: &[
+            TensorDecl::float("q", &PAGED_Q, "one query token per sequence"),
+            TensorDecl::new("k_cache", &PAGES, DtypeRule::OneOf(&[DType::U8]), "the key code pages (HND: [blocks, n_kv_heads, page_size, head_dim])"),
+            TensorDecl::new("v_cache", &PAGES, DtypeRule::OneOf(&[DType::U8]), "the value code pages, like k_cache"),
+            TensorDecl::new("k_scale", &SCALES, DtypeRule::OneOf(&[DType::F32]), "each key row's scale: the key is code · scale (HND: [blocks, n_kv_heads, page_size])"),
+            TensorDecl::new("v_scale", &SCALES, DtypeRule::OneOf(&[DType::F32]), "each value row's scale, like k_scale"),
+            TensorDecl::new("block_table", &["batch", "max_pages"], DtypeRule::OneOf(I32), "vLLM: each sequence's pages in order (entries past its length are not read)").optional(),
+            TensorDecl::new("seq_lens", &["batch"], DtypeRule::OneOf(I32), "vLLM: each sequence's length in tokens, 0..=max_pages·page_size").optional(),
+            TensorDecl::new("indptr", &["batch + 1"], DtypeRule::OneOf(I32), "CSR: sequence b's pages are indices[indptr[b] .. indptr[b + 1])").optional(),
+            TensorDecl::new("indices", &["n_indices"], DtypeRule::OneOf(I32), "CSR: the page ids of every sequence").optional(),
+            TensorDecl::new("last_page_len", &["batch"], DtypeRule::OneOf(I32), "CSR: tokens on each sequence's last page, 1..=page_size (0 without pages)").optional(),
+            SINK_LOGITS,
+        ],
+        outputs: &[out(&PAGED_Q)],
+        params: &[KV_FORMAT, KV_LAYOUT, SCALE, WINDOW, N_SINK, SPLITS],
+        invariants: &[
+            "q and out share one float dtype; the caches are u8 and alike; k_scale and v_scale are f32 of the cache's shape without head_dim; out aliases no input",
+            COMMON[1],
+            COMMON[2],
+            COMMON[3],
+            "the element counts of q and k_cache fit u32; max_pages·page_size (CSR: n_indices·page_size) stays below 2^31",
+            "the table is block_table and seq_lens, or indptr, indices and last_page_len, all i32 of the shapes above",
+            "every length is non-negative and within its sequence's pages; every page id a sequence uses is in 0..blocks; CSR row pointers rise within indices (checked on the device; the call is refused, naming the sequence, before anything is written)",
+        ],
+        rejections: &[Rejection { invariant: 5, by: Break::Dtype("seq_lens", DType::U32), reason: "`seq_lens` must be i32" }, Rejection { invariant: 0, by: Break::Dtype("k_scale", DType::F16), reason: "`k_scale` must be f32" }, Rejection { invariant: 2, by: Break::Dim("n_kv_heads", 3), reason: "must be a multiple of n_kv_heads" }, Rejection { invariant: 0, by: Break::Alias("out", "q"), reason: "aliases `q`" }],
+        variants: &[],
+        example: Example {
+            dims: &[("batch", 3), ("n_q_heads", 4), ("n_kv_heads", 2), ("blocks", 12), ("page_size", 4), ("max_pages", 4), ("n_indices", 1), ("head_dim", 64)],
+            params: &[("kv_format", "int8"), ("window", "9"), ("n_sink", "2")],
+            ranges: &[("block_table", 0.0, 12.0), ("seq_lens", 0.0, 17.0), ("k_cache", 0.0, 255.0), ("v_cache", 0.0, 255.0), ("k_scale", 0.0, 0.02), ("v_scale", 0.0, 0.02)],
+            with: &["block_table", "seq_lens", "sink_logits"],
+        },
+        workspace: Some(WorkspaceDecl {
+            bytes: "the decode workspace for batch rows over max_pages·page_size keys, plus 4·(table entries + 2·batch + 5)",
+            make: paged_workspace,
+        }),
+        accuracy: crate::decl::Accuracy::STANDARD,
+        call: |ctx, a| super::sdpa_decode_paged_quant(ctx, a.input("q")?, &paged_kv(a)?, &kv_scales(a, "k_scale", "v_scale")?, a.output("out")?, &options(a)?, a.workspace::<super::PagedWorkspace>()?),
+        #[cfg(feature = "cases")]
+        reference: |r| cases::quant_decode_reference(r),
+        #[cfg(feature = "cases")]
+        kernels: cases::quant_decode_uses,
+        #[cfg(feature = "cases")]
+        cases: cases::quant_decode_cases,
+        #[cfg(feature = "cases")]
+        benches: cases::quant_decode_benches,
+    }
+}

@@ -227,6 +227,7 @@ fn decode_one(
         n_sink: opts.n_sink,
         scale,
         paging: None,
+        kv_quant: None,
     };
     call.run(ctx, opts.splits, ws)
 }
@@ -283,6 +284,7 @@ pub fn sdpa_decode_batched(
         n_sink: opts.n_sink,
         scale,
         paging: None,
+        kv_quant: None,
     };
     call.run(ctx, opts.splits, ws)
 }

@@ -26,7 +26,7 @@ use tessera_macros::{func, kernel};
 /// Merges the (max, sum, output slice) of each of `hpt` heads over the `32 / lanes` row
 /// slots of a simdgroup (`5 − lg` xor-shuffle rounds), in place.
 #[func]
-fn merge_row_slots(
+pub(crate) fn merge_row_slots(
     mut ms: Mem<f32>,
     mut ls: Mem<f32>,
     mut os: Mem<f32>,
@@ -55,7 +55,7 @@ fn merge_row_slots(
 /// write their output slices (part `part`, `epl` elements, of each of `hpt` heads), lane 0
 /// the max and sum.
 #[func]
-fn stage_simdgroup_states(
+pub(crate) fn stage_simdgroup_states(
     mut sh_o: Mem<f32>,
     mut sh_m: Mem<f32>,
     mut sh_l: Mem<f32>,

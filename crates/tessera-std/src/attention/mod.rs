@@ -15,6 +15,8 @@ pub mod decode;
 pub mod decode_combine;
 pub mod decode_kernels;
 pub mod decode_mma;
+pub mod kv_quant;
+pub mod kv_quant_decode;
 mod kv_staging;
 pub mod multi_query;
 pub mod paged;
@@ -33,6 +35,8 @@ pub mod softmax;
 pub use decode::{
     sdpa_decode, sdpa_decode_batched, sdpa_decode_split, sdpa_decode_strided, DecodeOptions,
 };
+pub use kv_quant::{kv_quant_append, KvFormat, KvScales};
+pub use kv_quant_decode::sdpa_decode_paged_quant;
 pub use multi_query::sdpa_multi_query;
 pub use paged::{
     sdpa_decode_paged, sdpa_multi_query_paged, KvLayout, PageTable, PagedKv, PagedWorkspace,

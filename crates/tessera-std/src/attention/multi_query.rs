@@ -74,6 +74,7 @@ pub fn sdpa_multi_query(
         n_sink: opts.n_sink,
         scale,
         paging: None,
+        kv_quant: None,
     };
     call.run(ctx, opts.splits, ws)
 }

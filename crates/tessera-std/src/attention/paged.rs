@@ -7,6 +7,7 @@
 
 use super::checks::{decode_head_dim, dims, gqa, indexable, same_dim, same_float_dtype};
 use super::decode::{check_options, DecodeOptions};
+use super::kv_quant::{check_scales, KvScales};
 use super::paged_rows::PageWalk;
 use super::paged_table::{
     paged_lengths_kernel, paged_pages_kernel, BAD_ROW_POINTERS, LENGTH_PAST_TABLE, NEGATIVE_LENGTH,
@@ -14,7 +15,7 @@ use super::paged_table::{
 };
 use super::plan::{DecodeCall, DecodeWorkspace};
 use crate::error::{runtime, OpError};
-use crate::validate::{dtype_is, fits_u32, shape_is};
+use crate::validate::{distinct, dtype_in, dtype_is, fits_u32, shape_is, FLOAT_DTYPES};
 use tessera_runtime::{Context, DType, Tensor};
 
 const OP: &str = "sdpa_decode_paged";
@@ -140,8 +141,31 @@ impl PagedWorkspace {
     }
 }
 
+/// A quantized call's dtypes: q a float dtype, out like q, the pools u8 with their
+/// scales f32 of the pool's shape without head_dim; out aliases no input.
+fn check_quant_dtypes(
+    op: &'static str,
+    q: &Tensor,
+    kv: &PagedKv,
+    scales: &KvScales,
+    out: &Tensor,
+) -> Result<(), OpError> {
+    dtype_in(op, "q", q, &FLOAT_DTYPES)?;
+    dtype_is(op, "k_cache", kv.k_cache, DType::U8)?;
+    dtype_is(op, "v_cache", kv.v_cache, DType::U8)?;
+    dtype_is(op, "out", out, q.dtype())?;
+    let inputs = [("q", q), ("k_cache", kv.k_cache), ("v_cache", kv.v_cache)];
+    distinct(op, out, &inputs)?;
+    distinct(
+        op,
+        out,
+        &[("k_scale", scales.k_scale), ("v_scale", scales.v_scale)],
+    )?;
+    check_scales(op, scales, kv.k_cache.shape(), &inputs)
+}
+
 /// The checked shapes of a paged call.
-struct Shape {
+pub(super) struct Shape {
     op: &'static str,
     batch: usize,
     /// Query rows a sequence (decode: 1).
@@ -164,14 +188,17 @@ fn i32_input(op: &'static str, name: &str, t: &Tensor, shape: &[usize]) -> Resul
 
 /// Checks a call whose q is `[batch, n_q_heads, head_dim]` (decode) or, with `multi`,
 /// `[batch, n_query, n_q_heads, head_dim]`.
-fn check_shapes(
+pub(super) fn check_shapes(
     op: &'static str,
     q: &Tensor,
     kv: &PagedKv,
     out: &Tensor,
-    multi: bool,
+    (multi, quant): (bool, Option<&KvScales>),
 ) -> Result<Shape, OpError> {
-    same_float_dtype(op, q, kv.k_cache, kv.v_cache, out)?;
+    match quant {
+        None => same_float_dtype(op, q, kv.k_cache, kv.v_cache, out)?,
+        Some(scales) => check_quant_dtypes(op, q, kv, scales, out)?,
+    }
     let (n_query, qs) = if multi {
         let s = dims(op, "q", q, "batch, n_query, n_q_heads, head_dim")?;
         (s[1], [s[0], s[2], s[3]])
@@ -410,9 +437,9 @@ pub fn sdpa_decode_paged(
     opts: &DecodeOptions,
     ws: &PagedWorkspace,
 ) -> Result<(), OpError> {
-    let s = check_shapes(OP, q, kv, out, false)?;
+    let s = check_shapes(OP, q, kv, out, (false, None))?;
     let eager = !ctx.recording_graph();
-    paged_attention(ctx, (q, kv, out), &s, (false, eager), opts, ws)
+    paged_attention(ctx, (q, kv, out), &s, (false, eager), opts, ws, None)
 }
 
 /// [`sdpa_decode_paged`] as a recorded graph runs it: the table is reduced and checked on
@@ -427,8 +454,8 @@ pub(crate) fn sdpa_decode_paged_as_in_graph(
     opts: &DecodeOptions,
     ws: &PagedWorkspace,
 ) -> Result<(), OpError> {
-    let s = check_shapes(OP, q, kv, out, false)?;
-    paged_attention(ctx, (q, kv, out), &s, (false, false), opts, ws)
+    let s = check_shapes(OP, q, kv, out, (false, None))?;
+    paged_attention(ctx, (q, kv, out), &s, (false, false), opts, ws, None)
 }
 
 /// Multi-query attention over a paged cache (speculative verification, chunked prefill):
@@ -447,20 +474,21 @@ pub fn sdpa_multi_query_paged(
     opts: &DecodeOptions,
     ws: &PagedWorkspace,
 ) -> Result<(), OpError> {
-    let s = check_shapes(MQ_OP, q, kv, out, true)?;
+    let s = check_shapes(MQ_OP, q, kv, out, (true, None))?;
     let eager = !ctx.recording_graph();
-    paged_attention(ctx, (q, kv, out), &s, (causal, eager), opts, ws)
+    paged_attention(ctx, (q, kv, out), &s, (causal, eager), opts, ws, None)
 }
 
 /// The checked call: the table reduced on the device, the verdict read back and a bad
 /// table refused when `eager`, then the attention over the checked pages.
-fn paged_attention(
+pub(super) fn paged_attention(
     ctx: &Context,
     (q, kv, out): (&Tensor, &PagedKv, &Tensor),
     s: &Shape,
     (causal, eager): (bool, bool),
     opts: &DecodeOptions,
     ws: &PagedWorkspace,
+    kv_quant: Option<KvScales>,
 ) -> Result<(), OpError> {
     let scale = check_options(s.op, opts, q, s.n_q_heads, s.head_dim)?;
     check_workspace(ctx, s, ws)?;
@@ -504,6 +532,7 @@ fn paged_attention(
             slot_rows,
             head_rows,
         }),
+        kv_quant,
     };
     call.run(ctx, opts.splits, &ws.decode)
 }

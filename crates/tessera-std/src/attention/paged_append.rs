@@ -185,46 +185,70 @@ pub(crate) struct PagedAppend<'a> {
     hnd: bool,
 }
 
+/// What a kernel writing a checked append needs besides the tensors.
+pub(crate) struct AppendGeometry<'a> {
+    pub first_bad: &'a Tensor,
+    pub n_kv_heads: u32,
+    pub page_size: u32,
+    pub slots: u32,
+    pub in_graph: bool,
+}
+
 impl<'a> PagedAppend<'a> {
     /// Checks every invariant of an append of `k` and `v` at `slot_mapping` into caches
     /// of `k_cache`'s shape, the slots on the device (eagerly), and writes nothing.
     pub(crate) fn check(
+        ctx: &Context,
+        rows: (&'a Tensor, &'a Tensor, &'a Tensor),
+        caches: (&Tensor, &Tensor),
+        layout: KvLayout,
+        check: &'a SlotCheck,
+    ) -> Result<PagedAppend<'a>, OpError> {
+        Self::check_as(OP, None, ctx, rows, caches, layout, check)
+    }
+
+    /// [`Self::check`] for op `op`, whose caches hold `cache_dtype` (`None`: k's dtype).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn check_as(
+        op: &'static str,
+        cache_dtype: Option<DType>,
         ctx: &Context,
         (k, v, slot_mapping): (&'a Tensor, &'a Tensor, &'a Tensor),
         (k_cache, v_cache): (&Tensor, &Tensor),
         layout: KvLayout,
         check: &'a SlotCheck,
     ) -> Result<PagedAppend<'a>, OpError> {
-        dtype_in(OP, "k", k, &FLOAT_DTYPES)?;
-        dtype_is(OP, "v", v, k.dtype())?;
-        dtype_is(OP, "k_cache", k_cache, k.dtype())?;
-        dtype_is(OP, "v_cache", v_cache, k.dtype())?;
-        dtype_is(OP, "slot_mapping", slot_mapping, DType::I32)?;
+        dtype_in(op, "k", k, &FLOAT_DTYPES)?;
+        dtype_is(op, "v", v, k.dtype())?;
+        let cache_dtype = cache_dtype.unwrap_or(k.dtype());
+        dtype_is(op, "k_cache", k_cache, cache_dtype)?;
+        dtype_is(op, "v_cache", v_cache, cache_dtype)?;
+        dtype_is(op, "slot_mapping", slot_mapping, DType::I32)?;
         let &[tokens, n_kv_heads, head_dim] = k.shape() else {
             return Err(OpError::invalid(
-                OP,
+                op,
                 format!(
                     "`k` must be [tokens, n_kv_heads, head_dim], got shape {:?}",
                     k.shape()
                 ),
             ));
         };
-        shape_is(OP, "v", v, k.shape())?;
-        shape_is(OP, "slot_mapping", slot_mapping, &[tokens])?;
+        shape_is(op, "v", v, k.shape())?;
+        shape_is(op, "slot_mapping", slot_mapping, &[tokens])?;
         let &[blocks, a, b, d] = k_cache.shape() else {
             return Err(OpError::invalid(
-            OP,
+            op,
             format!("`k_cache` must be 4-D [blocks, page_size, n_kv_heads, head_dim] (HND: [blocks, n_kv_heads, page_size, head_dim]), got shape {:?}", k_cache.shape()),
         ));
         };
-        shape_is(OP, "v_cache", v_cache, k_cache.shape())?;
+        shape_is(op, "v_cache", v_cache, k_cache.shape())?;
         let (page_size, heads) = match layout {
             KvLayout::Nhd => (a, b),
             KvLayout::Hnd => (b, a),
         };
         if heads != n_kv_heads || d != head_dim {
             return Err(OpError::invalid(
-                OP,
+                op,
                 format!(
                     "the caches hold {heads} KV heads of {d}, `k` has {n_kv_heads} of {head_dim}"
                 ),
@@ -232,7 +256,7 @@ impl<'a> PagedAppend<'a> {
         }
         if tokens == 0 || n_kv_heads == 0 || head_dim == 0 || blocks == 0 || page_size == 0 {
             return Err(OpError::invalid(
-                OP,
+                op,
                 format!(
                     "the tensors must not be empty: k {:?}, k_cache {:?}",
                     k.shape(),
@@ -240,22 +264,22 @@ impl<'a> PagedAppend<'a> {
                 ),
             ));
         }
-        distinct(OP, k_cache, &[("k", k), ("v", v), ("v_cache", v_cache)])?;
-        distinct(OP, v_cache, &[("k", k), ("v", v)])?;
+        distinct(op, k_cache, &[("k", k), ("v", v), ("v_cache", v_cache)])?;
+        distinct(op, v_cache, &[("k", k), ("v", v)])?;
         if k_cache.len() > i32::MAX as usize {
             return Err(OpError::invalid(
-                OP,
+                op,
                 "the caches hold 2^31 elements or more; at most 2^31 − 1 are supported",
             ));
         }
         if !ctx.owns(&check.first_bad) {
             return Err(OpError::invalid(
-                OP,
+                op,
                 "the SlotCheck was made by another context; make it with this one",
             ));
         }
-        let slots = fits_u32(OP, "blocks · page_size", blocks * page_size)?;
-        let tokens32 = fits_u32(OP, "tokens", tokens)?;
+        let slots = fits_u32(op, "blocks · page_size", blocks * page_size)?;
+        let tokens32 = fits_u32(op, "tokens", tokens)?;
         let in_graph = ctx.recording_graph();
         if !in_graph {
             paged_slots_check_kernel::launch(
@@ -270,15 +294,15 @@ impl<'a> PagedAppend<'a> {
             .grid([tokens32.div_ceil(GROUP), 1, 1])
             .group_size(GROUP)
             .run()
-            .map_err(runtime(OP))?;
+            .map_err(runtime(op))?;
             if let Some(t) = check.take_first_bad()? {
                 let slot = slot_mapping
                     .to_vec::<i32>()
-                    .map_err(runtime(OP))?
+                    .map_err(runtime(op))?
                     .get(t)
                     .map_or_else(String::new, |s| s.to_string());
                 return Err(OpError::invalid(
-                OP,
+                op,
                 format!(
                     "`slot_mapping` is bad at token {t}: slot {slot} must be −1 or one of the cache's 0..{slots} slots ({blocks} pages of {page_size}), not taken by an earlier token"
                 ),
@@ -296,6 +320,17 @@ impl<'a> PagedAppend<'a> {
             in_graph,
             hnd: layout == KvLayout::Hnd,
         })
+    }
+
+    /// The launch scalars of the checked append, for a kernel that writes it another way.
+    pub(crate) fn geometry(&self) -> AppendGeometry<'a> {
+        AppendGeometry {
+            first_bad: &self.check.first_bad,
+            n_kv_heads: self.n_kv_heads,
+            page_size: self.page_size,
+            slots: self.slots,
+            in_graph: self.in_graph,
+        }
     }
 
     /// Writes the rows into `k_cache` and `v_cache` (of the checked shape and dtype).

@@ -5,6 +5,8 @@
 use super::decode_combine::{combine_slices, sdpa_decode_combine_kernel, COMBINE_COLUMNS};
 use super::decode_kernels::{sdpa_decode_kernel, sdpa_decode_partial_kernel};
 use super::decode_mma::{mma_block_keys, sdpa_decode_mma_kernel, MMA_HEAD_DIMS};
+use super::kv_quant::KvScales;
+use super::kv_quant_decode::launch_partial as launch_quant_partial;
 use super::paged_rows::PageWalk;
 use crate::error::{runtime, OpError};
 use tessera_runtime::{Context, DType, Tensor};
@@ -176,12 +178,14 @@ pub(crate) struct DecodeCall<'a> {
     pub scale: f32,
     /// The pages of a paged cache (with per-row lengths in `kv_lens`).
     pub paging: Option<PageWalk<'a>>,
+    /// The scales of a quantized paged cache (`k` and `v` then hold u8 codes).
+    pub kv_quant: Option<KvScales<'a>>,
 }
 
 impl DecodeCall<'_> {
     fn geometry(&self) -> Geometry {
         geometry(
-            self.q.dtype(),
+            self.k.dtype(),
             self.head_dim,
             self.n_q_heads / self.n_kv_heads,
         )
@@ -200,7 +204,7 @@ impl DecodeCall<'_> {
     /// True when the fragment kernel serves this call: a 2-byte cache and a head_dim it is
     /// specialised for.
     fn on_fragments(&self) -> bool {
-        matches!(self.q.dtype(), DType::F16 | DType::BF16) && MMA_HEAD_DIMS.contains(&self.head_dim)
+        matches!(self.k.dtype(), DType::F16 | DType::BF16) && MMA_HEAD_DIMS.contains(&self.head_dim)
     }
 
     /// Fragment-kernel threadgroups per query row and KV chunk: each KV head's group in
@@ -442,6 +446,9 @@ impl DecodeCall<'_> {
                 .grid([self.mma_head_blocks(), self.mma_row_blocks(), splits])
                 .group_size(128)
                 .run()
+        } else if let (Some(scales), Some(walk)) = (&self.kv_quant, &self.paging) {
+            let parts = (part_o, part_ml);
+            launch_quant_partial(ctx, self, scales, walk, (g, chunk, splits), parts)
         } else {
             let args = sdpa_decode_partial_kernel::Args {
                 q,

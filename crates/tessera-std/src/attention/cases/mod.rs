@@ -348,6 +348,7 @@ pub(super) fn no_benches() -> Vec<BenchCase> {
 /// A single-sequence decode entry point, adapted to one signature for the shared rejections.
 type DecodeFn = fn(&Context, &Tensor, &Tensor, &Tensor, &Tensor) -> Result<(), OpError>;
 
+mod kv_quant;
 mod paged_kv_append;
 mod sdpa_decode;
 mod sdpa_decode_batched;
@@ -358,6 +359,12 @@ mod sdpa_multi_query;
 mod sdpa_multi_query_paged;
 mod sdpa_prefill;
 
+pub(super) use kv_quant::{
+    append_cases as quant_append_cases, append_reference as quant_append_reference,
+    append_uses as quant_append_uses, decode_benches as quant_decode_benches,
+    decode_cases as quant_decode_cases, decode_reference as quant_decode_reference,
+    decode_uses as quant_decode_uses,
+};
 pub(super) use paged_kv_append::{append_cases, append_reference, append_uses};
 pub(super) use sdpa_decode::{decode_benches, decode_cases, decode_uses};
 pub(super) use sdpa_decode_batched::{batched_benches, batched_cases};
