@@ -17,13 +17,17 @@
 //! inf, so the row's dequantized values `code·scale` are NaN: never a finite value from
 //! a non-finite input.
 //!
-//! One threadgroup per row, three strided passes: the sum of squares (writing the
-//! residual sum), the normalised row's largest magnitude, the codes; the second and third
-//! passes re-read the row from L1/L2, the only DRAM traffic is one read and one write.
+//! One threadgroup per row. Rows that are whole 16-byte runs over 32 to 1024 threads (the
+//! layouts of `rms_norm_vec`) are held in registers: one 16-byte load per run, two
+//! threadgroup reductions (the sum of squares, the largest magnitude), one store of the
+//! codes. Other rows take three strided passes (the sum of squares, writing the residual
+//! sum; the largest magnitude; the codes), the second and third re-reading the row from
+//! L1/L2.
 
 use super::rms_inv::{rms_inv, tiny_square};
 use super::rms_norm_residual::run_strided_rows;
-use crate::error::OpError;
+use super::rms_norm_vec::{spread_offset, vec_layout, VecLayout};
+use crate::error::{runtime, OpError};
 use crate::float_range::f32_range;
 use crate::quant::affine::round_half_even;
 use crate::quant::fp8::fp8_encode;
@@ -96,6 +100,26 @@ pub fn act_code(v: f32, scale: f32, format: u32) -> i32 {
     select(format == 2u32, int8, fp8_encode(s, format).cast::<i32>())
 }
 
+/// The scale of a row from each thread's largest magnitude and NaN flag (1.0 when it saw
+/// one): `given` when > 0, else the row's `amax / max` (1 for a row of zeros); NaN for a
+/// row holding a NaN. Every thread of the threadgroup must call it.
+#[func]
+pub fn row_scale(amax: f32, nan: f32, given: f32, format: u32) -> f32 {
+    let amax = group_max(amax);
+    let any_nan = group_max(nan);
+    let largest = select(
+        format == 2u32,
+        127.0f32,
+        select(format == 1u32, 57344.0f32, 448.0f32),
+    );
+    let dynamic = select(amax > 0.0f32, amax / largest, 1.0f32);
+    select(
+        any_nan > 0.0f32,
+        0x7FC0_0000u32.bitcast::<f32>(),
+        select(given > 0.0f32, given, dynamic),
+    )
+}
+
 /// Normalises row `row` of `src` (`n` values, already summed with the residual where there
 /// is one) and writes its codes and scale; `given` > 0 is a static scale. Every thread of
 /// the threadgroup must call it.
@@ -130,19 +154,7 @@ pub fn norm_quant_row<T, Q>(
         nan = select(y != y, 1.0f32, nan);
         amax = max(amax, abs(y));
     }
-    let amax = group_max(amax);
-    let any_nan = group_max(nan);
-    let largest = select(
-        format == 2u32,
-        127.0f32,
-        select(format == 1u32, 57344.0f32, 448.0f32),
-    );
-    let dynamic = select(amax > 0.0f32, amax / largest, 1.0f32);
-    let s = select(
-        any_nan > 0.0f32,
-        0x7FC0_0000u32.bitcast::<f32>(),
-        select(given > 0.0f32, given, dynamic),
-    );
+    let s = row_scale(amax, nan, given, format);
     if thread_id() == 0 {
         store(scale[row], s);
     }
@@ -193,6 +205,141 @@ pub fn rms_norm_residual_quant_kernel<T, Q>(
         store(sum[base + i], s.cast::<T>());
     }
     norm_quant_row(sum, w, q, scale, group_id_x(), n, eps, given, format);
+}
+
+/// The register form of [`norm_quant_row`]: `xs` holds this thread's `epl` values of row
+/// `row` (summed with the residual and rounded to `T` where there is one), in runs of
+/// `vec` one threadgroup-width apart; writes the row's codes and scale. Every thread of
+/// the threadgroup must call it.
+#[allow(clippy::too_many_arguments)]
+#[func]
+pub fn norm_quant_regs<T, Q>(
+    mut xs: Mem<f32>,
+    w: Mem<T>,
+    mut q: Mem<Q>,
+    mut scale: Mem<f32>,
+    row: u32,
+    n: u32,
+    eps: f32,
+    given: f32,
+    wide: bool,
+    format: u32,
+    epl: u32,
+    vec: u32,
+) {
+    let col = thread_id() * vec;
+    let mut ssq = 0.0f32;
+    let mut tiny = 0.0f32;
+    for e in 0..epl {
+        let v = load(xs[e]);
+        ssq += v * v;
+        tiny += tiny_square(v);
+    }
+    let inv = rms_inv(ssq, tiny, wide, eps, n);
+    let mut amax = 0.0f32;
+    let mut nan = 0.0f32;
+    for e in 0..epl {
+        let off = spread_offset(e, n, epl, vec);
+        let y = (load(xs[e]) * inv * load(w[col + off]).cast::<f32>())
+            .cast::<T>()
+            .cast::<f32>();
+        store(xs[e], y);
+        nan = select(y != y, 1.0f32, nan);
+        amax = max(amax, abs(y));
+    }
+    let s = row_scale(amax, nan, given, format);
+    if thread_id() == 0 {
+        store(scale[row], s);
+    }
+    for e in 0..epl {
+        let off = spread_offset(e, n, epl, vec);
+        store(
+            q[row * n + col + off],
+            act_code(load(xs[e]), s, format).cast::<Q>(),
+        );
+    }
+}
+
+/// [`rms_norm_quant_kernel`] with the row in registers: `n / epl` threads, each loading its
+/// `epl` values once in 16-byte runs of `vec` and storing its codes once.
+#[allow(clippy::too_many_arguments)]
+#[kernel]
+pub fn rms_norm_quant_vec_kernel<T, Q>(
+    x: Tensor<T>,
+    w: Tensor<T>,
+    mut q: Tensor<Q>,
+    mut scale: Tensor<f32>,
+    eps: f32,
+    given: f32,
+    #[constexpr] n: u32,
+    #[constexpr] format: u32,
+    #[constexpr] epl: u32,
+    #[constexpr] vec: u32,
+) {
+    let base = group_id_x() * n + thread_id() * vec;
+    let xs = stack_array::<f32>(epl);
+    for e in 0..epl {
+        store(
+            xs[e],
+            load(x[base + spread_offset(e, n, epl, vec)]).cast::<f32>(),
+        );
+    }
+    norm_quant_regs(
+        xs,
+        w,
+        q,
+        scale,
+        group_id_x(),
+        n,
+        eps,
+        given,
+        f32_range(x),
+        format,
+        epl,
+        vec,
+    );
+}
+
+/// [`rms_norm_residual_quant_kernel`] with the row in registers: the sums are rounded to
+/// `T`, stored, and normalised from the registers.
+#[allow(clippy::too_many_arguments)]
+#[kernel]
+pub fn rms_norm_residual_quant_vec_kernel<T, Q>(
+    x: Tensor<T>,
+    residual: Tensor<T>,
+    w: Tensor<T>,
+    mut sum: Tensor<T>,
+    mut q: Tensor<Q>,
+    mut scale: Tensor<f32>,
+    eps: f32,
+    given: f32,
+    #[constexpr] n: u32,
+    #[constexpr] format: u32,
+    #[constexpr] epl: u32,
+    #[constexpr] vec: u32,
+) {
+    let base = group_id_x() * n + thread_id() * vec;
+    let xs = stack_array::<f32>(epl);
+    for e in 0..epl {
+        let at = base + spread_offset(e, n, epl, vec);
+        let s = (load(x[at]).cast::<f32>() + load(residual[at]).cast::<f32>()).cast::<T>();
+        store(sum[at], s);
+        store(xs[e], s.cast::<f32>());
+    }
+    norm_quant_regs(
+        xs,
+        w,
+        q,
+        scale,
+        group_id_x(),
+        n,
+        eps,
+        given,
+        f32_range(x),
+        format,
+        epl,
+        vec,
+    );
 }
 
 /// The checks both forms share; returns `(rows, n)`.
@@ -252,6 +399,30 @@ pub fn rms_norm_quant(
     if rows == 0 {
         return Ok(());
     }
+    let given = static_scale.unwrap_or(0.0);
+    if let Some(VecLayout::Row { epl, vec, threads }) = vec_layout(x.dtype(), n) {
+        return rms_norm_quant_vec_kernel::launch(
+            ctx,
+            rms_norm_quant_vec_kernel::Args {
+                x,
+                w,
+                q,
+                scale,
+                eps,
+                given,
+            },
+            rms_norm_quant_vec_kernel::Consts {
+                n,
+                format: format.code(),
+                epl,
+                vec,
+            },
+        )
+        .grid([rows, 1, 1])
+        .group_size(threads)
+        .run()
+        .map_err(runtime(OP));
+    }
     let launch = rms_norm_quant_kernel::launch(
         ctx,
         rms_norm_quant_kernel::Args {
@@ -261,7 +432,7 @@ pub fn rms_norm_quant(
             scale,
             eps,
             n,
-            given: static_scale.unwrap_or(0.0),
+            given,
         },
         rms_norm_quant_kernel::Consts {
             format: format.code(),
@@ -308,6 +479,32 @@ pub fn rms_norm_residual_quant(
     if rows == 0 {
         return Ok(());
     }
+    let given = static_scale.unwrap_or(0.0);
+    if let Some(VecLayout::Row { epl, vec, threads }) = vec_layout(x.dtype(), n) {
+        return rms_norm_residual_quant_vec_kernel::launch(
+            ctx,
+            rms_norm_residual_quant_vec_kernel::Args {
+                x,
+                residual,
+                w,
+                sum,
+                q,
+                scale,
+                eps,
+                given,
+            },
+            rms_norm_residual_quant_vec_kernel::Consts {
+                n,
+                format: format.code(),
+                epl,
+                vec,
+            },
+        )
+        .grid([rows, 1, 1])
+        .group_size(threads)
+        .run()
+        .map_err(runtime(OP));
+    }
     let launch = rms_norm_residual_quant_kernel::launch(
         ctx,
         rms_norm_residual_quant_kernel::Args {
@@ -319,7 +516,7 @@ pub fn rms_norm_residual_quant(
             scale,
             eps,
             n,
-            given: static_scale.unwrap_or(0.0),
+            given,
         },
         rms_norm_residual_quant_kernel::Consts {
             format: format.code(),

@@ -8,9 +8,10 @@
 use super::*;
 use crate::norm::quant_reference;
 use crate::norm::rms_norm_quant::{
-    rms_norm_quant, rms_norm_quant_kernel, rms_norm_residual_quant, rms_norm_residual_quant_kernel,
-    ActQuant,
+    rms_norm_quant, rms_norm_quant_kernel, rms_norm_quant_vec_kernel, rms_norm_residual_quant,
+    rms_norm_residual_quant_kernel, rms_norm_residual_quant_vec_kernel, ActQuant,
 };
+use crate::norm::rms_norm_vec::{vec_layout, VecLayout};
 use crate::quant::fp8_format::Fp8Format;
 use crate::quant::fp8_reference;
 use crate::registry::Outcome;
@@ -23,7 +24,10 @@ const FORMATS: [ActQuant; 3] = [
     ActQuant::Fp8(Fp8Format::E5m2),
     ActQuant::Int8,
 ];
-const SHAPES: [(usize, usize); 3] = [(6, 4096), (3, 100), (2, 33)];
+/// Rows in registers at 8, 16 and 32 elements per thread (2-byte dtypes), strided rows.
+const SHAPES: [(usize, usize); 5] = [(6, 4096), (2, 8192), (3, 1536), (3, 100), (2, 33)];
+/// The row lengths of the cases and benches, for the register kernels' specialisations.
+const VEC_LENGTHS: [u32; 4] = [256, 1536, 4096, 8192];
 
 /// The value of a code (an fp8 byte or an int8 value read as f64) times its scale.
 fn dequantized(format: ActQuant, code: f64, scale: f64) -> f64 {
@@ -441,12 +445,40 @@ fn quant_uses(def: &'static KernelDef) -> Vec<KernelUse> {
     v
 }
 
+/// The register kernel's specialisations at the row lengths of the cases and benches.
+fn vec_uses(def: &'static KernelDef) -> Vec<KernelUse> {
+    let mut v = Vec::new();
+    for dt in FLOAT_DTYPES {
+        for n in VEC_LENGTHS {
+            let Some(VecLayout::Row { epl, vec, .. }) = vec_layout(dt, n) else {
+                continue;
+            };
+            for format in FORMATS {
+                v.push(KernelUse {
+                    def,
+                    spec: tessera_ir::Specialization::new(
+                        vec![dt, format.dtype()],
+                        [n, format.code(), epl, vec]
+                            .map(tessera_ir::Literal::U32)
+                            .into(),
+                    ),
+                });
+            }
+        }
+    }
+    v
+}
+
 pub(crate) fn norm_quant_kernels() -> Vec<KernelUse> {
-    quant_uses(&rms_norm_quant_kernel::DEF)
+    let mut v = quant_uses(&rms_norm_quant_kernel::DEF);
+    v.extend(vec_uses(&rms_norm_quant_vec_kernel::DEF));
+    v
 }
 
 pub(crate) fn residual_quant_kernels() -> Vec<KernelUse> {
-    quant_uses(&rms_norm_residual_quant_kernel::DEF)
+    let mut v = quant_uses(&rms_norm_residual_quant_kernel::DEF);
+    v.extend(vec_uses(&rms_norm_residual_quant_vec_kernel::DEF));
+    v
 }
 
 /// A bench of one form at `[rows, n]` in `dtype`: its scales are the output checked.
@@ -459,9 +491,9 @@ fn quant_bench(
     quick: bool,
 ) -> BenchCase {
     let (op, kernel) = if residual {
-        (RESIDUAL_QUANT, "rms_norm_residual_quant_kernel")
+        (RESIDUAL_QUANT, "rms_norm_residual_quant_vec_kernel")
     } else {
-        (QUANT, "rms_norm_quant_kernel")
+        (QUANT, "rms_norm_quant_vec_kernel")
     };
     // x (and residual, and sum) in the dtype, codes one byte each, a scale per row.
     let streams = if residual { 3 } else { 1 };
