@@ -100,20 +100,22 @@ pub(crate) fn example_call_in(
         let (tensor, _) = random_tensor(ctx, rng, dtype, &shape, lo, hi)?;
         inputs.insert(t.name.to_string(), tensor);
     }
-    let mut given: Vec<(String, String)> = ex
+    let example: Vec<(String, String)> = ex
         .params
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
+    let mut given = example.clone();
     for b in breaks {
         if let Break::Param(p, v) = *b {
             given.retain(|(k, _)| k != p);
             given.push((p.to_string(), v.to_string()));
         }
     }
-    // Derived output dtypes as the op computes them, where the (possibly broken) call lets
-    // it; f32 otherwise.
-    let derived: BTreeMap<&str, DType> = ParamValues::parse(op, &given)
+    // Derived output dtypes as the example's own call gets them (a broken parameter must
+    // meet the outputs a correct call would pass), where the inputs let the op compute
+    // them; f32 otherwise.
+    let derived: BTreeMap<&str, DType> = ParamValues::parse(op, &example)
         .ok()
         .and_then(|p| op.output_specs(&inputs, &p).ok())
         .map(|specs| specs.into_iter().map(|s| (s.name, s.dtype)).collect())
