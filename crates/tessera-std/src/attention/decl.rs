@@ -899,3 +899,65 @@ inventory::submit! {
         benches: cases::quant_decode_benches,
     }
 }
+
+inventory::submit! {
+    OpDecl {
+        name: "sdpa_multi_query_paged_quant",
+        family: "attention",
+        summary: "n_query new tokens per sequence (speculative verification) over an int8 or e4m3 paged KV cache with per-(token, KV head) f32 scales, causal or full, dequantized in registers; tables checked on the device",
+        inputs: &[
+            TensorDecl::float("q", &PAGED_MQ_Q, "each sequence's block of new queries, its last n_query tokens"),
+            TensorDecl::new("k_cache", &PAGES, DtypeRule::OneOf(&[DType::U8]), "the key code pages, the new tokens' keys appended (HND: [blocks, n_kv_heads, page_size, head_dim])"),
+            TensorDecl::new("v_cache", &PAGES, DtypeRule::OneOf(&[DType::U8]), "the value code pages, like k_cache"),
+            TensorDecl::new("k_scale", &SCALES, DtypeRule::OneOf(&[DType::F32]), "each key row's scale: the key is code · scale (HND: [blocks, n_kv_heads, page_size])"),
+            TensorDecl::new("v_scale", &SCALES, DtypeRule::OneOf(&[DType::F32]), "each value row's scale, like k_scale"),
+            TensorDecl::new("block_table", &["batch", "max_pages"], DtypeRule::OneOf(I32), "vLLM: each sequence's pages in order (entries past its length are not read)").optional(),
+            TensorDecl::new("seq_lens", &["batch"], DtypeRule::OneOf(I32), "vLLM: each sequence's length in tokens, new ones included: 0 or n_query..=max_pages·page_size").optional(),
+            TensorDecl::new("indptr", &["batch + 1"], DtypeRule::OneOf(I32), "CSR: sequence b's pages are indices[indptr[b] .. indptr[b + 1])").optional(),
+            TensorDecl::new("indices", &["n_indices"], DtypeRule::OneOf(I32), "CSR: the page ids of every sequence").optional(),
+            TensorDecl::new("last_page_len", &["batch"], DtypeRule::OneOf(I32), "CSR: tokens on each sequence's last page, 1..=page_size (0 without pages)").optional(),
+            SINK_LOGITS,
+        ],
+        outputs: &[out(&PAGED_MQ_Q)],
+        params: &[
+            KV_FORMAT,
+            KV_LAYOUT,
+            ParamDecl { doc: "query i of a sequence of n tokens sees keys [0, n − n_query + i] (else all n)", ..CAUSAL },
+            SCALE,
+            WINDOW,
+            N_SINK,
+            SPLITS,
+        ],
+        invariants: &[
+            "q and out share one float dtype; the caches are u8 and alike; k_scale and v_scale are f32 of the cache's shape without head_dim; out aliases no input",
+            COMMON[1],
+            COMMON[2],
+            COMMON[3],
+            "the element counts of q and k_cache fit u32; max_pages·page_size (CSR: n_indices·page_size) stays below 2^31",
+            "the table is block_table and seq_lens, or indptr, indices and last_page_len, all i32 of the shapes above",
+            "every length is non-negative, within its sequence's pages and (causal) 0 or at least n_query; every page id a sequence uses is in 0..blocks; CSR row pointers rise within indices (checked on the device before anything is written)",
+        ],
+        rejections: &[Rejection { invariant: 0, by: Break::Dtype("v_scale", DType::BF16), reason: "`v_scale` must be f32" }, Rejection { invariant: 5, by: Break::Dtype("block_table", DType::U32), reason: "`block_table` must be i32" }, Rejection { invariant: 0, by: Break::Alias("out", "q"), reason: "aliases `q`" }],
+        variants: &[],
+        example: Example {
+            dims: &[("batch", 2), ("n_query", 3), ("n_q_heads", 4), ("n_kv_heads", 2), ("blocks", 8), ("page_size", 4), ("max_pages", 4), ("n_indices", 1), ("head_dim", 64)],
+            params: &[("kv_format", "e4m3"), ("window", "7"), ("n_sink", "1")],
+            ranges: &[("block_table", 0.0, 8.0), ("seq_lens", 3.0, 17.0), ("k_cache", 0.0, 126.0), ("v_cache", 0.0, 126.0), ("k_scale", 0.0, 0.02), ("v_scale", 0.0, 0.02)],
+            with: &["block_table", "seq_lens"],
+        },
+        workspace: Some(WorkspaceDecl {
+            bytes: "the decode workspace for batch·n_query rows over max_pages·page_size keys, plus 4·(table entries + 2·batch·n_query + 5)",
+            make: paged_workspace,
+        }),
+        accuracy: crate::decl::Accuracy::STANDARD,
+        call: |ctx, a| super::sdpa_multi_query_paged_quant(ctx, a.input("q")?, &paged_kv(a)?, &kv_scales(a, "k_scale", "v_scale")?, a.output("out")?, a.params.bool("causal")?, &options(a)?, a.workspace::<super::PagedWorkspace>()?),
+        #[cfg(feature = "cases")]
+        reference: |r| cases::quant_decode_reference(r),
+        #[cfg(feature = "cases")]
+        kernels: cases::quant_decode_uses,
+        #[cfg(feature = "cases")]
+        cases: cases::quant_mq_cases,
+        #[cfg(feature = "cases")]
+        benches: cases::no_benches,
+    }
+}

@@ -23,6 +23,7 @@ use tessera_macros::kernel;
 use tessera_runtime::{Context, Tensor};
 
 const OP: &str = "sdpa_decode_paged_quant";
+const MQ_OP: &str = "sdpa_multi_query_paged_quant";
 
 /// Partial GQA decode attention over KV chunk `group_id_z()` of `chunk` visible keys of a
 /// quantized paged cache; the outputs, geometry and page walk of
@@ -269,6 +270,34 @@ pub fn sdpa_decode_paged_quant(
         (q, kv, out),
         &s,
         (false, eager),
+        opts,
+        ws,
+        Some(*scales),
+    )
+}
+
+/// [`super::sdpa_multi_query_paged`] over a quantized cache: `q` `[batch, n_query,
+/// n_q_heads, head_dim]` (speculative verification, each sequence's last `n_query` tokens
+/// already appended by `kv_quant_append`), causal or full, the pools and scales as
+/// [`sdpa_decode_paged_quant`] reads them. `ws` for `batch · n_query` rows.
+#[allow(clippy::too_many_arguments)]
+pub fn sdpa_multi_query_paged_quant(
+    ctx: &Context,
+    q: &Tensor,
+    kv: &PagedKv,
+    scales: &KvScales,
+    out: &Tensor,
+    causal: bool,
+    opts: &DecodeOptions,
+    ws: &PagedWorkspace,
+) -> Result<(), OpError> {
+    let s = check_shapes(MQ_OP, q, kv, out, (true, Some(scales)))?;
+    let eager = !ctx.recording_graph();
+    paged_attention(
+        ctx,
+        (q, kv, out),
+        &s,
+        (causal, eager),
         opts,
         ws,
         Some(*scales),

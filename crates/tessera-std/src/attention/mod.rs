@@ -36,7 +36,7 @@ pub use decode::{
     sdpa_decode, sdpa_decode_batched, sdpa_decode_split, sdpa_decode_strided, DecodeOptions,
 };
 pub use kv_quant::{kv_quant_append, KvFormat, KvScales};
-pub use kv_quant_decode::sdpa_decode_paged_quant;
+pub use kv_quant_decode::{sdpa_decode_paged_quant, sdpa_multi_query_paged_quant};
 pub use multi_query::sdpa_multi_query;
 pub use paged::{
     sdpa_decode_paged, sdpa_multi_query_paged, KvLayout, PageTable, PagedKv, PagedWorkspace,

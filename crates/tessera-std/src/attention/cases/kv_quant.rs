@@ -13,7 +13,7 @@ use crate::attention::kv_quant::{
     kv_quant_append, kv_quant_append_kernel, scale_shape, KvFormat, KvScales,
 };
 use crate::attention::kv_quant_decode::{
-    sdpa_decode_paged_quant, sdpa_decode_quant_partial_kernel,
+    sdpa_decode_paged_quant, sdpa_decode_quant_partial_kernel, sdpa_multi_query_paged_quant,
 };
 use crate::attention::paged::{sdpa_decode_paged, KvLayout, PagedKv, PagedWorkspace};
 use crate::attention::paged_append::SlotCheck;
@@ -28,6 +28,7 @@ use DType::{I32, U8};
 
 const APPEND: &str = "kv_quant_append";
 const DECODE: &str = "sdpa_decode_paged_quant";
+const MQ: &str = "sdpa_multi_query_paged_quant";
 
 /// The value of code byte `code` before its scale, from the format's definition.
 pub(crate) fn code_value(format: KvFormat, code: f64) -> f64 {
@@ -230,13 +231,39 @@ fn decode_case(
     dims: [usize; 4],
     (window, n_sink, logit): (u32, u32, bool),
 ) -> Case {
+    query_case(
+        dt,
+        format,
+        (layout, form),
+        (lens, None),
+        dims,
+        (window, n_sink, logit),
+    )
+}
+
+/// A quantized decode case, or with `mq = Some((n_query, causal))` a multi-query one
+/// (`sdpa_multi_query_paged_quant`, q `[batch, n_query, heads, d]`).
+fn query_case(
+    dt: DType,
+    format: KvFormat,
+    (layout, form): (KvLayout, Form),
+    (lens, mq): (&'static [usize], Option<(usize, bool)>),
+    dims: [usize; 4],
+    (window, n_sink, logit): (u32, u32, bool),
+) -> Case {
     let [hq, hkv, page, d] = dims;
+    let queries = match mq {
+        Some((n, causal)) => format!(" n_query={n} causal={causal}"),
+        None => String::new(),
+    };
     let name = format!(
-        "{format:?} {layout:?} {form:?} page={page} lens={lens:?} hq={hq} hkv={hkv} d={d} window={window} sinks={n_sink}{}",
+        "{format:?} {layout:?} {form:?} page={page} lens={lens:?}{queries} hq={hq} hkv={hkv} d={d} window={window} sinks={n_sink}{}",
         if logit { " +sink_logit" } else { "" }
     );
-    correctness(DECODE, dt, name, move |ctx, rng| {
-        let p = build((ctx, rng), (dt, layout, form), (lens, None), dims, 3)?;
+    let op = if mq.is_some() { MQ } else { DECODE };
+    correctness(op, dt, name, move |ctx, rng| {
+        let q_rows = mq.map(|(n, _)| n);
+        let p = build((ctx, rng), (dt, layout, form), (lens, q_rows), dims, 3)?;
         let shape = p.k.shape().to_vec();
         let (kc, ks, kdq) = quantized_pool((ctx, rng), format, &p.kv, &shape)?;
         let (vc, vs, vdq) = quantized_pool((ctx, rng), format, &p.vv, &shape)?;
@@ -258,7 +285,13 @@ fn decode_case(
             format,
         };
         let ws = p.workspace(ctx).map_err(err)?;
-        sdpa_decode_paged_quant(ctx, &p.q, &kv, &scales, &p.out, &opts, &ws).map_err(err)?;
+        match mq {
+            Some((_, causal)) => {
+                sdpa_multi_query_paged_quant(ctx, &p.q, &kv, &scales, &p.out, causal, &opts, &ws)
+            }
+            None => sdpa_decode_paged_quant(ctx, &p.q, &kv, &scales, &p.out, &opts, &ws),
+        }
+        .map_err(err)?;
         let want = paged_decode(&PagedProblem {
             q: &p.qv,
             k: &kdq,
@@ -270,8 +303,8 @@ fn decode_case(
             window: window as usize,
             n_sink: n_sink as usize,
             sinks: logit.then_some(&sv[..]),
-            n_query: 1,
-            causal: false,
+            n_query: mq.map_or(1, |(n, _)| n),
+            causal: mq.is_some_and(|(_, c)| c),
         });
         Ok((p.out.to_f64_vec().map_err(err)?, want))
     })
@@ -470,6 +503,43 @@ pub(crate) fn decode_cases() -> Vec<Case> {
     v
 }
 
+/// `sdpa_multi_query_paged_quant`: speculative blocks of 2 to 8 queries per sequence,
+/// causal and full, over both formats, layouts and table forms.
+pub(crate) fn mq_cases() -> Vec<Case> {
+    use Form::{Blocks, Csr};
+    use KvLayout::{Hnd, Nhd};
+    let mut v = Vec::new();
+    for format in [KvFormat::Int8, KvFormat::E4m3] {
+        for dt in FLOAT_DTYPES {
+            v.push(query_case(
+                dt,
+                format,
+                (Nhd, Blocks),
+                (&[37, 4, 50], Some((4, true))),
+                [8, 2, 16, 128],
+                (0, 0, false),
+            ));
+        }
+        v.push(query_case(
+            BF16,
+            format,
+            (Hnd, Csr),
+            (&[20, 0, 33], Some((2, true))),
+            [4, 4, 1, 64],
+            (0, 0, false),
+        ));
+        v.push(query_case(
+            F16,
+            format,
+            (Hnd, Blocks),
+            (&[70, 9], Some((8, false))),
+            [8, 2, 5, 64],
+            (20, 3, true),
+        ));
+    }
+    v
+}
+
 /// A decode of 1 sequence (q `[1, 4, 64]`, pools `[4, 4, 2, 64]`, a 2-page block table)
 /// over zero tensors of `specs` (q, k_cache, v_cache, k_scale, v_scale, out), refused for
 /// `reason` with out untouched.
@@ -631,20 +701,25 @@ pub(crate) fn decode_reference(r: &RefArgs) -> Result<Vec<Vec<f64>>, OpError> {
     let k = dequantize(format, r.data("k_cache")?, r.data("k_scale")?);
     let v = dequantize(format, r.data("v_cache")?, r.data("v_scale")?);
     let p = r.params;
-    let d = qs[2];
+    // Multi-query: q [batch, n_query, heads, d].
+    let (n_query, causal) = match qs.len() {
+        4 => (qs[1], p.bool("causal")?),
+        _ => (1, false),
+    };
+    let (hq, d) = (qs[qs.len() - 2], qs[qs.len() - 1]);
     Ok(vec![paged_decode(&PagedProblem {
         q: r.data("q")?,
         k: &k,
         v: &v,
         layout: if hnd { KvLayout::Hnd } else { KvLayout::Nhd },
-        dims: [qs[0], qs[1], hkv, page, d],
+        dims: [qs[0], hq, hkv, page, d],
         seqs,
         scale: p.opt_f64("scale")?.unwrap_or(1.0 / (d as f64).sqrt()),
         window: p.opt_uint("window")?.unwrap_or(0) as usize,
         n_sink: p.opt_uint("n_sink")?.unwrap_or(0) as usize,
         sinks: r.optional("sink_logits"),
-        n_query: 1,
-        causal: false,
+        n_query,
+        causal,
     })])
 }
 

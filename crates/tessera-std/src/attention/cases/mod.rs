@@ -363,7 +363,7 @@ pub(super) use kv_quant::{
     append_cases as quant_append_cases, append_reference as quant_append_reference,
     append_uses as quant_append_uses, decode_benches as quant_decode_benches,
     decode_cases as quant_decode_cases, decode_reference as quant_decode_reference,
-    decode_uses as quant_decode_uses,
+    decode_uses as quant_decode_uses, mq_cases as quant_mq_cases,
 };
 pub(super) use paged_kv_append::{append_cases, append_reference, append_uses};
 pub(super) use sdpa_decode::{decode_benches, decode_cases, decode_uses};
