@@ -537,6 +537,7 @@ pub(crate) fn mq_cases() -> Vec<Case> {
             (20, 3, true),
         ));
     }
+    v.extend(mq_rejections());
     v
 }
 
@@ -572,6 +573,64 @@ fn decode_rejection(what: &str, reason: &'static str, specs: [Spec; 6]) -> Case 
             }),
         ))
     })
+}
+
+/// A multi-query call of 1 sequence of 5 tokens, its last 2 the queries (q `[1, 2, 4,
+/// 64]`), over zero tensors of `specs` (q, k_cache, v_cache, k_scale, v_scale, out),
+/// refused for `reason` with out untouched.
+fn mq_rejection(what: &str, reason: &'static str, specs: [Spec; 6]) -> Case {
+    rejection(MQ, what, reason, move |ctx| {
+        let [q, kc, vc, ks, vs, out] = zeros_of(ctx, specs)?;
+        let bt = ctx.tensor(&[0i32, 1], &[1, 2]).map_err(err)?;
+        let sl = ctx.tensor(&[5i32], &[1]).map_err(err)?;
+        let ws = PagedWorkspace::new(ctx, 2, 4, 64, 2, 8).map_err(err)?;
+        let (c, untouched) = (ctx.clone(), out.clone());
+        Ok((
+            untouched,
+            Box::new(move || {
+                let kv = PagedKv {
+                    k_cache: &kc,
+                    v_cache: &vc,
+                    layout: KvLayout::Nhd,
+                    table: crate::attention::PageTable::Blocks {
+                        block_table: &bt,
+                        seq_lens: &sl,
+                    },
+                };
+                let scales = KvScales {
+                    k_scale: &ks,
+                    v_scale: &vs,
+                    format: KvFormat::Int8,
+                };
+                let o = DecodeOptions::default();
+                sdpa_multi_query_paged_quant(&c, &q, &kv, &scales, &out, true, &o, &ws)
+            }),
+        ))
+    })
+}
+
+const MQ_GOOD: [Spec; 6] = [
+    (F16, &[1, 2, 4, 64]),
+    (U8, &[4, 4, 2, 64]),
+    (U8, &[4, 4, 2, 64]),
+    (F32, &[4, 4, 2]),
+    (F32, &[4, 4, 2]),
+    (F16, &[1, 2, 4, 64]),
+];
+
+fn mq_rejections() -> Vec<Case> {
+    vec![
+        mq_rejection(
+            "k_scale with head_dim",
+            "`k_scale` must have shape [4, 4, 2]",
+            replaced(MQ_GOOD, 3, (F32, &[4, 4, 2, 64])),
+        ),
+        mq_rejection(
+            "f16 value cache",
+            "`v_cache` must be u8",
+            replaced(MQ_GOOD, 2, (F16, &[4, 4, 2, 64])),
+        ),
+    ]
 }
 
 const DECODE_GOOD: [Spec; 6] = [
