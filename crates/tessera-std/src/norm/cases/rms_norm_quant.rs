@@ -39,19 +39,20 @@ fn dequantized(format: ActQuant, code: f64, scale: f64) -> f64 {
 
 /// The largest error of one code, relative to the row's scale: half a step of the
 /// format at the value's magnitude (fp8: 2^-m of the value; int8: half a unit), plus the
-/// rounding of the normalised value to x's dtype.
+/// rounding of the normalised value to x's dtype (relative, or the dtype's subnormal step
+/// where the value is subnormal in it: f16 below 6.1e-5).
 fn step_bound(format: ActQuant, dtype: DType, v: f64, scale: f64) -> f64 {
-    let unit = match dtype {
-        DType::F16 => 2f64.powi(-11),
-        DType::BF16 => 2f64.powi(-8),
-        _ => 2f64.powi(-24),
+    let (unit, subnormal_step) = match dtype {
+        DType::F16 => (2f64.powi(-11), 2f64.powi(-24)),
+        DType::BF16 => (2f64.powi(-8), 2f64.powi(-133)),
+        _ => (2f64.powi(-24), 2f64.powi(-149)),
     };
     let code_step = match format {
         ActQuant::Fp8(Fp8Format::E4m3) => (v.abs() * 2f64.powi(-4)).max(scale * 2f64.powi(-10)),
         ActQuant::Fp8(Fp8Format::E5m2) => (v.abs() * 2f64.powi(-3)).max(scale * 2f64.powi(-17)),
         ActQuant::Int8 => 0.5 * scale,
     };
-    code_step * 1.01 + v.abs() * 2.0 * unit + 1e-30
+    code_step * 1.01 + (v.abs() * 2.0 * unit).max(subnormal_step)
 }
 
 /// Codes of `shape` in `format`'s dtype, every byte 0xA5 (what no correct call leaves
