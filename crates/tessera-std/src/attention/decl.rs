@@ -137,7 +137,7 @@ fn decode_workspace(ctx: &Context, a: &OpArgs) -> Result<Workspace, OpError> {
 }
 
 const DECODE_WORKSPACE: Option<WorkspaceDecl> = Some(WorkspaceDecl {
-    bytes: "4·rows·n_q_heads·splits·(head_dim + 2) + 4 (splits: as given, else ⌈kv_stride/32⌉, the most the plan picks)",
+    bytes: "4·rows·n_q_heads·splits·(head_dim + 2) + 8 (splits: as given, else ⌈kv_stride/32⌉, the most the plan picks)",
     make: decode_workspace,
 });
 

@@ -6,8 +6,7 @@
 //! one cache (a block of new tokens, `sdpa_multi_query`) fill the 16 rows with whole GQA
 //! groups of several query rows, so the cache is read once per `16 / gqa` rows.
 //!
-//! The chunk is walked in blocks of `4096 / head_dim` keys. Each thread holds four 16-byte
-//! vectors of the next block's K and V in registers (issued before the current block's
+//! The chunk is walked in blocks of `4096 / head_dim` keys. Each thread holds four 16-byte vectors of the next block's K and V in registers (issued before the current block's
 //! arithmetic; the queries' loads go out first, then the first block's), and stores them
 //! into padded threadgroup tiles at the top of the next step.
 //! Per block: the scores `Q·Kᵀ` (each simdgroup one 16-key tile over a quarter, half or
@@ -26,8 +25,14 @@
 //! and `(m, l, O)` are written out in the same frame, exactly as the combine kernel
 //! expects. A call of one chunk (`direct`) writes `O / l` to the output itself and needs
 //! no combine launch.
+//!
+//! A quantized cache (`quant` 1: int8, 2: e4m3 codes, `kv_quant`'s layout) takes the same
+//! walk for bf16 queries: a thread holds its K/V codes (one byte each) in registers and
+//! writes their values, exact in bf16, into the tiles; each key's K scale multiplies its
+//! score and its V scale its softmax weight before the weights enter the fragments, so no
+//! dequantized element exists and the matrix products are the float kernel's.
 
-use super::kv_staging::regs_to_tiles;
+use super::kv_quant::kv_code_value;
 use super::paged_rows::key_row;
 use super::softmax::{normalise, score_weight};
 use crate::float_range::f32_range;
@@ -65,6 +70,28 @@ fn frag_head(
     (row0 * n_q_heads + h0 + off, ok)
 }
 
+/// The value element `x` of a K/V register stands for, in the tiles' dtype: the code's
+/// value for a quantized cache (`quant` 1: int8, 2: e4m3; exact in bf16), else `x`; `T`
+/// is `tile`'s element type.
+#[func]
+fn tile_value<C, T>(x: C, tile: Mem<T>, quant: u32) -> T {
+    let code = kv_code_value(x.cast::<u32>(), quant / 2).cast::<T>();
+    select(quant != 0, code, x.cast::<T>())
+}
+
+/// Score `s` of a key with K scale `k_sc` (quantized caches, `quant != 0`): `s · k_sc`,
+/// NaN where the scale is not finite (a row that held NaN or inf when appended), as the
+/// key's dequantized elements would make it; `s` itself for a float cache.
+#[func]
+fn key_scaled(s: f32, k_sc: f32, quant: u32) -> f32 {
+    let scaled = select(
+        abs(k_sc) <= 3.402_823_5e38f32,
+        s * k_sc,
+        0x7FC0_0000u32.bitcast::<f32>(),
+    );
+    select(quant != 0, scaled, s)
+}
+
 /// The head a query load of fragment row `(head, ok)` reads: its own, or for a padding row
 /// the group's first head (`row0 · n_q_heads + h0`), which always exists.
 #[func]
@@ -80,12 +107,16 @@ fn loaded_head(head: u32, ok: bool, first_head: u32) -> u32 {
 /// row `r` then sees the keys before `len0 + r · len_step`. With `direct = 1` (one chunk,
 /// no sink logit) the kernel writes the output rows to `out` instead of partial states.
 /// With `paged != 0` the keys of row `row` live in pages listed from `pages[starts[row]]`,
-/// as `paged_rows::key_row` says.
+/// as `paged_rows::key_row` says. With `quant != 0` `k` and `v` hold codes and key row
+/// `r` (`key_row` in rows) has its scales at `k_scale[r]`, `v_scale[r]`; with `quant = 0`
+/// `C` is `T` and the scales are not read.
 #[kernel]
-pub fn sdpa_decode_mma_kernel<T>(
+pub fn sdpa_decode_mma_kernel<T, C>(
     q: Tensor<T>,
-    k: Tensor<T>,
-    v: Tensor<T>,
+    k: Tensor<C>,
+    v: Tensor<C>,
+    k_scale: Tensor<f32>,
+    v_scale: Tensor<f32>,
     kv_lens: Tensor<u32>,
     pages: Tensor<u32>,
     starts: Tensor<u32>,
@@ -113,13 +144,14 @@ pub fn sdpa_decode_mma_kernel<T>(
     #[constexpr] heads_per_row: u32,
     #[constexpr] direct: u32,
     #[constexpr] paged: u32,
+    #[constexpr] quant: u32,
 ) {
     // P·V sums grow with the softmax sum, so V near f32's range would overflow the f32
     // accumulators: where T has f32's exponent range (bf16), P enters the fragments scaled
     // by 2⁻²⁴ (exact) and the result is scaled back; f16 V cannot overflow them and f16
     // has no room below, so it keeps P as is. Partial outputs leave scaled by 2⁻²⁴ either
     // way, as the combine expects (softmax::v_weight).
-    let wide = f32_range(v);
+    let wide = f32_range(q);
     let p_scale = select(wide, 5.960_464_5e-8f32, 1.0f32);
     let unscale = select(wide, 16_777_216.0f32, 1.0f32);
     let to_partial = select(wide, 1.0f32, 5.960_464_5e-8f32);
@@ -167,8 +199,12 @@ pub fn sdpa_decode_mma_kernel<T>(
     let psh = threadgroup_array::<T>(16 * pp);
     let fsh = threadgroup_array::<f32>(1536);
     let rsh = threadgroup_array::<f32>(16);
-    let kr = stack_array::<T>(32);
-    let vr = stack_array::<T>(32);
+    // A quantized block's K scales, then its V scales.
+    let scsh = threadgroup_array::<f32>(select(quant != 0, 2 * bk, 4));
+    let kr = stack_array::<C>(32);
+    let vr = stack_array::<C>(32);
+    let mut k_sc = 0.0f32;
+    let mut v_sc = 0.0f32;
     let sv = stack_array::<f32>(kpl);
     let fq = matrix_a::<T>();
     let fk = matrix_b::<T>();
@@ -218,7 +254,20 @@ pub fn sdpa_decode_mma_kernel<T>(
         // into the same registers, then compute on the tiles.
         if it > 0 {
             barrier();
-            regs_to_tiles(ksh, 0, vsh, 0, kr, vr, 4, tid, vecs, dp);
+            for i in 0..4 {
+                let vi = tid + 128 * i;
+                let at = (vi / vecs) * dp + (vi % vecs) * 8;
+                for e in 0..8 {
+                    store(ksh[at + e], tile_value(load(kr[i * 8 + e]), ksh, quant));
+                }
+                for e in 0..8 {
+                    store(vsh[at + e], tile_value(load(vr[i * 8 + e]), vsh, quant));
+                }
+            }
+            if quant != 0 && tid < bk {
+                store(scsh[tid], k_sc);
+                store(scsh[bk + tid], v_sc);
+            }
         }
         if it < nblocks {
             let b = jb + it * bk;
@@ -237,6 +286,27 @@ pub fn sdpa_decode_mma_kernel<T>(
                 for e in 0..8 {
                     store(vr[i * 8 + e], load(v[base + e]));
                 }
+            }
+            if quant != 0 && tid < bk {
+                let j = b + tid;
+                let jc = select(j < je, j, b);
+                let pos = select(jc < s_end, jc, jc - s_end + lo);
+                let r = key_row(
+                    pages,
+                    first,
+                    pos,
+                    row * row_cache_rows + kvh * kv_stride,
+                    kvh,
+                    page_size,
+                    page_shift,
+                    page_rows,
+                    slot_rows,
+                    head_rows,
+                    1,
+                    paged,
+                );
+                k_sc = load(k_scale[r]);
+                v_sc = load(v_scale[r]);
             }
         }
         if it == 0 {
@@ -275,11 +345,20 @@ pub fn sdpa_decode_mma_kernel<T>(
             barrier();
             let mut mx = neg_infinity();
             for i in 0..kpl {
+                let key_sc = if quant != 0 {
+                    load(scsh[sc0 + i])
+                } else {
+                    1.0f32
+                };
                 let mut s = 0.0f32;
                 for p in 0..parts {
                     s += load(fsh[(p * tiles + scb) * 384 + sr * 24 + sco + i]);
                 }
-                let sc = select(b + sc0 + i < sr_end, s * scale, neg_infinity());
+                let sc = select(
+                    b + sc0 + i < sr_end,
+                    key_scaled(s, key_sc, quant) * scale,
+                    neg_infinity(),
+                );
                 store(sv[i], sc);
                 mx = max(mx, sc);
             }
@@ -303,7 +382,16 @@ pub fn sdpa_decode_mma_kernel<T>(
                 // (a −∞ in q): `m` can still be −∞.
                 let p = score_weight(load(sv[i]), m);
                 ls += p;
-                store(psh[sr * pp + sc0 + i], (p * p_scale).cast::<T>());
+                // A quantized key's V scale joins its weight; a key the row does not see
+                // adds nothing, whatever its scale.
+                let seen = b + sc0 + i < sr_end;
+                let vs = if quant != 0 {
+                    load(scsh[bk + sc0 + i])
+                } else {
+                    1.0f32
+                };
+                let pv = select(quant != 0, select(seen, p * vs, 0.0f32), p);
+                store(psh[sr * pp + sc0 + i], (pv * p_scale).cast::<T>());
             }
             l += ls;
             barrier();

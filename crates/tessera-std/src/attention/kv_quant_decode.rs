@@ -8,8 +8,9 @@
 //! combine kernel; the table check, GQA, window, sinks and sink logit are
 //! `sdpa_decode_paged`'s.
 //!
-//! The float kernels are not touched: the quantized loads live in their own kernel, so
-//! every float specialisation compiles to the code it always had.
+//! bf16 queries at head_dim 64, 128 or 256 take the fragment kernel instead
+//! (`decode_mma.rs`, `quant != 0`); this kernel serves f16 and f32 queries and the other
+//! head dims.
 
 use super::decode::DecodeOptions;
 use super::decode_kernels::{merge_row_slots, stage_simdgroup_states};

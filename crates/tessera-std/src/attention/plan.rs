@@ -85,6 +85,9 @@ pub struct DecodeWorkspace {
     part_o: Tensor,
     part_ml: Tensor,
     lens: Tensor,
+    /// The fragment kernel's K/V scales for a float cache (never read; a tensor of its own,
+    /// since the launch refuses a read that shares a written buffer).
+    no_scales: Tensor,
 }
 
 impl DecodeWorkspace {
@@ -104,6 +107,7 @@ impl DecodeWorkspace {
                 .map_err(runtime(OP))?,
             part_ml: ctx.zeros(DType::F32, &[slots * 2]).map_err(runtime(OP))?,
             lens: ctx.zeros(DType::U32, &[1]).map_err(runtime(OP))?,
+            no_scales: ctx.zeros(DType::F32, &[1]).map_err(runtime(OP))?,
         })
     }
 
@@ -128,14 +132,17 @@ impl DecodeWorkspace {
     }
 
     /// The bytes a workspace for `rows × n_q_heads × splits` partials of `head_dim` holds:
-    /// `4·rows·n_q_heads·splits·(head_dim + 2) + 4`.
+    /// `4·rows·n_q_heads·splits·(head_dim + 2) + 8`.
     pub fn bytes_for(rows: usize, n_q_heads: usize, head_dim: usize, splits: usize) -> usize {
-        4 * rows * n_q_heads * splits.max(1) * (head_dim + 2) + 4
+        4 * rows * n_q_heads * splits.max(1) * (head_dim + 2) + 8
     }
 
     /// The bytes this workspace holds on the device.
     pub fn bytes(&self) -> usize {
-        self.part_o.size_bytes() + self.part_ml.size_bytes() + self.lens.size_bytes()
+        self.part_o.size_bytes()
+            + self.part_ml.size_bytes()
+            + self.lens.size_bytes()
+            + self.no_scales.size_bytes()
     }
 }
 
@@ -201,10 +208,20 @@ impl DecodeCall<'_> {
         self.n_sink.min(lo) + n - lo
     }
 
-    /// True when the fragment kernel serves this call: a 2-byte cache and a head_dim it is
-    /// specialised for.
+    /// True when the fragment kernel serves this call: a 2-byte cache, or a quantized one
+    /// read by bf16 queries (f16 weights times a V scale could leave f16's range), and a
+    /// head_dim it is specialised for.
     fn on_fragments(&self) -> bool {
-        matches!(self.k.dtype(), DType::F16 | DType::BF16) && MMA_HEAD_DIMS.contains(&self.head_dim)
+        let tiles = match self.kv_quant {
+            None => matches!(self.k.dtype(), DType::F16 | DType::BF16),
+            Some(_) => self.q.dtype() == DType::BF16,
+        };
+        tiles && MMA_HEAD_DIMS.contains(&self.head_dim)
+    }
+
+    /// The fragment kernel's `quant` constant: 0 for a float cache, else 1 + the format.
+    fn mma_quant(&self) -> u32 {
+        self.kv_quant.map_or(0, |s| 1 + s.format.code())
     }
 
     /// Fragment-kernel threadgroups per query row and KV chunk: each KV head's group in
@@ -408,10 +425,15 @@ impl DecodeCall<'_> {
         let [page_size, page_shift, page_rows, slot_rows, head_rows, paged] =
             PageWalk::scalars(self.paging.as_ref());
         if self.on_fragments() {
+            let (k_scale, v_scale) = self
+                .kv_quant
+                .map_or((&ws.no_scales, &ws.no_scales), |s| (s.k_scale, s.v_scale));
             let args = sdpa_decode_mma_kernel::Args {
                 q,
                 k,
                 v,
+                k_scale,
+                v_scale,
                 kv_lens,
                 pages,
                 starts,
@@ -441,6 +463,7 @@ impl DecodeCall<'_> {
                 heads_per_row: self.mma_heads_per_row(),
                 direct: u32::from(direct),
                 paged,
+                quant: self.mma_quant(),
             };
             sdpa_decode_mma_kernel::launch(ctx, args, consts)
                 .grid([self.mma_head_blocks(), self.mma_row_blocks(), splits])

@@ -481,22 +481,28 @@ pub(crate) fn decode_cases() -> Vec<Case> {
             [4, 1, 16, 256],
             (0, 0, false),
         ));
-        v.push(decode_case(
-            F16,
-            format,
-            (Hnd, Blocks),
-            &[70, 9],
-            [8, 2, 16, 64],
-            (20, 3, true),
-        ));
-        v.push(decode_case(
-            F32,
-            format,
-            (Nhd, Blocks),
-            &[23, 600],
-            [2, 2, 5, 128],
-            (0, 0, false),
-        ));
+        // f16 on CUDA cores, bf16 on fragments: window, sinks and the sink logit; pages
+        // of 5 and a sequence long enough for several chunks.
+        for dt in [F16, BF16] {
+            v.push(decode_case(
+                dt,
+                format,
+                (Hnd, Blocks),
+                &[70, 9],
+                [8, 2, 16, 64],
+                (20, 3, true),
+            ));
+        }
+        for dt in [F32, BF16] {
+            v.push(decode_case(
+                dt,
+                format,
+                (Nhd, Blocks),
+                &[23, 600],
+                [2, 2, 5, 128],
+                (0, 0, false),
+            ));
+        }
         v.push(nan_scale_case(BF16, format));
     }
     v.extend(decode_rejections());
@@ -528,14 +534,16 @@ pub(crate) fn mq_cases() -> Vec<Case> {
             [4, 4, 1, 64],
             (0, 0, false),
         ));
-        v.push(query_case(
-            F16,
-            format,
-            (Hnd, Blocks),
-            (&[70, 9], Some((8, false))),
-            [8, 2, 5, 64],
-            (20, 3, true),
-        ));
+        for dt in [F16, BF16] {
+            v.push(query_case(
+                dt,
+                format,
+                (Hnd, Blocks),
+                (&[70, 9], Some((8, false))),
+                [8, 2, 5, 64],
+                (20, 3, true),
+            ));
+        }
     }
     v.extend(mq_rejections());
     v
@@ -823,6 +831,17 @@ pub(crate) fn decode_uses() -> Vec<KernelUse> {
             }
         }
     }
+    // bf16 queries take the fragment kernel at its head dims.
+    for paged in [PAGED_POW2, PAGED_ANY] {
+        for d in MMA_HEAD_DIMS {
+            for format in [KvFormat::Int8, KvFormat::E4m3] {
+                for direct in [0, 1] {
+                    let c = [d, 1, 16, direct, paged, 1 + format.code()];
+                    v.push(mma_kernel_use(BF16, U8, &c));
+                }
+            }
+        }
+    }
     for csr in [0, 1] {
         for def in [&paged_lengths_kernel::DEF, &paged_pages_kernel::DEF] {
             v.push(KernelUse {
@@ -847,6 +866,7 @@ fn quant_bench(
 ) -> BenchCase {
     let (es, kernel) = match format {
         None => (dt.size_bytes(), "sdpa_decode_mma_kernel"),
+        Some(_) if dt == BF16 => (1, "sdpa_decode_mma_kernel"),
         Some(_) => (1, "sdpa_decode_quant_partial_kernel"),
     };
     let scale_bytes = if format.is_some() {

@@ -22,6 +22,7 @@ use crate::testing::{
     CaseRng, Qkv, Spec,
 };
 use crate::validate::FLOAT_DTYPES;
+use tessera_ir::{Literal, Specialization};
 use tessera_runtime::{Context, DType, Tensor};
 use DType::{BF16, F16, F32, U32};
 
@@ -316,13 +317,25 @@ fn mma_uses() -> Vec<KernelUse> {
         for d in MMA_HEAD_DIMS {
             for (per_row, hpr) in [(0, 16), (1, 16), (0, 1), (0, 2), (0, 4), (0, 8)] {
                 for direct in [0, 1] {
-                    let c = [d, per_row, hpr, direct, CONTIGUOUS];
-                    v.push(kernel_use(&sdpa_decode_mma_kernel::DEF, dt, &c));
+                    let c = [d, per_row, hpr, direct, CONTIGUOUS, 0];
+                    v.push(mma_kernel_use(dt, dt, &c));
                 }
             }
         }
     }
     v
+}
+
+/// The fragment kernel for queries of `dt` over a cache of `cache` (`dt`, or u8 codes)
+/// with constants `c`.
+pub(crate) fn mma_kernel_use(dt: DType, cache: DType, c: &[u32]) -> KernelUse {
+    KernelUse {
+        def: &sdpa_decode_mma_kernel::DEF,
+        spec: Specialization::new(
+            vec![dt, cache],
+            c.iter().map(|&x| Literal::U32(x)).collect(),
+        ),
+    }
 }
 
 fn combine_uses() -> Vec<KernelUse> {

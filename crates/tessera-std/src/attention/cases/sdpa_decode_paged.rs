@@ -657,8 +657,8 @@ pub(crate) fn paged_uses() -> Vec<KernelUse> {
         for dt in [F16, BF16] {
             for d in MMA_HEAD_DIMS {
                 for direct in [0, 1] {
-                    let c = [d, 1, 16, direct, paged];
-                    v.push(kernel_use(&sdpa_decode_mma_kernel::DEF, dt, &c));
+                    let c = [d, 1, 16, direct, paged, 0];
+                    v.push(mma_kernel_use(dt, dt, &c));
                 }
             }
         }
