@@ -554,8 +554,6 @@ fn varlen_workspace(ctx: &Context, a: &OpArgs) -> Result<Workspace, OpError> {
     }))
 }
 
-const CU_DOC: &str = "packed sequence boundaries: batch + 1 offsets rising from 0";
-
 inventory::submit! {
     OpDecl {
         name: "sdpa_prefill_varlen",
@@ -569,7 +567,7 @@ inventory::submit! {
         outputs: &[out(&VARLEN_Q)],
         params: &[
             ParamDecl { name: "cu_seqlens_q", kind: ParamKind::UIntList, default: ParamDefault::Required, doc: "q's sequence boundaries: batch + 1 offsets rising from 0 to total_q (the Rust op takes them as an i32 or u32 device tensor)" },
-            ParamDecl { name: "cu_seqlens_k", kind: ParamKind::UIntList, default: ParamDefault::Required, doc: CU_DOC },
+            ParamDecl { name: "cu_seqlens_k", kind: ParamKind::UIntList, default: ParamDefault::Required, doc: "k's sequence boundaries: batch + 1 offsets rising from 0 to at most total_k (the Rust op: like cu_seqlens_q)" },
             ParamDecl { name: "max_seqlen_q", kind: ParamKind::UInt { min: 1, max: u32::MAX as u64 }, default: ParamDefault::Auto("the longest sequence's query count"), doc: "the most queries a sequence holds: sizes the grid" },
             ParamDecl { doc: "query i of a sequence of lq queries and lk keys sees keys j ≤ i + lk − lq (bottom-right); a query that sees no key gives zeros", ..CAUSAL },
             SCALE,
