@@ -267,6 +267,20 @@ pub fn sdpa_prefill_varlen(
     scale: Option<f32>,
     ws: &VarlenWorkspace,
 ) -> Result<(), OpError> {
+    let eager = !ctx.recording_graph();
+    packed_attention(ctx, (q, k, v, out), seqs, (causal, scale), ws, eager)
+}
+
+/// The call: checks, the offsets checked on the device (a bad batch refused when `eager`),
+/// then the attention over the checked table.
+fn packed_attention(
+    ctx: &Context,
+    (q, k, v, out): (&Tensor, &Tensor, &Tensor, &Tensor),
+    seqs: &Packed,
+    (causal, scale): (bool, Option<f32>),
+    ws: &VarlenWorkspace,
+    eager: bool,
+) -> Result<(), OpError> {
     same_float_dtype(OP, q, k, v, out)?;
     let qs = dims(OP, "q", q, "total_q, n_q_heads, head_dim")?;
     let ks = dims(OP, "k", k, "total_k, n_kv_heads, head_dim")?;
@@ -333,7 +347,7 @@ pub fn sdpa_prefill_varlen(
     .group_size(128)
     .run()
     .map_err(runtime(OP))?;
-    if !ctx.recording_graph() {
+    if eager {
         if let Some((word, b)) = ws.take_verdict()? {
             let msg = match word {
                 BAD_Q => format!(
@@ -387,4 +401,48 @@ pub fn sdpa_prefill_varlen(
         .map_err(runtime(OP))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A graph replay cannot refuse bad offsets: the call as it runs there (no read-back)
+    /// must stay inside every tensor (the CPU backend is a sanitizer: an out-of-range
+    /// access is an error) and leave the finding for `take_error`.
+    #[test]
+    fn bad_offsets_in_a_replay_stay_in_bounds_and_are_reported() {
+        let ctx = Context::cpu();
+        let ones = |n: usize| vec![half::f16::ONE; n];
+        let q = ctx.tensor(&ones(10 * 2 * 64), &[10, 2, 64]).expect("q");
+        let k = ctx.tensor(&ones(12 * 64), &[12, 1, 64]).expect("k");
+        let v = ctx.tensor(&ones(12 * 64), &[12, 1, 64]).expect("v");
+        let out = ctx.zeros(DType::F16, &[10, 2, 64]).expect("out");
+        let cu_q = ctx.tensor(&[0i32, -5, 40], &[3]).expect("cu_q");
+        let cu_k = ctx.tensor(&[0i32, 100, 3], &[3]).expect("cu_k");
+        let ws = VarlenWorkspace::new(&ctx, 2).expect("workspace");
+        let seqs = Packed {
+            cu_seqlens_q: &cu_q,
+            cu_seqlens_k: &cu_k,
+            max_seqlen_q: 6,
+        };
+        for causal in [false, true] {
+            packed_attention(&ctx, (&q, &k, &v, &out), &seqs, (causal, None), &ws, false)
+                .expect("a replay runs, in bounds");
+            let e = ws.take_error().expect_err("the finding is kept");
+            assert!(
+                e.to_string().contains("bad `cu_seqlens_q` at sequence 0"),
+                "{e}"
+            );
+            ws.take_error().expect("the verdict was reset");
+        }
+        // Eagerly the same call is refused.
+        let e = packed_attention(&ctx, (&q, &k, &v, &out), &seqs, (true, None), &ws, true)
+            .expect_err("refused");
+        assert!(
+            e.to_string()
+                .contains("`cu_seqlens_q` is bad at sequence 0"),
+            "{e}"
+        );
+    }
 }
