@@ -632,7 +632,7 @@ inventory::submit! {
         #[cfg(feature = "cases")]
         cases: cases::varlen_cases,
         #[cfg(feature = "cases")]
-        benches: cases::no_benches,
+        benches: cases::varlen_benches,
     }
 }
 

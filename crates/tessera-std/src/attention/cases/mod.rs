@@ -376,5 +376,5 @@ pub(super) use sdpa_multi_query::{mq_benches, mq_cases};
 pub(super) use sdpa_multi_query_paged::mq_paged_cases;
 pub(super) use sdpa_prefill::{prefill_benches, prefill_cases, prefill_uses};
 pub(super) use sdpa_prefill_varlen::{
-    declared_reference as varlen_reference, varlen_cases, varlen_uses,
+    declared_reference as varlen_reference, varlen_benches, varlen_cases, varlen_uses,
 };

@@ -8,6 +8,7 @@ use super::sdpa_prefill::prefill_kernel_uses;
 use super::*;
 use crate::decl::RefArgs;
 use crate::testing::{rejection_of, zeros};
+use rayon::prelude::*;
 
 const OP: &str = "sdpa_prefill_varlen";
 
@@ -32,34 +33,39 @@ pub(crate) fn varlen_reference(
     scale: f64,
     causal: bool,
 ) -> Vec<f64> {
+    // Each sequence's KV heads as `[lk, d]` slabs; its query rows in parallel.
+    let slab = |src: &[f64], b: usize, kvh: usize| -> Vec<f64> {
+        (cu_k[b]..cu_k[b + 1])
+            .flat_map(|j| src[(j * hkv + kvh) * d..(j * hkv + kvh + 1) * d].to_vec())
+            .collect()
+    };
     let mut out = Vec::with_capacity(q.len());
     for b in 0..cu_q.len() - 1 {
-        let (q0, lq) = (cu_q[b], cu_q[b + 1] - cu_q[b]);
-        let (k0, lk) = (cu_k[b], cu_k[b + 1] - cu_k[b]);
-        // Each KV head's keys and values of this sequence as one `[lk, d]` slab.
-        let slab = |src: &[f64], kvh: usize| -> Vec<f64> {
-            (k0..k0 + lk)
-                .flat_map(|j| src[(j * hkv + kvh) * d..(j * hkv + kvh + 1) * d].to_vec())
-                .collect()
-        };
-        let ks: Vec<Vec<f64>> = (0..hkv).map(|h| slab(k, h)).collect();
-        let vs: Vec<Vec<f64>> = (0..hkv).map(|h| slab(v, h)).collect();
-        for i in 0..lq {
-            let seen = if causal {
-                (i + lk + 1).saturating_sub(lq)
-            } else {
-                lk
-            };
-            let positions: Vec<usize> = (0..seen).collect();
-            for h in 0..hq {
-                let kvh = h / (hq / hkv);
-                let at = ((q0 + i) * hq + h) * d;
-                let qv = &q[at..at + d];
-                out.extend(reference::attend(
-                    qv, &ks[kvh], &vs[kvh], &positions, scale, None,
-                ));
-            }
-        }
+        let (q0, lq, lk) = (cu_q[b], cu_q[b + 1] - cu_q[b], cu_k[b + 1] - cu_k[b]);
+        let ks: Vec<Vec<f64>> = (0..hkv).map(|h| slab(k, b, h)).collect();
+        let vs: Vec<Vec<f64>> = (0..hkv).map(|h| slab(v, b, h)).collect();
+        let rows: Vec<Vec<f64>> = (0..lq)
+            .into_par_iter()
+            .map(|i| {
+                let seen = if causal {
+                    (i + lk + 1).saturating_sub(lq)
+                } else {
+                    lk
+                };
+                let positions: Vec<usize> = (0..seen).collect();
+                let mut row = Vec::with_capacity(hq * d);
+                for h in 0..hq {
+                    let kvh = h / (hq / hkv);
+                    let at = ((q0 + i) * hq + h) * d;
+                    let qv = &q[at..at + d];
+                    row.extend(reference::attend(
+                        qv, &ks[kvh], &vs[kvh], &positions, scale, None,
+                    ));
+                }
+                row
+            })
+            .collect();
+        out.extend(rows.concat());
     }
     out
 }
@@ -316,6 +322,73 @@ pub(crate) fn varlen_uses() -> Vec<KernelUse> {
     }
     for dt in FLOAT_DTYPES {
         v.push(kernel_use(&prefill_varlen_blind_rows_kernel::DEF, dt, &[]));
+    }
+    v
+}
+
+/// A serving step's prefill batch: prompts of mixed lengths (a long one, a chunk, short
+/// ones and a single token) at Llama-3-8B's heads, beside `sdpa_prefill`'s shapes; and a
+/// small one for a CPU run.
+pub(crate) fn varlen_benches() -> Vec<BenchCase> {
+    const SMALL: &[usize] = &[40, 1, 17, 64];
+    const MIXED: &[usize] = &[2048, 1024, 512, 300, 77, 1, 9, 130];
+    let mut v = Vec::new();
+    for (dt, lens, hq, hkv, d, quick) in [
+        (F16, SMALL, 4, 2, 64, true),
+        (BF16, MIXED, 32, 8, 128, false),
+        (F16, MIXED, 32, 8, 128, false),
+    ] {
+        let es = dt.size_bytes();
+        let total: usize = lens.iter().sum();
+        let longest = lens.iter().copied().max().unwrap_or(1);
+        // Causal: half of each sequence's score and PV products.
+        let pairs: usize = lens.iter().map(|&n| n * n).sum();
+        let kernel = if dt == F32 {
+            "sdpa_prefill_kernel"
+        } else {
+            "sdpa_prefill_mma_kernel"
+        };
+        v.push(BenchCase {
+            op: OP,
+            kernel,
+            dtype: dt,
+            shape: format!(
+                "{} seqs, {total} tokens (longest {longest}) hq={hq} hkv={hkv} d={d} causal",
+                lens.len()
+            ),
+            bytes: ((2 * total * hq * d + 2 * total * hkv * d) * es) as u64,
+            flops: (2 * pairs * hq * d) as u64,
+            quick,
+            prepare: Box::new(move |ctx, rng| {
+                let cu = offsets(lens.iter().copied());
+                let t = qkv(ctx, rng, dt, &[total, hq, d], &[total, hkv, d])?;
+                let want = varlen_reference(
+                    (&t.qv, &t.kv, &t.vv),
+                    &cu,
+                    &cu,
+                    [hq, hkv, d],
+                    scale_of(d),
+                    true,
+                );
+                let wide: Vec<i64> = cu.iter().map(|&x| x as i64).collect();
+                let seqs = upload_offsets(ctx, DType::I32, &wide)?;
+                let ws = VarlenWorkspace::new(ctx, lens.len()).map_err(err)?;
+                let (c, output) = (ctx.clone(), t.out.clone());
+                Ok(PreparedBench {
+                    launch: Box::new(move || {
+                        let packed = Packed {
+                            cu_seqlens_q: &seqs,
+                            cu_seqlens_k: &seqs,
+                            max_seqlen_q: longest,
+                        };
+                        sdpa_prefill_varlen(&c, &t.q, &t.k, &t.v, &packed, &t.out, true, None, &ws)
+                            .map_err(err)
+                    }),
+                    output,
+                    reference: want,
+                })
+            }),
+        });
     }
     v
 }
