@@ -1,6 +1,6 @@
 """Scaled dot-product attention — decode (plain, strided with a window and sinks, batched,
 paged: pages gathered token by token from the table),
-multi-query over a cache and prefill — against PyTorch's SDPA (with the KV heads repeated
+multi-query over a cache and prefill (contiguous and packed) — against PyTorch's SDPA (with the KV heads repeated
 for GQA) or float64 NumPy softmax attention."""
 
 import numpy as np
@@ -165,6 +165,38 @@ def test_sdpa_prefill(dtype, case, rng):
     want = np.stack([M.sdpa(as_f64(q[i]), kk, vv, scale, n_kv - n_q + i + 1 if causal else n_kv)
                      for i in range(n_q)])
     assert_close(got["out"], want, dtype, f"sdpa_prefill n_q={n_q} n_kv={n_kv} causal={causal} d={d}", terms=n_kv, repro=got["_cmd"])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", range(CASES))
+def test_sdpa_prefill_varlen(dtype, case, rng):
+    """Packed sequences, each attended alone: query i of lq sees keys j <= i + lk - lq
+    (causal, bottom-right) or all lk; empty sequences, fewer keys than queries and keys
+    past the last offset included."""
+    d = int(rng.choice([64, 96, 128, 192, 256]))
+    hq, hkv = heads(rng)
+    batch = int(rng.integers(1, 5))
+    lq = [int(rng.integers(0, 40)) for _ in range(batch)]
+    lq[int(rng.integers(0, batch))] += 1
+    lk = [max(0, n + int(rng.integers(-4, 30))) for n in lq]
+    causal = bool(rng.integers(0, 2))
+    cu_q, cu_k = np.cumsum([0] + lq), np.cumsum([0] + lk)
+    total_k = int(cu_k[-1]) + int(rng.integers(0, 3)) or 1
+    q, k, v = qkv(rng, dtype, (int(cu_q[-1]), hq, d), (total_k, hkv, d))
+    scale = 1 / np.sqrt(d)
+    params = {"cu_seqlens_q": ",".join(map(str, cu_q)), "cu_seqlens_k": ",".join(map(str, cu_k)),
+              "causal": str(causal).lower(), "scale": scale}
+    got = run("sdpa_prefill_varlen", {"q": q, "k": k, "v": v}, params)
+    rows = []
+    for b in range(batch):
+        ks = slice(int(cu_k[b]), int(cu_k[b + 1]))
+        kk, vv = np.transpose(as_f64(k[ks]), (1, 0, 2)), np.transpose(as_f64(v[ks]), (1, 0, 2))
+        for i in range(lq[b]):
+            seen = max(0, i + lk[b] - lq[b] + 1) if causal else lk[b]
+            rows.append(M.sdpa(as_f64(q[int(cu_q[b]) + i]), kk, vv, scale, seen))
+    want = np.stack(rows)
+    assert_close(got["out"], want, dtype, f"sdpa_prefill_varlen lq={lq} lk={lk} causal={causal} d={d}",
+                 terms=max(lk), repro=got["_cmd"])
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -11,7 +11,7 @@ use std::time::Duration;
 use tessera_runtime::{Context, DType, RuntimeError, Tensor};
 use tessera_std::attention::{
     sdpa_decode, sdpa_decode_batched, sdpa_decode_strided, sdpa_multi_query, sdpa_prefill,
-    DecodeOptions, DecodeWorkspace,
+    sdpa_prefill_varlen, DecodeOptions, DecodeWorkspace, Packed, VarlenWorkspace,
 };
 use tessera_std::conv::{causal_conv1d, causal_conv1d_update, Conv1dArgs};
 use tessera_std::elementwise::add;
@@ -1187,6 +1187,56 @@ fn corpus() -> Vec<Entry> {
                     z(ctx, F16, &[5, 2, 64])?,
                 );
                 refused(&[&v], || sdpa_prefill(ctx, &q, &k, &v, &v, true, None))
+            },
+        },
+        Entry {
+            name: "sdpa_prefill_varlen: cu_seqlens_k past k's tokens",
+            expect: "`cu_seqlens_k` is bad at sequence 1",
+            call: |ctx| {
+                let (q, k, v, o) = (
+                    z(ctx, F16, &[7, 4, 64])?,
+                    z(ctx, F16, &[9, 2, 64])?,
+                    z(ctx, F16, &[9, 2, 64])?,
+                    z(ctx, F16, &[7, 4, 64])?,
+                );
+                let cu_q = ctx.tensor(&[0u32, 3, 7], &[3]).map_err(|e| e.to_string())?;
+                let cu_k = ctx
+                    .tensor(&[0u32, 4, 10], &[3])
+                    .map_err(|e| e.to_string())?;
+                let ws = VarlenWorkspace::new(ctx, 2).map_err(|e| e.to_string())?;
+                let packed = Packed {
+                    cu_seqlens_q: &cu_q,
+                    cu_seqlens_k: &cu_k,
+                    max_seqlen_q: 4,
+                };
+                refused(&[&o], || {
+                    sdpa_prefill_varlen(ctx, &q, &k, &v, &packed, &o, true, None, &ws)
+                })
+            },
+        },
+        Entry {
+            name: "sdpa_prefill_varlen: i32 cu_seqlens_q with a negative offset",
+            expect: "`cu_seqlens_q` is bad at sequence 0",
+            call: |ctx| {
+                let (q, k, v, o) = (
+                    z(ctx, F32, &[7, 2, 128])?,
+                    z(ctx, F32, &[7, 2, 128])?,
+                    z(ctx, F32, &[7, 2, 128])?,
+                    z(ctx, F32, &[7, 2, 128])?,
+                );
+                let cu_q = ctx
+                    .tensor(&[0i32, -2, 7], &[3])
+                    .map_err(|e| e.to_string())?;
+                let cu_k = ctx.tensor(&[0i32, 2, 7], &[3]).map_err(|e| e.to_string())?;
+                let ws = VarlenWorkspace::new(ctx, 2).map_err(|e| e.to_string())?;
+                let packed = Packed {
+                    cu_seqlens_q: &cu_q,
+                    cu_seqlens_k: &cu_k,
+                    max_seqlen_q: 7,
+                };
+                refused(&[&o], || {
+                    sdpa_prefill_varlen(ctx, &q, &k, &v, &packed, &o, false, None, &ws)
+                })
             },
         },
         // ---- Gated DeltaNet ----

@@ -1,6 +1,7 @@
 //! The declarations of the attention ops: decode over one cache (plain, strided, forced
-//! split-KV), batched decode, multi-query over a shared cache and prefill, with the
-//! decode options (scale, sliding window, sinks, sink logits, split count) as parameters.
+//! split-KV), batched decode, multi-query over a shared cache and prefill (contiguous or
+//! packed sequences), with the decode options (scale, sliding window, sinks, sink logits,
+//! split count) as parameters.
 
 #[cfg(feature = "cases")]
 use super::cases;
@@ -508,6 +509,130 @@ inventory::submit! {
         cases: cases::prefill_cases,
         #[cfg(feature = "cases")]
         benches: cases::prefill_benches,
+    }
+}
+
+const VARLEN_Q: [&str; 3] = ["total_q", "n_q_heads", "head_dim"];
+const VARLEN_KV: [&str; 3] = ["total_k", "n_kv_heads", "head_dim"];
+
+/// The declared packed prefill's scratch: its offsets uploaded from the parameters (the
+/// Rust op takes them as device tensors) and the op's own workspace.
+struct DeclaredVarlen {
+    cu_seqlens_q: tessera_runtime::Tensor,
+    cu_seqlens_k: tessera_runtime::Tensor,
+    ws: super::VarlenWorkspace,
+}
+
+/// The offsets parameter `name` as i32 on the device.
+fn offsets_on_device(
+    ctx: &Context,
+    a: &OpArgs,
+    name: &str,
+) -> Result<tessera_runtime::Tensor, OpError> {
+    const OP: &str = "sdpa_prefill_varlen";
+    let list = a.params.opt_usize_list(name)?.unwrap_or_default();
+    let values: Vec<i32> = list
+        .iter()
+        .map(|&x| {
+            i32::try_from(x).map_err(|_| {
+                OpError::invalid(OP, format!("`{name}` holds {x}, more than i32 holds"))
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    ctx.tensor(&values, &[values.len()])
+        .map_err(crate::error::runtime(OP))
+}
+
+fn varlen_workspace(ctx: &Context, a: &OpArgs) -> Result<Workspace, OpError> {
+    let cu_seqlens_q = offsets_on_device(ctx, a, "cu_seqlens_q")?;
+    let cu_seqlens_k = offsets_on_device(ctx, a, "cu_seqlens_k")?;
+    let ws = super::VarlenWorkspace::new(ctx, cu_seqlens_q.len().saturating_sub(1))?;
+    Ok(Box::new(DeclaredVarlen {
+        cu_seqlens_q,
+        cu_seqlens_k,
+        ws,
+    }))
+}
+
+inventory::submit! {
+    OpDecl {
+        name: "sdpa_prefill_varlen",
+        family: "attention",
+        summary: "flash attention over packed variable-length sequences (FlashAttention's varlen API): offsets checked on the device, causal aligned bottom-right, GQA",
+        inputs: &[
+            TensorDecl::float("q", &VARLEN_Q, "every sequence's queries, packed token-major; sequence b's are rows cu_seqlens_q[b] .. cu_seqlens_q[b + 1]"),
+            TensorDecl::new("k", &VARLEN_KV, DtypeRule::Like("q"), "every sequence's keys, packed; sequence b's are rows cu_seqlens_k[b] .. cu_seqlens_k[b + 1]"),
+            TensorDecl::new("v", &VARLEN_KV, DtypeRule::Like("q"), "values, like k"),
+        ],
+        outputs: &[out(&VARLEN_Q)],
+        params: &[
+            ParamDecl { name: "cu_seqlens_q", kind: ParamKind::UIntList, default: ParamDefault::Required, doc: "q's sequence boundaries: batch + 1 offsets rising from 0 to total_q (the Rust op takes them as an i32 or u32 device tensor)" },
+            ParamDecl { name: "cu_seqlens_k", kind: ParamKind::UIntList, default: ParamDefault::Required, doc: "k's sequence boundaries: batch + 1 offsets rising from 0 to at most total_k (the Rust op: like cu_seqlens_q)" },
+            ParamDecl { name: "max_seqlen_q", kind: ParamKind::UInt { min: 1, max: u32::MAX as u64 }, default: ParamDefault::Auto("the longest sequence's query count"), doc: "the most queries a sequence holds: sizes the grid" },
+            ParamDecl { doc: "query i of a sequence of lq queries and lk keys sees keys j ≤ i + lk − lq (bottom-right); a query that sees no key gives zeros", ..CAUSAL },
+            SCALE,
+        ],
+        invariants: &[
+            COMMON[0],
+            "head_dim is one of 64, 96, 128, 192, 256 and equal in q and k; v is like k",
+            COMMON[2],
+            "cu_seqlens_q and cu_seqlens_k hold batch + 1 ≥ 2 offsets each (the Rust op: i32 or u32 tensors); max_seqlen_q is in 1..=total_q; scale is finite",
+            "the offsets rise from 0, cu_seqlens_q's to total_q and cu_seqlens_k's to at most total_k, and no sequence holds more than max_seqlen_q queries (checked on the device; the call is refused, naming the sequence, before anything is written)",
+            COMMON[4],
+        ],
+        rejections: &[
+            Rejection { invariant: 4, by: Break::Param("cu_seqlens_q", "0,6,5,13"), reason: "`cu_seqlens_q` is bad at sequence 1" },
+            Rejection { invariant: 4, by: Break::Param("cu_seqlens_k", "0,9,9,40"), reason: "`cu_seqlens_k` is bad at sequence 2" },
+            Rejection { invariant: 4, by: Break::Param("max_seqlen_q", "3"), reason: "holds more queries than max_seqlen_q = 3" },
+            Rejection { invariant: 3, by: Break::Param("cu_seqlens_k", "0,9,20"), reason: "`cu_seqlens_k` must have shape [4]" },
+            Rejection { invariant: 1, by: Break::Dim("head_dim", 512), reason: "head_dim 512 is not supported" },
+            Rejection { invariant: 0, by: Break::Alias("out", "q"), reason: "aliases `q`" },
+        ],
+        variants: &[
+            VariantDecl { name: "sdpa_prefill_mma_kernel", when: "f16 and bf16: matrix fragments, specialised for packed sequences" },
+            VariantDecl { name: "sdpa_prefill_kernel", when: "f32: CUDA-core tiles, specialised for packed sequences" },
+        ],
+        example: Example {
+            dims: &[("total_q", 13), ("total_k", 20), ("n_q_heads", 4), ("n_kv_heads", 2), ("head_dim", 64)],
+            params: &[("cu_seqlens_q", "0,5,6,13"), ("cu_seqlens_k", "0,9,9,20")],
+            ranges: &[],
+            with: &[],
+        },
+        workspace: Some(WorkspaceDecl {
+            bytes: "16·batch + 12: each sequence's checked rows and the device check's verdict (the declared form also holds the offsets it uploads from its parameters)",
+            make: varlen_workspace,
+        }),
+        accuracy: crate::decl::Accuracy::STANDARD,
+        call: |ctx, a| {
+            let d = a.workspace::<DeclaredVarlen>()?;
+            let total_q = a.input("q")?.shape().first().copied().unwrap_or(0);
+            let cu = a.params.opt_usize_list("cu_seqlens_q")?.unwrap_or_default();
+            let longest = cu.windows(2).map(|w| w[1].saturating_sub(w[0])).max().unwrap_or(0);
+            let max_seqlen_q = match a.params.opt_uint("max_seqlen_q")? {
+                Some(m) => usize::try_from(m).unwrap_or(usize::MAX),
+                None => longest.clamp(1, total_q.max(1)),
+            };
+            let packed = super::Packed { cu_seqlens_q: &d.cu_seqlens_q, cu_seqlens_k: &d.cu_seqlens_k, max_seqlen_q };
+            super::sdpa_prefill_varlen(
+                ctx,
+                a.input("q")?,
+                a.input("k")?,
+                a.input("v")?,
+                &packed,
+                a.output("out")?,
+                a.params.bool("causal")?,
+                a.params.opt_f32("scale")?,
+                &d.ws,
+            )
+        },
+        #[cfg(feature = "cases")]
+        reference: |r| cases::varlen_reference(r),
+        #[cfg(feature = "cases")]
+        kernels: cases::varlen_uses,
+        #[cfg(feature = "cases")]
+        cases: cases::varlen_cases,
+        #[cfg(feature = "cases")]
+        benches: cases::varlen_benches,
     }
 }
 

@@ -5,7 +5,8 @@
 //! f16/bf16 caches of head_dim 64, 128 or 256 on the matrix-fragment kernel
 //! (`decode_mma`), everything else on the CUDA-core kernels (`decode_kernels`), single
 //! pass or split-KV by shape. Prefill runs f16/bf16 on fragments (`prefill_mma`), f32 on
-//! the CUDA-core tiles (`prefill`).
+//! the CUDA-core tiles (`prefill`); packed variable-length batches run the same kernels
+//! (`prefill_varlen`).
 
 #[cfg(feature = "cases")]
 mod cases;
@@ -28,6 +29,7 @@ pub mod paged_table;
 pub mod plan;
 pub mod prefill;
 pub mod prefill_mma;
+pub mod prefill_varlen;
 #[cfg(feature = "cases")]
 pub mod reference;
 pub mod softmax;
@@ -44,3 +46,4 @@ pub use paged::{
 pub use paged_append::{paged_kv_append, SlotCheck};
 pub use plan::{auto_split_bound, DecodeWorkspace};
 pub use prefill::sdpa_prefill;
+pub use prefill_varlen::{sdpa_prefill_varlen, Packed, VarlenWorkspace};

@@ -9,6 +9,7 @@
 
 use super::checks::{dims, gqa, indexable, same_dim, same_float_dtype, scale_ok};
 use super::prefill_mma::{prefill_mma_rows, sdpa_prefill_mma_kernel};
+use super::prefill_varlen::varlen_rows;
 use super::softmax::{normalise_output, part_weight, score_weight, v_weight};
 use crate::error::{runtime, OpError};
 use crate::validate::shape_is;
@@ -33,13 +34,17 @@ pub fn prefill_tile(head_dim: u32) -> u32 {
 
 /// `out[i, h] = softmax_j(scale · q[i, h]·k[j, h/g]) · v[j, h/g]` over keys `j ≤ n_kv -
 /// n_q + i` (causal) or all `n_kv`; q and out `[n_q, n_q_heads, D]`, k and v `[n_kv,
-/// n_kv_heads, D]`. Grid: (query blocks, n_q_heads).
+/// n_kv_heads, D]`. Grid: (query blocks, n_q_heads). With `varlen`, q, k and v hold packed
+/// sequences, `seqs` their table and the grid is (query blocks of the longest, n_q_heads,
+/// sequences) (see `prefill_varlen`); else `seqs` is a stand-in, never read.
+#[allow(clippy::too_many_arguments)]
 #[kernel]
-pub fn sdpa_prefill_kernel<T>(
+pub fn sdpa_prefill_kernel<T, S>(
     q: Tensor<T>,
     k: Tensor<T>,
     v: Tensor<T>,
     mut out: Tensor<T>,
+    seqs: Tensor<S>,
     n_q: u32,
     n_kv: u32,
     n_q_heads: u32,
@@ -50,13 +55,26 @@ pub fn sdpa_prefill_kernel<T>(
     #[constexpr] bk: u32,
     #[constexpr] rq: u32,
     #[constexpr] sgs: u32,
+    #[constexpr] varlen: u32,
 ) {
     let epl = head_dim / 32;
     let lane = simd_lane();
     let sg = simd_id();
     let h = group_id_y();
     let kvh = h / (n_q_heads / n_kv_heads);
-    let block = group_id_x() * sgs * rq;
+    let tile = group_id_x();
+    let (q0, n_q, k0, n_kv, block) = varlen_rows(
+        seqs,
+        varlen,
+        causal,
+        group_id_z(),
+        tile,
+        sgs * rq,
+        0,
+        n_q,
+        n_kv,
+        tile * sgs * rq,
+    );
     let row0 = block + sg * rq;
     let offset = n_kv - n_q;
     let last = min(block + sgs * rq, n_q) - 1 + offset;
@@ -80,7 +98,7 @@ pub fn sdpa_prefill_kernel<T>(
             let key = min(kt + j, n_kv - 1);
             store(
                 ks[j * (head_dim + 1) + d],
-                load(k[(key * n_kv_heads + kvh) * head_dim + d]).cast::<f32>(),
+                load(k[((k0 + key) * n_kv_heads + kvh) * head_dim + d]).cast::<f32>(),
             );
         }
         barrier();
@@ -90,7 +108,7 @@ pub fn sdpa_prefill_kernel<T>(
         for r in 0..rq {
             let row = min(row0 + r, n_q - 1);
             let valid = lane < bk && key < kv_end && (causal == 0 || key <= row + offset);
-            let qb = (row * n_q_heads + h) * head_dim;
+            let qb = ((q0 + row) * n_q_heads + h) * head_dim;
             let mut s = 0.0f32;
             for d in 0..head_dim {
                 s += load(q[qb + d]).cast::<f32>() * load(ks[kl * (head_dim + 1) + d]);
@@ -113,7 +131,7 @@ pub fn sdpa_prefill_kernel<T>(
         // would make it NaN).
         for j in 0..bk {
             let key = kt + j;
-            let vrow = (min(key, n_kv - 1) * n_kv_heads + kvh) * head_dim;
+            let vrow = ((k0 + min(key, n_kv - 1)) * n_kv_heads + kvh) * head_dim;
             for e in 0..epl {
                 let vv = load(v[vrow + e * 32 + lane]).cast::<f32>();
                 for r in 0..rq {
@@ -136,7 +154,7 @@ pub fn sdpa_prefill_kernel<T>(
             for e in 0..epl {
                 let res = normalise_output(load(os[r * epl + e]), l);
                 store(
-                    out[(row * n_q_heads + h) * head_dim + e * 32 + lane],
+                    out[((q0 + row) * n_q_heads + h) * head_dim + e * 32 + lane],
                     res.cast::<T>(),
                 );
             }
@@ -164,18 +182,7 @@ pub fn sdpa_prefill(
     shape_is(OP, "v", v, ks)?;
     shape_is(OP, "out", out, qs)?;
     same_dim(OP, "k's head_dim", ks[2], qs[2], "q")?;
-    let head_dim = match PREFILL_HEAD_DIMS.iter().find(|&&d| d as usize == qs[2]) {
-        Some(&d) => d,
-        None => {
-            return Err(OpError::invalid(
-                OP,
-                format!(
-                    "head_dim {} is not supported; expected one of {PREFILL_HEAD_DIMS:?}",
-                    qs[2]
-                ),
-            ))
-        }
-    };
+    let head_dim = prefill_head_dim(OP, qs[2])?;
     gqa(OP, qs[1], ks[1])?;
     indexable(OP, &[("q", q), ("k", k)])?;
     if ks[0] < qs[0] {
@@ -189,17 +196,62 @@ pub fn sdpa_prefill(
     }
     let scale = scale.unwrap_or(1.0 / (head_dim as f32).sqrt());
     scale_ok(OP, scale)?;
-    let n_q = qs[0] as u32;
-    let n_q_heads = qs[1] as u32;
-    let (n_kv, n_kv_heads, causal) = (ks[0] as u32, ks[1] as u32, u32::from(causal));
-    // f16/bf16 on matrix fragments; f32 on the CUDA-core tiles. Both take the same
-    // arguments.
+    let rows = PrefillRows {
+        n_q: qs[0] as u32,
+        n_kv: ks[0] as u32,
+        n_q_heads: qs[1] as u32,
+        n_kv_heads: ks[1] as u32,
+        head_dim,
+        causal: u32::from(causal),
+        scale,
+    };
+    prefill_launch(ctx, OP, (q, k, v, out), &rows, None)
+}
+
+/// head_dim is one the prefill kernels are specialised for.
+pub(crate) fn prefill_head_dim(op: &'static str, d: usize) -> Result<u32, OpError> {
+    match PREFILL_HEAD_DIMS.iter().find(|&&x| x as usize == d) {
+        Some(&x) => Ok(x),
+        None => Err(OpError::invalid(
+            op,
+            format!("head_dim {d} is not supported; expected one of {PREFILL_HEAD_DIMS:?}"),
+        )),
+    }
+}
+
+/// The checked scalars of a prefill launch: q's rows and k's (for packed sequences, the
+/// totals), the heads, head_dim, causal and the softmax scale.
+pub(crate) struct PrefillRows {
+    pub n_q: u32,
+    pub n_kv: u32,
+    pub n_q_heads: u32,
+    pub n_kv_heads: u32,
+    pub head_dim: u32,
+    pub causal: u32,
+    pub scale: f32,
+}
+
+/// Launches the prefill of checked tensors: f16/bf16 on matrix fragments, f32 on the
+/// CUDA-core tiles, both with the same arguments, failures named `op`. `packed`: the sequence table, the most
+/// queries a sequence has and the sequence count of a packed batch (`prefill_varlen`).
+pub(crate) fn prefill_launch(
+    ctx: &Context,
+    op: &'static str,
+    (q, k, v, out): (&Tensor, &Tensor, &Tensor, &Tensor),
+    r: &PrefillRows,
+    packed: Option<(&Tensor, u32, u32)>,
+) -> Result<(), OpError> {
+    let (seqs, rows_q, batch) = packed.unwrap_or((q, r.n_q, 1));
+    let varlen = u32::from(packed.is_some());
+    let (n_q, n_kv, n_q_heads, n_kv_heads) = (r.n_q, r.n_kv, r.n_q_heads, r.n_kv_heads);
+    let (head_dim, causal, scale) = (r.head_dim, r.causal, r.scale);
     if matches!(q.dtype(), DType::F16 | DType::BF16) {
         let args = sdpa_prefill_mma_kernel::Args {
             q,
             k,
             v,
             out,
+            seqs,
             n_q,
             n_kv,
             n_q_heads,
@@ -207,9 +259,13 @@ pub fn sdpa_prefill(
             causal,
             scale,
         };
-        let consts = sdpa_prefill_mma_kernel::Consts { head_dim };
+        let consts = sdpa_prefill_mma_kernel::Consts { head_dim, varlen };
         sdpa_prefill_mma_kernel::launch(ctx, args, consts)
-            .grid([n_q_heads, n_q.div_ceil(prefill_mma_rows(head_dim)), 1])
+            .grid([
+                n_q_heads,
+                rows_q.div_ceil(prefill_mma_rows(head_dim)),
+                batch,
+            ])
             .group_size(128)
             .run()
     } else {
@@ -218,6 +274,7 @@ pub fn sdpa_prefill(
             k,
             v,
             out,
+            seqs,
             n_q,
             n_kv,
             n_q_heads,
@@ -230,16 +287,17 @@ pub fn sdpa_prefill(
             bk: prefill_tile(head_dim),
             rq: RQ,
             sgs: SGS,
+            varlen,
         };
         sdpa_prefill_kernel::launch(ctx, args, consts)
-            .grid([n_q.div_ceil(SGS * RQ), n_q_heads, 1])
+            .grid([rows_q.div_ceil(SGS * RQ), n_q_heads, batch])
             .group_size(SGS * 32)
             .run()
     }
-    .map_err(runtime(OP))
+    .map_err(runtime(op))
 }
 
 /// The constexprs a prefill specialisation takes, in declaration order.
-pub fn prefill_constexprs(head_dim: u32) -> [u32; 4] {
-    [head_dim, prefill_tile(head_dim), RQ, SGS]
+pub fn prefill_constexprs(head_dim: u32, varlen: u32) -> [u32; 5] {
+    [head_dim, prefill_tile(head_dim), RQ, SGS, varlen]
 }

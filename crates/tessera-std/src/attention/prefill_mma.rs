@@ -21,6 +21,7 @@
 //! hold no masked key and skip the check.
 
 use super::kv_staging::regs_to_tiles;
+use super::prefill_varlen::varlen_rows;
 use super::softmax::normalise;
 use crate::float_range::{f32_range, finite};
 use tessera_macros::kernel;
@@ -35,13 +36,17 @@ pub fn prefill_mma_rows(head_dim: u32) -> u32 {
 /// `n_kv`; q and out `[n_q, n_q_heads, D]`, k and v `[n_kv, n_kv_heads, D]`; the outputs of
 /// `sdpa_prefill_kernel`. Grid: (n_q_heads, ⌈n_q / rows⌉) with `rows` from
 /// [`prefill_mma_rows`], the last query blocks (the most keys when causal) in the first
-/// threadgroups; 128 threads.
+/// threadgroups; 128 threads. With `varlen`, q, k and v hold packed sequences, `seqs` their
+/// table and the grid is (n_q_heads, ⌈longest / rows⌉, sequences) (see `prefill_varlen`);
+/// else `seqs` is a stand-in, never read.
+#[allow(clippy::too_many_arguments)]
 #[kernel(group_size = 128)]
-pub fn sdpa_prefill_mma_kernel<T>(
+pub fn sdpa_prefill_mma_kernel<T, S>(
     q: Tensor<T>,
     k: Tensor<T>,
     v: Tensor<T>,
     mut out: Tensor<T>,
+    seqs: Tensor<S>,
     n_q: u32,
     n_kv: u32,
     n_q_heads: u32,
@@ -49,6 +54,7 @@ pub fn sdpa_prefill_mma_kernel<T>(
     causal: u32,
     scale: f32,
     #[constexpr] head_dim: u32,
+    #[constexpr] varlen: u32,
 ) {
     // P·V sums grow with the softmax sum: where T has f32's exponent range (bf16), P
     // enters the fragments scaled by 2⁻²⁴ (exact) and the output is scaled back, so V near
@@ -81,7 +87,18 @@ pub fn sdpa_prefill_mma_kernel<T>(
     // This simdgroup's 16-row group and column part.
     let rg = sg / parts;
     let d0 = (sg % parts) * dw;
-    let block = (num_groups_y() - 1 - group_id_y()) * rows;
+    let (q0, n_q, k0, n_kv, block) = varlen_rows(
+        seqs,
+        varlen,
+        causal,
+        group_id_z(),
+        group_id_y(),
+        rows,
+        1,
+        n_q,
+        n_kv,
+        (num_groups_y() - 1 - group_id_y()) * rows,
+    );
     let offset = n_kv - n_q;
     let kv_end = select(causal != 0, min(block + rows, n_q) + offset, n_kv);
     let nblocks = (kv_end + bk - 1) / bk;
@@ -153,7 +170,7 @@ pub fn sdpa_prefill_mma_kernel<T>(
             for i in 0..lv {
                 let vi = tid + 128 * i;
                 let j = min(b + vi / vecs, n_kv - 1);
-                let base = (j * n_kv_heads + kvh) * head_dim + (vi % vecs) * 8;
+                let base = ((k0 + j) * n_kv_heads + kvh) * head_dim + (vi % vecs) * 8;
                 for e in 0..8 {
                     store(kr[i * 8 + e], load(k[base + e]));
                 }
@@ -167,7 +184,7 @@ pub fn sdpa_prefill_mma_kernel<T>(
             for i in 0..(rows * vecs / 128) {
                 let vi = tid + 128 * i;
                 let qrow = min(block + vi / vecs, n_q - 1);
-                let base = (qrow * n_q_heads + h) * head_dim + (vi % vecs) * 8;
+                let base = ((q0 + qrow) * n_q_heads + h) * head_dim + (vi % vecs) * 8;
                 let at = (vi / vecs) * dp + (vi % vecs) * 8;
                 for e in 0..8 {
                     store(kvsh[at + e], load(q[base + e]));
@@ -450,7 +467,7 @@ pub fn sdpa_prefill_mma_kernel<T>(
         simd_barrier();
         if qrow < n_q {
             let at = base_s + sr * 16 + half * 8;
-            let o_at = (qrow * n_q_heads + h) * head_dim + d0 + f * 16 + half * 8;
+            let o_at = ((q0 + qrow) * n_q_heads + h) * head_dim + d0 + f * 16 + half * 8;
             for i in 0..8 {
                 let x = normalise(load(fsh[at + i]), l) * unscale;
                 store(out[o_at + i], x.cast::<T>());

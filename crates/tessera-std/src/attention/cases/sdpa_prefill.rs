@@ -136,19 +136,37 @@ pub(crate) fn prefill_cases() -> Vec<Case> {
 }
 
 pub(crate) fn prefill_uses() -> Vec<KernelUse> {
+    prefill_kernel_uses(false)
+}
+
+/// The two prefill kernels at every dtype and head_dim: contiguous (the table a stand-in
+/// of q's dtype, never read) or over packed sequences (`varlen`, the table u32).
+pub(crate) fn prefill_kernel_uses(varlen: bool) -> Vec<KernelUse> {
+    let use_of = |def, dt, consts: &[u32]| {
+        let seqs = if varlen { U32 } else { dt };
+        let consts = consts
+            .iter()
+            .map(|&c| tessera_runtime::Literal::U32(c))
+            .collect();
+        KernelUse {
+            def,
+            spec: tessera_ir::Specialization::new(vec![dt, seqs], consts),
+        }
+    };
+    let flag = u32::from(varlen);
     let mut v = Vec::new();
     for dt in FLOAT_DTYPES {
         for d in PREFILL_HEAD_DIMS {
-            v.push(kernel_use(
+            v.push(use_of(
                 &sdpa_prefill_kernel::DEF,
                 dt,
-                &prefill_constexprs(d),
+                &prefill_constexprs(d, flag),
             ));
         }
     }
     for dt in [F16, BF16] {
         for d in PREFILL_HEAD_DIMS {
-            v.push(kernel_use(&sdpa_prefill_mma_kernel::DEF, dt, &[d]));
+            v.push(use_of(&sdpa_prefill_mma_kernel::DEF, dt, &[d, flag]));
         }
     }
     v
