@@ -838,6 +838,66 @@ inventory::submit! {
     }
 }
 
+inventory::submit! {
+    OpDecl {
+        name: "paged_kv_append_ragged",
+        family: "attention",
+        summary: "the new K/V rows of a ragged batch (cu_seqlens) written into a paged cache through a vLLM block table, each token's slot and RoPE position (length before + index) computed and checked on the device; K optionally rotated",
+        inputs: &[
+            TensorDecl::float("k", &NEW_ROWS, "the new tokens' key rows, sequence after sequence"),
+            TensorDecl::new("v", &NEW_ROWS, DtypeRule::Like("k"), "their value rows"),
+            TensorDecl::new("cu_seqlens", &["batch + 1"], DtypeRule::OneOf(I32), "sequence b's new rows are cu_seqlens[b] .. cu_seqlens[b + 1]; rows outside cu_seqlens[0] .. cu_seqlens[batch] pad the batch and are skipped"),
+            TensorDecl::new("block_table", &["batch", "max_blocks"], DtypeRule::OneOf(I32), "vLLM: each sequence's pages in order (entries past its new length are not read)"),
+            TensorDecl::new("seq_lens", &["batch"], DtypeRule::OneOf(I32), "each sequence's length before the append: its i-th new token goes to position seq_lens[b] + i"),
+            TensorDecl::new("k_cache", &PAGES, DtypeRule::Like("k"), "the key pages before the append (HND: [blocks, n_kv_heads, page_size, head_dim])"),
+            TensorDecl::new("v_cache", &PAGES, DtypeRule::Like("k"), "the value pages before, like k_cache"),
+        ],
+        outputs: &[
+            OutputDecl::like("k_cache", "k_cache_out", &PAGES, DtypeRule::Like("k"), "the key pages after (the Rust op writes k_cache in place)"),
+            OutputDecl::like("v_cache", "v_cache_out", &PAGES, DtypeRule::Like("k"), "the value pages after"),
+        ],
+        params: &[KV_LAYOUT, ROPE_PARAMS[0], ROPE_PARAMS[1], ROPE_PARAMS[2]],
+        invariants: &[
+            "k, v and the caches share one float dtype; v is like k; the caches are alike and hold n_kv_heads heads of head_dim; none is empty",
+            "cu_seqlens [batch + 1], block_table [batch, max_blocks] (not empty) and seq_lens [batch] are i32",
+            "cu_seqlens never decreases and stays within 0..=tokens; every seq_lens is ≥ 0; each token's position is inside its table row and the page there is one of the pool's (checked on the device; the call is refused, naming the entry, before anything is written)",
+            "the caches hold fewer than 2^31 elements, max_blocks·page_size + tokens < 2^31; the outputs alias no input",
+            ROPE_INVARIANT,
+        ],
+        rejections: &[Rejection { invariant: 1, by: Break::Dtype("cu_seqlens", DType::U32), reason: "`cu_seqlens` must be i32" }, Rejection { invariant: 1, by: Break::InputDim("seq_lens", "batch", 3), reason: "`seq_lens` must have shape" }, Rejection { invariant: 0, by: Break::Dtype("k_cache", DType::F16), reason: "`k_cache` must be f32" }, Rejection { invariant: 4, by: Break::Param("rot_dim", "7"), reason: "`rot_dim` is given but rope=none" }],
+        variants: &[],
+        example: Example {
+            dims: &[("tokens", 3), ("n_kv_heads", 2), ("head_dim", 64), ("blocks", 4), ("page_size", 4), ("batch", 2), ("max_blocks", 2)],
+            params: &[],
+            // All-zero cu_seqlens: every row pads (random boundaries could decrease).
+            ranges: &[("cu_seqlens", 0.0, 1.0), ("seq_lens", 0.0, 8.0), ("block_table", 0.0, 4.0)],
+            with: &[],
+        },
+        workspace: Some(APPEND_WORKSPACE),
+        accuracy: crate::decl::Accuracy::EXACT,
+        call: |ctx, a| {
+            const OP: &str = "paged_kv_append_ragged";
+            let ws = a.workspace::<AppendWorkspace>()?;
+            let (k, v) = (a.input("k")?, a.input("v")?);
+            let addressing = (a.input("cu_seqlens")?, a.input("block_table")?, a.input("seq_lens")?);
+            let (kc, vc) = (a.input("k_cache")?, a.input("v_cache")?);
+            // Every check, the device-side ones included, before the outputs are touched.
+            let append = super::paged_append_ragged::check_addressing(ctx, (k, v), addressing, (kc, vc), kv_layout(a)?, ws.table.as_ref(), &ws.check)?;
+            let inputs = [("k", k), ("v", v), ("cu_seqlens", addressing.0), ("block_table", addressing.1), ("seq_lens", addressing.2)];
+            append_outputs(ctx, a, OP, &inputs)?;
+            append.write(ctx, (a.output("k_cache_out")?, a.output("v_cache_out")?))
+        },
+        #[cfg(feature = "cases")]
+        reference: |r| cases::ragged_reference(r),
+        #[cfg(feature = "cases")]
+        kernels: cases::ragged_uses,
+        #[cfg(feature = "cases")]
+        cases: cases::ragged_cases,
+        #[cfg(feature = "cases")]
+        benches: cases::no_benches,
+    }
+}
+
 const SCALES: [&str; 3] = ["blocks", "page_size", "n_kv_heads"];
 const KV_FORMAT: ParamDecl = ParamDecl {
     name: "kv_format",

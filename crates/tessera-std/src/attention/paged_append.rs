@@ -189,6 +189,11 @@ impl SlotCheck {
         (&self.no_positions, &self.no_table)
     }
 
+    /// The word the checks and the appends write.
+    pub(crate) fn word(&self) -> &Tensor {
+        &self.first_bad
+    }
+
     /// After appends recorded in a graph and replayed (which skip a bad slot rather than
     /// refuse), the first such token since the last look, as an error; the word is reset.
     pub fn take_error(&self) -> Result<(), OpError> {

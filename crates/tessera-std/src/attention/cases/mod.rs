@@ -350,6 +350,7 @@ type DecodeFn = fn(&Context, &Tensor, &Tensor, &Tensor, &Tensor) -> Result<(), O
 
 mod kv_quant;
 mod paged_kv_append;
+mod paged_kv_append_ragged;
 mod paged_kv_append_rope;
 mod sdpa_decode;
 mod sdpa_decode_batched;
@@ -367,6 +368,7 @@ pub(super) use kv_quant::{
     decode_uses as quant_decode_uses, mq_cases as quant_mq_cases,
 };
 pub(super) use paged_kv_append::{append_cases, append_reference, append_uses};
+pub(super) use paged_kv_append_ragged::{ragged_cases, ragged_reference, ragged_uses};
 pub(super) use paged_kv_append_rope::quant_rope_cases;
 pub(super) use sdpa_decode::{decode_benches, decode_cases, decode_uses};
 pub(super) use sdpa_decode_batched::{batched_benches, batched_cases};
