@@ -201,7 +201,7 @@ impl SlotCheck {
             None => Ok(()),
             Some(t) => Err(OpError::invalid(
                 OP,
-                format!("`slot_mapping` out of range in a graph replay: token {t}'s rows were not written"),
+                format!("a token without a slot in a graph replay (`slot_mapping`, or a ragged append's cu_seqlens, seq_lens or block_table, out of range): token {t}'s rows were not written"),
             )),
         }
     }
