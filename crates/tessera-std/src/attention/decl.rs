@@ -690,8 +690,9 @@ const ROPE_PARAMS: [ParamDecl; 3] = [
 
 const ROPE_INVARIANT: &str = "theta and rot_dim are given only with rope; rot_dim is even, positive and at most head_dim; theta is finite and above 1";
 
-/// The rotation the parameters ask for, for keys of `head_dim`.
+/// The rotation op `op`'s parameters ask for, for keys of `head_dim`.
 pub(super) fn declared_rope(
+    op: &'static str,
     p: &crate::decl::ParamValues,
     head_dim: usize,
 ) -> Result<Option<crate::rope::RopeConfig>, OpError> {
@@ -702,15 +703,14 @@ pub(super) fn declared_rope(
         _ => {
             for name in ["theta", "rot_dim"] {
                 if p.is_given(name) {
-                    return Err(OpError::invalid("paged append", format!("`{name}` is given but rope=none does not rotate; give rope=neox or rope=interleaved, or leave it out")));
+                    return Err(OpError::invalid(op, format!("`{name}` is given but rope=none does not rotate; give rope=neox or rope=interleaved, or leave it out")));
                 }
             }
             return Ok(None);
         }
     };
     let rot_dim = match p.opt_uint("rot_dim")? {
-        Some(r) => usize::try_from(r)
-            .map_err(|_| OpError::invalid("paged append", "rot_dim is too large"))?,
+        Some(r) => usize::try_from(r).map_err(|_| OpError::invalid(op, "rot_dim is too large"))?,
         None => head_dim,
     };
     Ok(Some(RopeConfig {
@@ -729,7 +729,7 @@ struct AppendWorkspace {
 }
 
 fn append_workspace(ctx: &Context, a: &OpArgs) -> Result<crate::decl::Workspace, OpError> {
-    let table = match declared_rope(a.params, a.last_dim("k")?)? {
+    let table = match declared_rope(a.op.name, a.params, a.last_dim("k")?)? {
         Some(config) => Some(crate::rope::RopeTable::new(ctx, config)?),
         None => None,
     };
@@ -860,7 +860,7 @@ inventory::submit! {
         invariants: &[
             "k, v and the caches share one float dtype; v is like k; the caches are alike and hold n_kv_heads heads of head_dim; none is empty",
             "cu_seqlens [batch + 1], block_table [batch, max_blocks] (not empty) and seq_lens [batch] are i32",
-            "cu_seqlens never decreases and stays within 0..=tokens; every seq_lens is ≥ 0; each token's position is inside its table row and the page there is one of the pool's (checked on the device; the call is refused, naming the entry, before anything is written)",
+            "cu_seqlens never decreases and stays within 0..=tokens; every seq_lens is ≥ 0; each token's position is inside its table row, the page there is one of the pool's, and no two tokens land in one slot (checked on the device; the call is refused, naming the entry, before anything is written)",
             "the caches hold fewer than 2^31 elements, max_blocks·page_size + tokens < 2^31; the outputs alias no input",
             ROPE_INVARIANT,
         ],

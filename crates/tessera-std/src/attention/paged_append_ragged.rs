@@ -12,8 +12,9 @@
 //! invariant conditional. The two share the row checks and the per-row write.
 //!
 //! Eagerly, a first kernel finds the first bad entry — cu_seqlens decreasing or outside
-//! `0..=tokens`; a negative length; a position past the block
-//! table; a page id outside the pool — and the wrapper refuses the call, naming it,
+//! `0..=tokens`; a negative length; a position past the block table; a page id outside
+//! the pool; a slot an earlier token takes (a page the table hands to two places), which
+//! would make the row that lands depend on timing — and the wrapper refuses the call, naming it,
 //! before any row is written. In a recorded graph the append skips such a token (never
 //! writing outside the cache) and records it for [`SlotCheck::take_error`].
 
@@ -92,7 +93,7 @@ pub fn ragged_slot(
 
 /// Records in `first_bad[0]` the first bad entry: `i ≤ batch` for cu_seqlens entry `i`
 /// (negative, below its predecessor or past `tokens`), `batch + 1 + t` for a token of a
-/// sequence without a slot.
+/// sequence without a slot or with one an earlier token takes.
 #[allow(clippy::too_many_arguments)]
 #[kernel]
 pub fn ragged_slots_check_kernel(
@@ -119,7 +120,7 @@ pub fn ragged_slots_check_kernel(
         if i < batch + 1 + tokens {
             let t = i - batch - 1;
             let b = sequence_of(cu_seqlens, t, batch, steps);
-            let (_slot, _pos, ok) = ragged_slot(
+            let (slot, _pos, ok) = ragged_slot(
                 cu_seqlens,
                 block_table,
                 seq_lens,
@@ -129,7 +130,28 @@ pub fn ragged_slots_check_kernel(
                 max_blocks,
                 blocks,
             );
-            if !ok && !padding(cu_seqlens, t, batch) {
+            // A slot an earlier token of the batch takes (a page the table hands to two
+            // places) would make the row that lands depend on timing.
+            let mut taken = false;
+            if ok {
+                for u in 0..t {
+                    if !padding(cu_seqlens, u, batch) {
+                        let bu = sequence_of(cu_seqlens, u, batch, steps);
+                        let (slot_u, _pos_u, ok_u) = ragged_slot(
+                            cu_seqlens,
+                            block_table,
+                            seq_lens,
+                            u,
+                            bu,
+                            page_size,
+                            max_blocks,
+                            blocks,
+                        );
+                        taken = taken || (ok_u && slot_u == slot);
+                    }
+                }
+            }
+            if (!ok || taken) && !padding(cu_seqlens, t, batch) {
                 let _first = atomic_min(first_bad[0], i);
             }
         }
@@ -438,37 +460,56 @@ fn diagnose(at: usize, g: &Geometry, (cu, table, lens): (&Tensor, &Tensor, &Tens
         );
     }
     let t = at - batch - 1;
-    let b = cu[..batch]
-        .iter()
-        .rposition(|&c| c as i64 <= t as i64)
-        .unwrap_or(0);
-    let len = lens.get(b).copied().unwrap_or_default();
-    if len < 0 {
-        return OpError::invalid(
-            OP,
-            format!("`seq_lens` is bad at sequence {b}: its length before the append is {len}"),
-        );
-    }
-    let pos = len as usize + t - cu.get(b).copied().unwrap_or_default().max(0) as usize;
-    let index = pos / g.page_size as usize;
-    let max_blocks = g.max_blocks as usize;
-    if index >= max_blocks {
-        return OpError::invalid(
-            OP,
-            format!(
-                "token {t} (sequence {b}, position {pos}) is past its block table: it needs page {index} of a row of {max_blocks}"
-            ),
-        );
-    }
-    let page = table
-        .get(b * max_blocks + index)
-        .copied()
-        .unwrap_or_default();
+    let place = |t: usize| -> Result<(usize, usize, i64), OpError> {
+        let b = cu[..batch]
+            .iter()
+            .rposition(|&c| c as i64 <= t as i64)
+            .unwrap_or(0);
+        let len = lens.get(b).copied().unwrap_or_default();
+        if len < 0 {
+            return Err(OpError::invalid(
+                OP,
+                format!("`seq_lens` is bad at sequence {b}: its length before the append is {len}"),
+            ));
+        }
+        let pos = len as usize + t - cu.get(b).copied().unwrap_or_default().max(0) as usize;
+        let index = pos / g.page_size as usize;
+        let max_blocks = g.max_blocks as usize;
+        if index >= max_blocks {
+            return Err(OpError::invalid(
+                OP,
+                format!(
+                    "token {t} (sequence {b}, position {pos}) is past its block table: it needs page {index} of a row of {max_blocks}"
+                ),
+            ));
+        }
+        let page = table
+            .get(b * max_blocks + index)
+            .copied()
+            .unwrap_or_default();
+        if page < 0 || page as u32 >= g.blocks {
+            return Err(OpError::invalid(
+                OP,
+                format!(
+                    "token {t} (sequence {b}, position {pos}): `block_table` [{b}, {index}] = {page} is not a page of the pool's 0..{}",
+                    g.blocks
+                ),
+            ));
+        }
+        let slot = page as i64 * g.page_size as i64 + (pos % g.page_size as usize) as i64;
+        Ok((b, pos, slot))
+    };
+    let (b, pos, slot) = match place(t) {
+        Ok(p) => p,
+        Err(e) => return e,
+    };
+    let first = cu.first().copied().unwrap_or_default().max(0) as usize;
+    let earlier = (first..t).find(|&u| place(u).is_ok_and(|p| p.2 == slot));
     OpError::invalid(
         OP,
         format!(
-            "token {t} (sequence {b}, position {pos}): `block_table` [{b}, {index}] = {page} is not a page of the pool's 0..{}",
-            g.blocks
+            "token {t} (sequence {b}, position {pos}) lands in slot {slot}, which token {} takes too: the block table hands one page to two places",
+            earlier.map_or_else(|| "an earlier".to_string(), |u| u.to_string())
         ),
     )
 }

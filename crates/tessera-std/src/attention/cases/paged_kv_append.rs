@@ -202,7 +202,7 @@ pub(crate) fn append_reference(r: &RefArgs) -> Result<Vec<Vec<f64>>, OpError> {
     let (page, hkv) = if hnd { (ks[2], ks[1]) } else { (ks[1], ks[2]) };
     let layout = if hnd { KvLayout::Hnd } else { KvLayout::Nhd };
     let keys = match (
-        super::super::decl::declared_rope(r.params, ks[3])?,
+        super::super::decl::declared_rope(OP, r.params, ks[3])?,
         r.optional("positions"),
     ) {
         (Some(config), Some(positions)) => {

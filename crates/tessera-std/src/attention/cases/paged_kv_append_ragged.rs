@@ -328,6 +328,13 @@ pub(crate) fn ragged_cases() -> Vec<Case> {
             &[0, 4, 2, 3],
         ),
         addressing_rejection(
+            "one page in two sequences",
+            "token 2 (sequence 1, position 0) lands in slot 4, which token 0 takes too",
+            &[0, 2, 4],
+            &[4, 0],
+            &[0, 1, 1, 3],
+        ),
+        addressing_rejection(
             "page −1",
             "token 2 (sequence 1, position 0): `block_table` [1, 0] = -1 is not a page",
             &[0, 2, 4],
@@ -408,7 +415,7 @@ pub(crate) fn ragged_reference(r: &RefArgs) -> Result<Vec<Vec<f64>>, OpError> {
         .map(|p| p.map_or(-1.0, |(s, _)| s as f64))
         .collect();
     let positions: Vec<u32> = placed.iter().map(|p| p.map_or(0, |(_, pos)| pos)).collect();
-    let keys = match super::super::decl::declared_rope(r.params, d)? {
+    let keys = match super::super::decl::declared_rope(OP, r.params, d)? {
         Some(config) => crate::rope::reference::rope(r.data("k")?, &positions, hkv, d, &config),
         None => r.data("k")?.to_vec(),
     };
