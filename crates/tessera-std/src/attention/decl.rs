@@ -805,6 +805,99 @@ inventory::submit! {
 
 const NEW_ROWS: [&str; 3] = ["tokens", "n_kv_heads", "head_dim"];
 
+/// The fused rotation of K the appends take, with the `rope` op's meaning (its `layout`
+/// values, `theta` and `rot_dim`; no long-context scaling through the declarations).
+const ROPE_PARAMS: [ParamDecl; 3] = [
+    ParamDecl { name: "rope", kind: ParamKind::Choice(&["none", "neox", "interleaved"]), default: ParamDefault::Value("none"), doc: "rotate K on its way in exactly as the `rope` op would: not at all, NeoX pairs (i, i + rot_dim/2) or interleaved pairs (2i, 2i+1) (rope's `layout`); V is never rotated" },
+    ParamDecl { name: "theta", kind: ParamKind::Float, default: ParamDefault::Value("10000"), doc: "with rope: the frequency base, as rope's theta; finite and above 1" },
+    ParamDecl { name: "rot_dim", kind: ParamKind::UInt { min: 2, max: u32::MAX as u64 }, default: ParamDefault::Auto("head_dim"), doc: "with rope: rotated dims, even and at most head_dim, as rope's; the rest pass through" },
+];
+
+const ROPE_INVARIANT: &str = "theta and rot_dim are given only with rope; rot_dim is even, positive and at most head_dim; theta is finite and above 1";
+
+/// The rotation op `op`'s parameters ask for, for keys of `head_dim`.
+pub(super) fn declared_rope(
+    op: &'static str,
+    p: &crate::decl::ParamValues,
+    head_dim: usize,
+) -> Result<Option<crate::rope::RopeConfig>, OpError> {
+    use crate::rope::{RopeConfig, RopeLayout, RopeScaling};
+    let layout = match p.choice("rope")? {
+        "neox" => RopeLayout::NeoX,
+        "interleaved" => RopeLayout::Interleaved,
+        _ => {
+            for name in ["theta", "rot_dim"] {
+                if p.is_given(name) {
+                    return Err(OpError::invalid(op, format!("`{name}` is given but rope=none does not rotate; give rope=neox or rope=interleaved, or leave it out")));
+                }
+            }
+            return Ok(None);
+        }
+    };
+    let rot_dim = match p.opt_uint("rot_dim")? {
+        Some(r) => usize::try_from(r).map_err(|_| OpError::invalid(op, "rot_dim is too large"))?,
+        None => head_dim,
+    };
+    Ok(Some(RopeConfig {
+        layout,
+        theta: p.f64("theta")?,
+        rot_dim,
+        scaling: RopeScaling::None,
+    }))
+}
+
+/// An append's workspace: the slot check's word and, with rope, the frequency table
+/// (made before the call, as the `rope` op's is).
+struct AppendWorkspace {
+    check: super::SlotCheck,
+    table: Option<crate::rope::RopeTable>,
+}
+
+fn append_workspace(ctx: &Context, a: &OpArgs) -> Result<crate::decl::Workspace, OpError> {
+    let table = match declared_rope(a.op.name, a.params, a.last_dim("k")?)? {
+        Some(config) => Some(crate::rope::RopeTable::new(ctx, config)?),
+        None => None,
+    };
+    Ok(Box::new(AppendWorkspace {
+        check: super::SlotCheck::new(ctx)?,
+        table,
+    }))
+}
+
+const APPEND_WORKSPACE: WorkspaceDecl = WorkspaceDecl {
+    bytes: "4: the word the device-side checks write, and with rope 8 per rotated pair: the frequency table",
+    make: append_workspace,
+};
+
+fn kv_layout(a: &OpArgs) -> Result<super::KvLayout, OpError> {
+    Ok(if a.params.choice("layout")? == "hnd" {
+        super::KvLayout::Hnd
+    } else {
+        super::KvLayout::Nhd
+    })
+}
+
+/// Checks the functional outputs of an append against its caches and inputs, then
+/// copies the caches into them.
+fn append_outputs(
+    ctx: &Context,
+    a: &OpArgs,
+    op: &'static str,
+    inputs: &[(&str, &tessera_runtime::Tensor)],
+) -> Result<(), OpError> {
+    let (k_out, v_out) = (a.output("k_cache_out")?, a.output("v_cache_out")?);
+    let (kc, vc) = (a.input("k_cache")?, a.input("v_cache")?);
+    for (name, out, like) in [("k_cache_out", k_out, kc), ("v_cache_out", v_out, vc)] {
+        crate::validate::dtype_is(op, name, out, like.dtype())?;
+        crate::validate::shape_is(op, name, out, like.shape())?;
+        crate::validate::distinct(op, out, inputs)?;
+        crate::validate::distinct(op, out, &[("k_cache", kc), ("v_cache", vc)])?;
+    }
+    crate::validate::distinct(op, k_out, &[("v_cache_out", v_out)])?;
+    crate::elementwise::cast(ctx, kc, k_out)?;
+    crate::elementwise::cast(ctx, vc, v_out)
+}
+
 inventory::submit! {
     OpDecl {
         name: "paged_kv_append",
@@ -816,19 +909,22 @@ inventory::submit! {
             TensorDecl::new("slot_mapping", &["tokens"], DtypeRule::OneOf(I32), "each token's slot page·page_size + offset, or −1 to skip it"),
             TensorDecl::new("k_cache", &PAGES, DtypeRule::Like("k"), "the key pages before the append (HND: [blocks, n_kv_heads, page_size, head_dim])"),
             TensorDecl::new("v_cache", &PAGES, DtypeRule::Like("k"), "the value pages before, like k_cache"),
+            TensorDecl::new("positions", &["tokens"], DtypeRule::OneOf(crate::decl::U32), "with rope: each token's position, as rope takes it").optional(),
         ],
         outputs: &[
             OutputDecl::like("k_cache", "k_cache_out", &PAGES, DtypeRule::Like("k"), "the key pages after (the Rust op writes k_cache in place)"),
             OutputDecl::like("v_cache", "v_cache_out", &PAGES, DtypeRule::Like("k"), "the value pages after"),
         ],
-        params: &[ParamDecl { name: "layout", kind: ParamKind::Choice(&["nhd", "hnd"]), default: ParamDefault::Value("nhd"), doc: "how a page holds its tokens: [page_size, n_kv_heads, head_dim] or [n_kv_heads, page_size, head_dim]" }],
+        params: &[ParamDecl { name: "layout", kind: ParamKind::Choice(&["nhd", "hnd"]), default: ParamDefault::Value("nhd"), doc: "how a page holds its tokens: [page_size, n_kv_heads, head_dim] or [n_kv_heads, page_size, head_dim]" }, ROPE_PARAMS[0], ROPE_PARAMS[1], ROPE_PARAMS[2]],
         invariants: &[
             "k, v and the caches share one float dtype; v is like k; the caches are alike and hold n_kv_heads heads of head_dim; none is empty",
             "slot_mapping is i32 [tokens]",
             "every slot is −1 or in 0..blocks·page_size, and no two tokens share a slot (checked on the device; the call is refused, naming the token, before anything is written)",
             "the caches hold fewer than 2^31 elements; the outputs alias no input",
+            ROPE_INVARIANT,
+            "positions, u32 [tokens], is given exactly when rope is not none",
         ],
-        rejections: &[Rejection { invariant: 1, by: Break::Dtype("slot_mapping", DType::U32), reason: "`slot_mapping` must be i32" }, Rejection { invariant: 0, by: Break::InputDim("v", "head_dim", 32), reason: "`v` must have shape" }, Rejection { invariant: 0, by: Break::Dtype("k_cache", DType::F16), reason: "`k_cache` must be f32" }],
+        rejections: &[Rejection { invariant: 1, by: Break::Dtype("slot_mapping", DType::U32), reason: "`slot_mapping` must be i32" }, Rejection { invariant: 0, by: Break::InputDim("v", "head_dim", 32), reason: "`v` must have shape" }, Rejection { invariant: 0, by: Break::Dtype("k_cache", DType::F16), reason: "`k_cache` must be f32" }, Rejection { invariant: 4, by: Break::Param("theta", "500000"), reason: "`theta` is given but rope=none" }, Rejection { invariant: 5, by: Break::Param("rope", "neox"), reason: "rope=neox needs `positions`" }],
         variants: &[],
         example: Example {
             dims: &[("tokens", 1), ("n_kv_heads", 2), ("head_dim", 64), ("blocks", 4), ("page_size", 4)],
@@ -836,27 +932,25 @@ inventory::submit! {
             ranges: &[("slot_mapping", -1.0, 16.0)],
             with: &[],
         },
-        workspace: Some(WorkspaceDecl {
-            bytes: "4: the word the device-side slot check writes",
-            make: |ctx, _| Ok(Box::new(super::SlotCheck::new(ctx)?)),
-        }),
+        workspace: Some(APPEND_WORKSPACE),
         accuracy: crate::decl::Accuracy::EXACT,
         call: |ctx, a| {
-            let (k_out, v_out) = (a.output("k_cache_out")?, a.output("v_cache_out")?);
-            let (kc, vc) = (a.input("k_cache")?, a.input("v_cache")?);
-            let layout = if a.params.choice("layout")? == "hnd" { super::KvLayout::Hnd } else { super::KvLayout::Nhd };
-            let rows = (a.input("k")?, a.input("v")?, a.input("slot_mapping")?);
-            let append = super::paged_append::PagedAppend::check(ctx, rows, (kc, vc), layout, a.workspace::<super::SlotCheck>()?)?;
             const OP: &str = "paged_kv_append";
-            for (name, out, like) in [("k_cache_out", k_out, kc), ("v_cache_out", v_out, vc)] {
-                crate::validate::dtype_is(OP, name, out, like.dtype())?;
-                crate::validate::shape_is(OP, name, out, like.shape())?;
-                crate::validate::distinct(OP, out, &[("k", rows.0), ("v", rows.1), ("k_cache", kc), ("v_cache", vc)])?;
-            }
-            crate::validate::distinct(OP, k_out, &[("v_cache_out", v_out)])?;
-            crate::elementwise::cast(ctx, kc, k_out)?;
-            crate::elementwise::cast(ctx, vc, v_out)?;
-            append.write(ctx, k_out, v_out)
+            let ws = a.workspace::<AppendWorkspace>()?;
+            let positions = a.optional("positions");
+            let rope = match (&ws.table, positions) {
+                (Some(table), Some(positions)) => Some(super::KeyRope { positions, table }),
+                (None, None) => None,
+                (Some(_), None) => return Err(OpError::invalid(OP, format!("rope={} needs `positions`, each token's position", a.params.choice("rope")?))),
+                (None, Some(_)) => return Err(OpError::invalid(OP, "`positions` is given but rope=none does not rotate; give rope=neox or rope=interleaved")),
+            };
+            let rows = (a.input("k")?, a.input("v")?, a.input("slot_mapping")?);
+            let (kc, vc) = (a.input("k_cache")?, a.input("v_cache")?);
+            let append = super::paged_append::PagedAppend::check(ctx, rows, (kc, vc), kv_layout(a)?, rope, &ws.check)?;
+            let mut inputs = vec![("k", rows.0), ("v", rows.1)];
+            inputs.extend(positions.map(|p| ("positions", p)));
+            append_outputs(ctx, a, OP, &inputs)?;
+            append.write(ctx, a.output("k_cache_out")?, a.output("v_cache_out")?)
         },
         #[cfg(feature = "cases")]
         reference: |r| cases::append_reference(r),
@@ -864,6 +958,66 @@ inventory::submit! {
         kernels: cases::append_uses,
         #[cfg(feature = "cases")]
         cases: cases::append_cases,
+        #[cfg(feature = "cases")]
+        benches: cases::no_benches,
+    }
+}
+
+inventory::submit! {
+    OpDecl {
+        name: "paged_kv_append_ragged",
+        family: "attention",
+        summary: "the new K/V rows of a ragged batch (cu_seqlens) written into a paged cache through a vLLM block table, each token's slot and RoPE position (length before + index) computed and checked on the device; K optionally rotated",
+        inputs: &[
+            TensorDecl::float("k", &NEW_ROWS, "the new tokens' key rows, sequence after sequence"),
+            TensorDecl::new("v", &NEW_ROWS, DtypeRule::Like("k"), "their value rows"),
+            TensorDecl::new("cu_seqlens", &["batch + 1"], DtypeRule::OneOf(I32), "sequence b's new rows are cu_seqlens[b] .. cu_seqlens[b + 1]; rows outside cu_seqlens[0] .. cu_seqlens[batch] pad the batch and are skipped"),
+            TensorDecl::new("block_table", &["batch", "max_blocks"], DtypeRule::OneOf(I32), "vLLM: each sequence's pages in order (entries past its new length are not read)"),
+            TensorDecl::new("seq_lens", &["batch"], DtypeRule::OneOf(I32), "each sequence's length before the append: its i-th new token goes to position seq_lens[b] + i"),
+            TensorDecl::new("k_cache", &PAGES, DtypeRule::Like("k"), "the key pages before the append (HND: [blocks, n_kv_heads, page_size, head_dim])"),
+            TensorDecl::new("v_cache", &PAGES, DtypeRule::Like("k"), "the value pages before, like k_cache"),
+        ],
+        outputs: &[
+            OutputDecl::like("k_cache", "k_cache_out", &PAGES, DtypeRule::Like("k"), "the key pages after (the Rust op writes k_cache in place)"),
+            OutputDecl::like("v_cache", "v_cache_out", &PAGES, DtypeRule::Like("k"), "the value pages after"),
+        ],
+        params: &[KV_LAYOUT, ROPE_PARAMS[0], ROPE_PARAMS[1], ROPE_PARAMS[2]],
+        invariants: &[
+            "k, v and the caches share one float dtype; v is like k; the caches are alike and hold n_kv_heads heads of head_dim; none is empty",
+            "cu_seqlens [batch + 1], block_table [batch, max_blocks] (not empty) and seq_lens [batch] are i32",
+            "cu_seqlens never decreases and stays within 0..=tokens; every seq_lens is ≥ 0; each token's position is inside its table row, the page there is one of the pool's, and no two tokens land in one slot (checked on the device; the call is refused, naming the entry, before anything is written)",
+            "the caches hold fewer than 2^31 elements, max_blocks·page_size + tokens < 2^31; the outputs alias no input",
+            ROPE_INVARIANT,
+        ],
+        rejections: &[Rejection { invariant: 1, by: Break::Dtype("cu_seqlens", DType::U32), reason: "`cu_seqlens` must be i32" }, Rejection { invariant: 1, by: Break::InputDim("seq_lens", "batch", 3), reason: "`seq_lens` must have shape" }, Rejection { invariant: 0, by: Break::Dtype("k_cache", DType::F16), reason: "`k_cache` must be f32" }, Rejection { invariant: 4, by: Break::Param("rot_dim", "7"), reason: "`rot_dim` is given but rope=none" }],
+        variants: &[],
+        example: Example {
+            dims: &[("tokens", 3), ("n_kv_heads", 2), ("head_dim", 64), ("blocks", 4), ("page_size", 4), ("batch", 2), ("max_blocks", 2)],
+            params: &[],
+            // All-zero cu_seqlens: every row pads (random boundaries could decrease).
+            ranges: &[("cu_seqlens", 0.0, 1.0), ("seq_lens", 0.0, 8.0), ("block_table", 0.0, 4.0)],
+            with: &[],
+        },
+        workspace: Some(APPEND_WORKSPACE),
+        accuracy: crate::decl::Accuracy::EXACT,
+        call: |ctx, a| {
+            const OP: &str = "paged_kv_append_ragged";
+            let ws = a.workspace::<AppendWorkspace>()?;
+            let (k, v) = (a.input("k")?, a.input("v")?);
+            let addressing = (a.input("cu_seqlens")?, a.input("block_table")?, a.input("seq_lens")?);
+            let (kc, vc) = (a.input("k_cache")?, a.input("v_cache")?);
+            // Every check, the device-side ones included, before the outputs are touched.
+            let append = super::paged_append_ragged::check_addressing(ctx, (k, v), addressing, (kc, vc), kv_layout(a)?, ws.table.as_ref(), &ws.check)?;
+            let inputs = [("k", k), ("v", v), ("cu_seqlens", addressing.0), ("block_table", addressing.1), ("seq_lens", addressing.2)];
+            append_outputs(ctx, a, OP, &inputs)?;
+            append.write(ctx, (a.output("k_cache_out")?, a.output("v_cache_out")?))
+        },
+        #[cfg(feature = "cases")]
+        reference: |r| cases::ragged_reference(r),
+        #[cfg(feature = "cases")]
+        kernels: cases::ragged_uses,
+        #[cfg(feature = "cases")]
+        cases: cases::ragged_cases,
         #[cfg(feature = "cases")]
         benches: cases::no_benches,
     }
@@ -938,7 +1092,7 @@ inventory::submit! {
             // Refuse a bad call before the outputs are touched.
             let probe = super::KvScales { k_scale: ins[2], v_scale: ins[3], format };
             super::kv_quant::check_scales(OP, &probe, ins[0].shape(), &rows)?;
-            super::paged_append::PagedAppend::check_as(OP, Some(DType::U8), ctx, (rows[0].1, rows[1].1, rows[2].1), (ins[0], ins[1]), layout, check)?;
+            super::paged_append::PagedAppend::check_as(OP, Some(DType::U8), ctx, (rows[0].1, rows[1].1, rows[2].1), (ins[0], ins[1]), layout, None, check)?;
             for (i, out) in outs.iter().enumerate() {
                 crate::validate::dtype_is(OP, names[i], out, ins[i].dtype())?;
                 crate::validate::shape_is(OP, names[i], out, ins[i].shape())?;
@@ -958,14 +1112,14 @@ inventory::submit! {
             for (src, dst) in ins[2..].iter().zip(&outs[2..]) {
                 crate::elementwise::cast(ctx, src, dst)?;
             }
-            super::kv_quant_append(ctx, rows[0].1, rows[1].1, rows[2].1, (outs[0], outs[1]), &scales, layout, check)
+            super::kv_quant_append(ctx, rows[0].1, rows[1].1, rows[2].1, (outs[0], outs[1]), &scales, layout, None, check)
         },
         #[cfg(feature = "cases")]
         reference: |r| cases::quant_append_reference(r),
         #[cfg(feature = "cases")]
         kernels: cases::quant_append_uses,
         #[cfg(feature = "cases")]
-        cases: cases::quant_append_cases,
+        cases: || cases::quant_append_cases().into_iter().chain(cases::quant_rope_cases()).collect(),
         #[cfg(feature = "cases")]
         benches: cases::no_benches,
     }

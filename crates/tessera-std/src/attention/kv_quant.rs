@@ -23,6 +23,7 @@
 
 use super::paged::KvLayout;
 use super::paged_append::{PagedAppend, SlotCheck};
+use super::paged_append_rope::{rotated_element, KeyRope};
 use crate::error::{runtime, OpError};
 use crate::quant::affine::round_half_even;
 use crate::quant::fp8::{fp8_decode, fp8_encode};
@@ -109,9 +110,32 @@ pub fn kv_code_of(x: f32, format: u32) -> u32 {
     select(format == 0u32, int8, fp8_encode(x, 0u32))
 }
 
-/// Quantizes row `src` of `x` (`head_dim` elements, one simdgroup, lane `lane`) into row
-/// `dst` of `codes` and its scale into `scales[dst]` when `write`; every lane takes part
-/// in the reductions whatever `write` is.
+/// Element `e` of the row at `head` of `x` as f32: as stored, or (`rot_dim` not 0, a
+/// constexpr) rotated at `pos` and rounded to `T`, the value `rope` would have written.
+#[allow(clippy::too_many_arguments)]
+#[func]
+fn row_element<T>(
+    x: Mem<T>,
+    head: u32,
+    e: u32,
+    pos: f32,
+    inv_freq: Mem<f32>,
+    mscale: f32,
+    rot_dim: u32,
+    neox: u32,
+) -> f32 {
+    if rot_dim != 0 {
+        rotated_element(x, head, e, pos, inv_freq, mscale, rot_dim, neox)
+            .cast::<T>()
+            .cast::<f32>()
+    } else {
+        load(x[head + e]).cast::<f32>()
+    }
+}
+
+/// Quantizes row `src` of `x` (`head_dim` elements, one simdgroup, lane `lane`), rotated
+/// at `pos` when `rot_dim` is not 0, into row `dst` of `codes` and its scale into
+/// `scales[dst]` when `write`; every lane takes part in the reductions whatever `write` is.
 #[allow(clippy::too_many_arguments)]
 #[func]
 fn quantize_row<T>(
@@ -124,11 +148,19 @@ fn quantize_row<T>(
     write: bool,
     head_dim: u32,
     format: u32,
+    pos: f32,
+    inv_freq: Mem<f32>,
+    mscale: f32,
+    rot_dim: u32,
+    neox: u32,
 ) {
+    let head = src * head_dim;
     let mut amax = 0.0f32;
     let mut bad = 0.0f32;
     for e in range(lane, head_dim, 32) {
-        let a = abs(load(x[src * head_dim + e]).cast::<f32>());
+        let a = abs(row_element(
+            x, head, e, pos, inv_freq, mscale, rot_dim, neox,
+        ));
         // NaN and inf both fail this.
         bad = select(a <= 3.4028235e38f32, bad, 1.0f32);
         amax = select(a > amax, a, amax);
@@ -148,7 +180,7 @@ fn quantize_row<T>(
         // False for a zero scale and a NaN one: their codes are 0.
         let coded = s > 0.0f32;
         for e in range(lane, head_dim, 32) {
-            let val = load(x[src * head_dim + e]).cast::<f32>();
+            let val = row_element(x, head, e, pos, inv_freq, mscale, rot_dim, neox);
             let code = select(coded, kv_code_of(val / s, format), 0u32);
             store(codes[dst * head_dim + e], code.cast::<u8>());
         }
@@ -156,8 +188,8 @@ fn quantize_row<T>(
 }
 
 /// One simdgroup per (token, KV head) row of `k` and `v` `[tokens, n_kv_heads,
-/// head_dim]`: the row's scale and codes, written to the slot `slot_mapping[token]` names
-/// (skipped for −1; for a slot outside `0..slots`, skipped and recorded in `first_bad`,
+/// head_dim]`: the row's scale and codes, K rotated at `positions[token]` first when
+/// `rot_dim` is not 0, written to the slot `slot_mapping[token]` names (skipped for −1; for a slot outside `0..slots`, skipped and recorded in `first_bad`,
 /// which eagerly (`in_graph` 0) thread 0 leaves at u32::MAX).
 #[allow(clippy::too_many_arguments)]
 #[kernel]
@@ -165,6 +197,8 @@ pub fn kv_quant_append_kernel<T>(
     k: Tensor<T>,
     v: Tensor<T>,
     slot_mapping: Tensor<i32>,
+    positions: Tensor<u32>,
+    inv_freq: Tensor<f32>,
     mut k_cache: Tensor<u8>,
     mut v_cache: Tensor<u8>,
     mut k_scale: Tensor<f32>,
@@ -175,9 +209,12 @@ pub fn kv_quant_append_kernel<T>(
     slots: u32,
     rows: u32,
     in_graph: u32,
+    mscale: f32,
     #[constexpr] head_dim: u32,
     #[constexpr] format: u32,
     #[constexpr] hnd: u32,
+    #[constexpr] rot_dim: u32,
+    #[constexpr] neox: u32,
 ) {
     if global_id() == 0 && in_graph == 0 {
         store(first_bad[0], 4294967295u32);
@@ -198,8 +235,18 @@ pub fn kv_quant_append_kernel<T>(
     } else {
         su * n_kv_heads + h
     };
-    quantize_row(k, k_cache, k_scale, row, dst, lane, ok, head_dim, format);
-    quantize_row(v, v_cache, v_scale, row, dst, lane, ok, head_dim, format);
+    let mut pos = 0.0f32;
+    if rot_dim != 0 {
+        pos = load(positions[t]).cast::<f32>();
+    }
+    quantize_row(
+        k, k_cache, k_scale, row, dst, lane, ok, head_dim, format, pos, inv_freq, mscale, rot_dim,
+        neox,
+    );
+    quantize_row(
+        v, v_cache, v_scale, row, dst, lane, ok, head_dim, format, 0.0f32, inv_freq, 1.0f32, 0u32,
+        0u32,
+    );
     if live && !ok && s != -1i32 && lane == 0 && h == 0 {
         let _first = atomic_min(first_bad[0], t);
     }
@@ -230,9 +277,11 @@ pub(crate) fn check_scales(
 /// Quantizes `k` and `v` `[tokens, n_kv_heads, head_dim]` (one float dtype) per (token,
 /// head) row and writes codes into the u8 pools `k_cache` and `v_cache` (NHD or HND, as
 /// `paged_kv_append` takes them) and scales into `scales` (the pool's shape without
-/// head_dim) at `slot_mapping` (i32 `[tokens]`, −1 skips a token). A slot below −1 or
-/// past the cache, or one an earlier token took, is refused, naming the token, before
-/// anything is written (in a recorded graph see [`SlotCheck::take_error`]).
+/// head_dim) at `slot_mapping` (i32 `[tokens]`, −1 skips a token). With `rope`, each key
+/// is rotated (and rounded to k's dtype, as `rope` would store it) before it is
+/// quantized. A slot below −1 or past the cache, or one an earlier token took, is
+/// refused, naming the token, before anything is written (in a recorded graph see
+/// [`SlotCheck::take_error`]).
 #[allow(clippy::too_many_arguments)]
 pub fn kv_quant_append(
     ctx: &Context,
@@ -242,6 +291,7 @@ pub fn kv_quant_append(
     (k_cache, v_cache): (&Tensor, &Tensor),
     scales: &KvScales,
     layout: KvLayout,
+    rope: Option<KeyRope>,
     check: &SlotCheck,
 ) -> Result<(), OpError> {
     let others = [
@@ -259,6 +309,7 @@ pub fn kv_quant_append(
         (k, v, slot_mapping),
         (k_cache, v_cache),
         layout,
+        rope,
         check,
     )?;
     let [tokens, n_kv_heads, head_dim] = [k.shape()[0], k.shape()[1], k.shape()[2]];
@@ -271,6 +322,8 @@ pub fn kv_quant_append(
             k,
             v,
             slot_mapping,
+            positions: geo.rope.positions,
+            inv_freq: geo.rope.inv_freq,
             k_cache,
             v_cache,
             k_scale: scales.k_scale,
@@ -281,11 +334,14 @@ pub fn kv_quant_append(
             slots: geo.slots,
             rows,
             in_graph: u32::from(geo.in_graph),
+            mscale: geo.rope.mscale,
         },
         kv_quant_append_kernel::Consts {
             head_dim,
             format: scales.format.code(),
             hnd: u32::from(layout == KvLayout::Hnd),
+            rot_dim: geo.rope.rot_dim,
+            neox: geo.rope.neox,
         },
     )
     .grid([rows.div_ceil(ROWS_PER_GROUP), 1, 1])

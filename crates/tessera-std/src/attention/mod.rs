@@ -22,6 +22,8 @@ mod kv_staging;
 pub mod multi_query;
 pub mod paged;
 pub mod paged_append;
+pub mod paged_append_ragged;
+pub mod paged_append_rope;
 #[cfg(feature = "cases")]
 pub mod paged_reference;
 pub mod paged_rows;
@@ -44,6 +46,8 @@ pub use paged::{
     sdpa_decode_paged, sdpa_multi_query_paged, KvLayout, PageTable, PagedKv, PagedWorkspace,
 };
 pub use paged_append::{paged_kv_append, SlotCheck};
+pub use paged_append_ragged::paged_kv_append_ragged;
+pub use paged_append_rope::KeyRope;
 pub use plan::{auto_split_bound, DecodeWorkspace};
 pub use prefill::sdpa_prefill;
 pub use prefill_varlen::{sdpa_prefill_varlen, Packed, VarlenWorkspace};

@@ -180,7 +180,8 @@ fn append_case(
             v_scale: &vs,
             format,
         };
-        kv_quant_append(ctx, &k, &v, &sm, (&kc, &vc), &scales, layout, &check).map_err(err)?;
+        kv_quant_append(ctx, &k, &v, &sm, (&kc, &vc), &scales, layout, None, &check)
+            .map_err(err)?;
         let want = append_reference_pools(
             format,
             [&kcv, &ksv, &vcv, &vsv],
@@ -403,7 +404,17 @@ fn append_rejection(
                     v_scale: &vs,
                     format: KvFormat::Int8,
                 };
-                kv_quant_append(&c, &k, &v, &sm, (&kc, &vc), &scales, KvLayout::Nhd, &check)
+                kv_quant_append(
+                    &c,
+                    &k,
+                    &v,
+                    &sm,
+                    (&kc, &vc),
+                    &scales,
+                    KvLayout::Nhd,
+                    None,
+                    &check,
+                )
             }),
         ))
     })
@@ -796,11 +807,14 @@ pub(crate) fn append_uses() -> Vec<KernelUse> {
         for d in [64, 128, 256] {
             for format in [KvFormat::Int8, KvFormat::E4m3] {
                 for hnd in [0, 1] {
-                    let c = [d, format.code(), hnd].map(Literal::U32).to_vec();
-                    v.push(KernelUse {
-                        def: &kv_quant_append_kernel::DEF,
-                        spec: Specialization::new(vec![dt], c),
-                    });
+                    // Unrotated, and K rotated NeoX over all of head_dim.
+                    for (rot_dim, neox) in [(0, 0), (d, 1)] {
+                        let c = [d, format.code(), hnd, rot_dim, neox].map(Literal::U32);
+                        v.push(KernelUse {
+                            def: &kv_quant_append_kernel::DEF,
+                            spec: Specialization::new(vec![dt], c.to_vec()),
+                        });
+                    }
                 }
             }
         }

@@ -363,6 +363,8 @@ type DecodeFn = fn(&Context, &Tensor, &Tensor, &Tensor, &Tensor) -> Result<(), O
 
 mod kv_quant;
 mod paged_kv_append;
+mod paged_kv_append_ragged;
+mod paged_kv_append_rope;
 mod sdpa_decode;
 mod sdpa_decode_batched;
 mod sdpa_decode_paged;
@@ -380,6 +382,8 @@ pub(super) use kv_quant::{
     decode_uses as quant_decode_uses, mq_cases as quant_mq_cases,
 };
 pub(super) use paged_kv_append::{append_cases, append_reference, append_uses};
+pub(super) use paged_kv_append_ragged::{ragged_cases, ragged_reference, ragged_uses};
+pub(super) use paged_kv_append_rope::quant_rope_cases;
 pub(super) use sdpa_decode::{decode_benches, decode_cases, decode_uses};
 pub(super) use sdpa_decode_batched::{batched_benches, batched_cases};
 pub(super) use sdpa_decode_paged::{paged_benches, paged_cases, paged_reference, paged_uses};

@@ -2,7 +2,8 @@
 //! with padding (−1) tokens, NHD and HND pages of 1, 16 and 5 tokens, head dims that take
 //! 16-byte runs and one that does not; the whole caches are compared, so a row written to
 //! the wrong slot or a slot overwritten by a skipped token fails. A rejection per
-//! invariant, the device-side slot check's included.
+//! invariant, the device-side slot check's included. The fused-RoPE cases are in
+//! `paged_kv_append_rope`.
 
 use super::*;
 use crate::attention::paged::KvLayout;
@@ -41,7 +42,7 @@ fn append_case(dt: DType, layout: KvLayout, [tokens, blocks, page, hkv, d]: [usi
             .collect();
         let (sm, _) = upload(ctx, I32, &slots, &[tokens])?;
         let check = SlotCheck::new(ctx).map_err(err)?;
-        paged_kv_append(ctx, &k, &v, &sm, &kc, &vc, layout, &check).map_err(err)?;
+        paged_kv_append(ctx, &k, &v, &sm, &kc, &vc, layout, None, &check).map_err(err)?;
         let (wk, wv) = paged_append((&kcv, &vcv), (&kv, &vv, &slots), layout, [page, hkv, d]);
         let mut got = kc.to_f64_vec().map_err(err)?;
         got.extend(vc.to_f64_vec().map_err(err)?);
@@ -67,7 +68,9 @@ fn slot_rejection(what: &str, reason: &'static str, slots: &'static [i32]) -> Ca
         let (c, untouched) = (ctx.clone(), kc.clone());
         Ok((
             untouched,
-            Box::new(move || paged_kv_append(&c, &k, &v, &sm, &kc, &vc, KvLayout::Nhd, &check)),
+            Box::new(move || {
+                paged_kv_append(&c, &k, &v, &sm, &kc, &vc, KvLayout::Nhd, None, &check)
+            }),
         ))
     })
 }
@@ -80,7 +83,7 @@ fn shape_rejection(what: &str, reason: &'static str, specs: [Spec; 5], layout: K
         let (c, untouched) = (ctx.clone(), kc.clone());
         Ok((
             untouched,
-            Box::new(move || paged_kv_append(&c, &k, &v, &sm, &kc, &vc, layout, &check)),
+            Box::new(move || paged_kv_append(&c, &k, &v, &sm, &kc, &vc, layout, None, &check)),
         ))
     })
 }
@@ -182,10 +185,13 @@ pub(crate) fn append_cases() -> Vec<Case> {
             let (c, untouched) = (ctx.clone(), kc.clone());
             Ok((
                 untouched,
-                Box::new(move || paged_kv_append(&c, &k, &v, &sm, &kc, &kc, KvLayout::Nhd, &check)),
+                Box::new(move || {
+                    paged_kv_append(&c, &k, &v, &sm, &kc, &kc, KvLayout::Nhd, None, &check)
+                }),
             ))
         },
     ));
+    v.extend(super::paged_kv_append_rope::rope_cases());
     v
 }
 
@@ -195,9 +201,19 @@ pub(crate) fn append_reference(r: &RefArgs) -> Result<Vec<Vec<f64>>, OpError> {
     let hnd = r.params.choice("layout")? == "hnd";
     let (page, hkv) = if hnd { (ks[2], ks[1]) } else { (ks[1], ks[2]) };
     let layout = if hnd { KvLayout::Hnd } else { KvLayout::Nhd };
+    let keys = match (
+        super::super::decl::declared_rope(OP, r.params, ks[3])?,
+        r.optional("positions"),
+    ) {
+        (Some(config), Some(positions)) => {
+            let positions: Vec<u32> = positions.iter().map(|&p| p as u32).collect();
+            crate::rope::reference::rope(r.data("k")?, &positions, hkv, ks[3], &config)
+        }
+        _ => r.data("k")?.to_vec(),
+    };
     let (kc, vc) = paged_append(
         (r.data("k_cache")?, r.data("v_cache")?),
-        (r.data("k")?, r.data("v")?, r.data("slot_mapping")?),
+        (&keys, r.data("v")?, r.data("slot_mapping")?),
         layout,
         [page, hkv, ks[3]],
     );
@@ -214,10 +230,14 @@ pub(crate) fn append_uses() -> Vec<KernelUse> {
         widths.dedup();
         for vec in widths {
             for hnd in [0, 1] {
-                v.push(KernelUse {
-                    def: &paged_kv_append_kernel::DEF,
-                    spec: Specialization::new(vec![dt], vec![Literal::U32(vec), Literal::U32(hnd)]),
-                });
+                // Unrotated; K rotated NeoX over head_dim 128; interleaved over half of it.
+                for (rot_dim, neox) in [(0, 0), (128, 1), (64, 0)] {
+                    let c = [vec, hnd, rot_dim, neox].map(Literal::U32);
+                    v.push(KernelUse {
+                        def: &paged_kv_append_kernel::DEF,
+                        spec: Specialization::new(vec![dt], c.to_vec()),
+                    });
+                }
             }
         }
     }
