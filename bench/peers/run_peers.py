@@ -12,7 +12,7 @@ launches. A peer that cannot run a shape gets `us: null` and the reason.
 
 Peers: PyTorch SDPA (decode with enable_gqa, and with the GQA group folded into query
 rows; paged decode as the pages gathered through the block table, then SDPA; prefill
-with enable_gqa), F.rms_norm eager and under torch.compile, Liger RMSNorm,
+with enable_gqa; a packed prefill batch per sequence and padded to its longest prompt), F.rms_norm eager and under torch.compile, Liger RMSNorm,
 flash-linear-attention's chunk_gated_delta_rule and fused_recurrent_gated_delta_rule,
 and for the elementwise ops PyTorch eager (and torch.compile for the gated activations):
 silu(gate)·up, gelu(gate)·up, a + b, Tensor.to and F.embedding; for the dense, the
@@ -184,6 +184,37 @@ def sdpa_prefill_peers(p, dt, nsets):
         (lambda q=q, k=k, v=v: F.scaled_dot_product_attention(
             q, k, v, is_causal=causal, enable_gqa=True))
         for q, k, v in sets])]
+
+
+def sdpa_prefill_varlen_peers(p, dt, nsets):
+    """A packed batch of prompts: PyTorch SDPA (cuDNN) once per sequence, as an engine
+    without a variable-length kernel runs it, and once over the batch padded to the
+    longest prompt."""
+    lens = [int(x) for x in str(p["lens"]).split(",")]
+    hq, hkv, d = p["hq"], p["hkv"], p["d"]
+    total, longest = sum(lens), max(lens)
+    sets = [(rnd((total, hq, d), dt), rnd((total, hkv, d), dt), rnd((total, hkv, d), dt))
+            for _ in range(nsets)]
+    padded = [(rnd((len(lens), hq, longest, d), dt), rnd((len(lens), hkv, longest, d), dt),
+               rnd((len(lens), hkv, longest, d), dt)) for _ in range(nsets)]
+
+    def per_sequence(q, k, v):
+        at = 0
+        for n in lens:
+            s = slice(at, at + n)
+            F.scaled_dot_product_attention(
+                q[s].transpose(0, 1), k[s].transpose(0, 1), v[s].transpose(0, 1),
+                is_causal=True, enable_gqa=True)
+            at += n
+
+    return [
+        ("torch_sdpa_per_sequence",
+         [(lambda q=q, k=k, v=v: per_sequence(q, k, v)) for q, k, v in sets]),
+        ("torch_sdpa_padded", [
+            (lambda q=q, k=k, v=v: F.scaled_dot_product_attention(
+                q, k, v, is_causal=True, enable_gqa=True))
+            for q, k, v in padded]),
+    ]
 
 
 _compiled_rms = None
@@ -604,6 +635,8 @@ def peers_for(row, nsets):
         return sdpa_decode_paged_peers(p, dt, nsets)
     if op == "sdpa_prefill":
         return sdpa_prefill_peers(p, dt, nsets)
+    if op == "sdpa_prefill_varlen":
+        return sdpa_prefill_varlen_peers(p, dt, nsets)
     if op == "rms_norm":
         return rms_norm_peers(p, dt, nsets)
     if op == "gdn_decode_step":

@@ -353,8 +353,9 @@ pub(crate) fn varlen_benches() -> Vec<BenchCase> {
             kernel,
             dtype: dt,
             shape: format!(
-                "{} seqs, {total} tokens (longest {longest}) hq={hq} hkv={hkv} d={d} causal",
-                lens.len()
+                "{} seqs, {total} tokens (longest {longest}) lens={} hq={hq} hkv={hkv} d={d} causal",
+                lens.len(),
+                lens.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(",")
             ),
             bytes: ((2 * total * hq * d + 2 * total * hkv * d) * es) as u64,
             flops: (2 * pairs * hq * d) as u64,
