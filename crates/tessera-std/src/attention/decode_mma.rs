@@ -110,7 +110,7 @@ fn loaded_head(head: u32, ok: bool, first_head: u32) -> u32 {
 /// as `paged_rows::key_row` says. With `quant != 0` `k` and `v` hold codes and key row
 /// `r` (`key_row` in rows) has its scales at `k_scale[r]`, `v_scale[r]`; with `quant = 0`
 /// `C` is `T` and the scales are not read.
-#[kernel]
+#[kernel(group_size = 128, groups_per_core = 4)]
 pub fn sdpa_decode_mma_kernel<T, C>(
     q: Tensor<T>,
     k: Tensor<C>,
