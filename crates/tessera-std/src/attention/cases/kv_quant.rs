@@ -560,15 +560,18 @@ pub(crate) fn mq_cases() -> Vec<Case> {
     v
 }
 
-/// A decode of 1 sequence (q `[1, 4, 64]`, pools `[4, 4, 2, 64]`, a 2-page block table)
-/// over zero tensors of `specs` (q, k_cache, v_cache, k_scale, v_scale, out), refused for
-/// `reason` with out untouched.
-fn decode_rejection(what: &str, reason: &'static str, specs: [Spec; 6]) -> Case {
-    rejection(DECODE, what, reason, move |ctx| {
+/// A call over 1 sequence of 5 tokens (a 2-page block table) and zero tensors of `specs`
+/// (q, k_cache, v_cache, k_scale, v_scale, out), refused for `reason` with out untouched:
+/// a decode (q `[1, 4, 64]`, e4m3 pages) when `mq` is false, else a causal multi-query
+/// call of its last 2 tokens (q `[1, 2, 4, 64]`, int8 pages).
+fn quant_rejection(mq: bool, what: &str, reason: &'static str, specs: [Spec; 6]) -> Case {
+    let op = if mq { MQ } else { DECODE };
+    rejection(op, what, reason, move |ctx| {
         let [q, kc, vc, ks, vs, out] = zeros_of(ctx, specs)?;
         let bt = ctx.tensor(&[0i32, 1], &[1, 2]).map_err(err)?;
         let sl = ctx.tensor(&[5i32], &[1]).map_err(err)?;
-        let ws = PagedWorkspace::new(ctx, 1, 4, 64, 2, 8).map_err(err)?;
+        let rows = if mq { 2 } else { 1 };
+        let ws = PagedWorkspace::new(ctx, rows, 4, 64, 2, 8).map_err(err)?;
         let (c, untouched) = (ctx.clone(), out.clone());
         Ok((
             untouched,
@@ -585,44 +588,14 @@ fn decode_rejection(what: &str, reason: &'static str, specs: [Spec; 6]) -> Case 
                 let scales = KvScales {
                     k_scale: &ks,
                     v_scale: &vs,
-                    format: KvFormat::E4m3,
+                    format: if mq { KvFormat::Int8 } else { KvFormat::E4m3 },
                 };
                 let o = DecodeOptions::default();
-                sdpa_decode_paged_quant(&c, &q, &kv, &scales, &out, &o, &ws)
-            }),
-        ))
-    })
-}
-
-/// A multi-query call of 1 sequence of 5 tokens, its last 2 the queries (q `[1, 2, 4,
-/// 64]`), over zero tensors of `specs` (q, k_cache, v_cache, k_scale, v_scale, out),
-/// refused for `reason` with out untouched.
-fn mq_rejection(what: &str, reason: &'static str, specs: [Spec; 6]) -> Case {
-    rejection(MQ, what, reason, move |ctx| {
-        let [q, kc, vc, ks, vs, out] = zeros_of(ctx, specs)?;
-        let bt = ctx.tensor(&[0i32, 1], &[1, 2]).map_err(err)?;
-        let sl = ctx.tensor(&[5i32], &[1]).map_err(err)?;
-        let ws = PagedWorkspace::new(ctx, 2, 4, 64, 2, 8).map_err(err)?;
-        let (c, untouched) = (ctx.clone(), out.clone());
-        Ok((
-            untouched,
-            Box::new(move || {
-                let kv = PagedKv {
-                    k_cache: &kc,
-                    v_cache: &vc,
-                    layout: KvLayout::Nhd,
-                    table: crate::attention::PageTable::Blocks {
-                        block_table: &bt,
-                        seq_lens: &sl,
-                    },
-                };
-                let scales = KvScales {
-                    k_scale: &ks,
-                    v_scale: &vs,
-                    format: KvFormat::Int8,
-                };
-                let o = DecodeOptions::default();
-                sdpa_multi_query_paged_quant(&c, &q, &kv, &scales, &out, true, &o, &ws)
+                if mq {
+                    sdpa_multi_query_paged_quant(&c, &q, &kv, &scales, &out, true, &o, &ws)
+                } else {
+                    sdpa_decode_paged_quant(&c, &q, &kv, &scales, &out, &o, &ws)
+                }
             }),
         ))
     })
@@ -639,12 +612,14 @@ const MQ_GOOD: [Spec; 6] = [
 
 fn mq_rejections() -> Vec<Case> {
     vec![
-        mq_rejection(
+        quant_rejection(
+            true,
             "k_scale with head_dim",
             "`k_scale` must have shape [4, 4, 2]",
             replaced(MQ_GOOD, 3, (F32, &[4, 4, 2, 64])),
         ),
-        mq_rejection(
+        quant_rejection(
+            true,
             "f16 value cache",
             "`v_cache` must be u8",
             replaced(MQ_GOOD, 2, (F16, &[4, 4, 2, 64])),
@@ -696,7 +671,7 @@ fn decode_rejections() -> Vec<Case> {
     ];
     let mut v: Vec<Case> = table
         .into_iter()
-        .map(|(what, reason, specs)| decode_rejection(what, reason, specs))
+        .map(|(what, reason, specs)| quant_rejection(false, what, reason, specs))
         .collect();
     v.push(rejection(
         DECODE,
