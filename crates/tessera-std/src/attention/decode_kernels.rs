@@ -86,6 +86,47 @@ pub(crate) fn stage_simdgroup_states(
     }
 }
 
+/// Merges the `sgs` simdgroups' staged states of `hpt` heads (after the barrier that
+/// follows [`stage_simdgroup_states`]) and writes them as partial state `split` of
+/// `splits` of heads `heads ..`: the output rows to `part_o`, (max, sum) to `part_ml`.
+#[allow(clippy::too_many_arguments)]
+#[func]
+pub(crate) fn write_partial_states(
+    sh_o: Mem<f32>,
+    sh_m: Mem<f32>,
+    sh_l: Mem<f32>,
+    mut part_o: Mem<f32>,
+    mut part_ml: Mem<f32>,
+    sgs: u32,
+    hpt: u32,
+    head_dim: u32,
+    heads: u32,
+    splits: u32,
+    split: u32,
+) {
+    for idx in range(thread_id(), hpt * head_dim, sgs * 32) {
+        let h = idx / head_dim;
+        let d = idx % head_dim;
+        let mut m = neg_infinity();
+        for s in 0..sgs {
+            m = max(m, load(sh_m[s * hpt + h]));
+        }
+        let mut den = 0.0f32;
+        let mut acc = 0.0f32;
+        for s in 0..sgs {
+            let wgt = part_weight(load(sh_m[s * hpt + h]), m);
+            den += load(sh_l[s * hpt + h]) * wgt;
+            acc += load(sh_o[(s * hpt + h) * head_dim + d]) * wgt;
+        }
+        let slot = (heads + h) * splits + split;
+        store(part_o[slot * head_dim + d], acc);
+        if d == 0 {
+            store(part_ml[slot * 2], m);
+            store(part_ml[slot * 2 + 1], den);
+        }
+    }
+}
+
 /// Single-pass GQA decode attention for one query row per grid-y index: `out[row, h, :] =
 /// softmax(scale · q·Kᵀ over the visible keys [, learned sink logit]) · V`. Row `row`
 /// sees `len0 + row·len_step` keys of the cache at `row·row_cache_rows` rows. `sinks` is
@@ -358,25 +399,8 @@ pub fn sdpa_decode_partial_kernel<T>(
         sh_o, sh_m, sh_l, ms, ls, os, sg, lane, lanes, part, hpt, epl, head_dim,
     );
     barrier();
-    for idx in range(thread_id(), hpt * head_dim, sgs * 32) {
-        let h = idx / head_dim;
-        let d = idx % head_dim;
-        let mut m = neg_infinity();
-        for s in 0..sgs {
-            m = max(m, load(sh_m[s * hpt + h]));
-        }
-        let mut den = 0.0f32;
-        let mut acc = 0.0f32;
-        for s in 0..sgs {
-            let wgt = part_weight(load(sh_m[s * hpt + h]), m);
-            den += load(sh_l[s * hpt + h]) * wgt;
-            acc += load(sh_o[(s * hpt + h) * head_dim + d]) * wgt;
-        }
-        let slot = (row * n_q_heads + h0 + h) * splits + split;
-        store(part_o[slot * head_dim + d], acc);
-        if d == 0 {
-            store(part_ml[slot * 2], m);
-            store(part_ml[slot * 2 + 1], den);
-        }
-    }
+    let heads = row * n_q_heads + h0;
+    write_partial_states(
+        sh_o, sh_m, sh_l, part_o, part_ml, sgs, hpt, head_dim, heads, splits, split,
+    );
 }

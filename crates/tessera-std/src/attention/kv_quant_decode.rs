@@ -13,13 +13,13 @@
 //! head dims.
 
 use super::decode::DecodeOptions;
-use super::decode_kernels::{merge_row_slots, stage_simdgroup_states};
+use super::decode_kernels::{merge_row_slots, stage_simdgroup_states, write_partial_states};
 use super::kv_quant::{kv_code_value, KvScales};
 use super::paged::{check_shapes, paged_attention, PagedKv, PagedWorkspace};
 use super::paged_rows::key_row;
 use super::paged_rows::PageWalk;
 use super::plan::{DecodeCall, Geometry};
-use super::softmax::{part_weight, score_weight, v_weight};
+use super::softmax::{score_weight, v_weight};
 use tessera_macros::kernel;
 use tessera_runtime::{Context, Tensor};
 
@@ -173,27 +173,10 @@ pub fn sdpa_decode_quant_partial_kernel<T>(
         sh_o, sh_m, sh_l, ms, ls, os, sg, lane, lanes, part, hpt, epl, head_dim,
     );
     barrier();
-    for idx in range(thread_id(), hpt * head_dim, sgs * 32) {
-        let h = idx / head_dim;
-        let d = idx % head_dim;
-        let mut m = neg_infinity();
-        for s in 0..sgs {
-            m = max(m, load(sh_m[s * hpt + h]));
-        }
-        let mut den = 0.0f32;
-        let mut acc = 0.0f32;
-        for s in 0..sgs {
-            let wgt = part_weight(load(sh_m[s * hpt + h]), m);
-            den += load(sh_l[s * hpt + h]) * wgt;
-            acc += load(sh_o[(s * hpt + h) * head_dim + d]) * wgt;
-        }
-        let slot = (row * n_q_heads + h0 + h) * splits + split;
-        store(part_o[slot * head_dim + d], acc);
-        if d == 0 {
-            store(part_ml[slot * 2], m);
-            store(part_ml[slot * 2 + 1], den);
-        }
-    }
+    let heads = row * n_q_heads + h0;
+    write_partial_states(
+        sh_o, sh_m, sh_l, part_o, part_ml, sgs, hpt, head_dim, heads, splits, split,
+    );
 }
 
 /// Launches the quantized partial kernel for a checked paged `call` (`scales` its cache's)
