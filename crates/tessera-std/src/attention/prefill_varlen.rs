@@ -302,6 +302,13 @@ fn packed_attention(
     }
     shape_is(OP, "cu_seqlens_k", cu_k, &[n])?;
     let batch = n - 1;
+    // The sequences are the grid's z extent.
+    if batch > 65535 {
+        return Err(OpError::invalid(
+            OP,
+            format!("{batch} sequences in one call; at most 65535 are taken: split the batch"),
+        ));
+    }
     if seqs.max_seqlen_q == 0 || seqs.max_seqlen_q > qs[0] {
         return Err(OpError::invalid(
             OP,

@@ -257,6 +257,15 @@ fn varlen_rejections() -> Vec<Case> {
             2,
         ),
         offsets_rejection(
+            (
+                "65536 sequences",
+                "65536 sequences in one call; at most 65535 are taken",
+            ),
+            (I32, vec![0; 65537].leak(), vec![0; 65537].leak()),
+            6,
+            1,
+        ),
+        offsets_rejection(
             ("max_seqlen_q 0", "max_seqlen_q = 0 must be in 1..=10"),
             (I32, &[0, 5, 10], &[0, 4, 8]),
             0,
