@@ -527,25 +527,24 @@ struct DeclaredVarlen {
 fn offsets_on_device(
     ctx: &Context,
     a: &OpArgs,
-    name: &str,
+    (op, name): (&'static str, &str),
 ) -> Result<tessera_runtime::Tensor, OpError> {
-    const OP: &str = "sdpa_prefill_varlen";
     let list = a.params.opt_usize_list(name)?.unwrap_or_default();
     let values: Vec<i32> = list
         .iter()
         .map(|&x| {
             i32::try_from(x).map_err(|_| {
-                OpError::invalid(OP, format!("`{name}` holds {x}, more than i32 holds"))
+                OpError::invalid(op, format!("`{name}` holds {x}, more than i32 holds"))
             })
         })
         .collect::<Result<_, _>>()?;
     ctx.tensor(&values, &[values.len()])
-        .map_err(crate::error::runtime(OP))
+        .map_err(crate::error::runtime(op))
 }
 
 fn varlen_workspace(ctx: &Context, a: &OpArgs) -> Result<Workspace, OpError> {
-    let cu_seqlens_q = offsets_on_device(ctx, a, "cu_seqlens_q")?;
-    let cu_seqlens_k = offsets_on_device(ctx, a, "cu_seqlens_k")?;
+    let cu_seqlens_q = offsets_on_device(ctx, a, ("sdpa_prefill_varlen", "cu_seqlens_q"))?;
+    let cu_seqlens_k = offsets_on_device(ctx, a, ("sdpa_prefill_varlen", "cu_seqlens_k"))?;
     let ws = super::VarlenWorkspace::new(ctx, cu_seqlens_q.len().saturating_sub(1))?;
     Ok(Box::new(DeclaredVarlen {
         cu_seqlens_q,
@@ -800,6 +799,112 @@ inventory::submit! {
         cases: cases::mq_paged_cases,
         #[cfg(feature = "cases")]
         benches: cases::no_benches,
+    }
+}
+
+/// The declared paged prefill's scratch: its q offsets uploaded from the parameter and
+/// the op's own workspace.
+struct DeclaredPagedPrefill {
+    cu_seqlens_q: tessera_runtime::Tensor,
+    ws: super::PagedPrefillWorkspace,
+}
+
+fn paged_prefill_workspace(ctx: &Context, a: &OpArgs) -> Result<Workspace, OpError> {
+    let cu_seqlens_q = offsets_on_device(ctx, a, ("sdpa_prefill_paged", "cu_seqlens_q"))?;
+    let entries = match (a.optional("block_table"), a.optional("indices")) {
+        (Some(t), _) => t.len(),
+        (None, Some(i)) => i.len(),
+        _ => 1,
+    };
+    let ws = super::PagedPrefillWorkspace::new(ctx, cu_seqlens_q.len().saturating_sub(1), entries)?;
+    Ok(Box::new(DeclaredPagedPrefill { cu_seqlens_q, ws }))
+}
+
+inventory::submit! {
+    OpDecl {
+        name: "sdpa_prefill_paged",
+        family: "attention",
+        summary: "chunked prefill over a paged KV cache: packed new tokens (cu_seqlens_q) attending to their prefix and themselves through NHD or HND pages (vLLM block table or FlashInfer CSR table), checked on the device, causal aligned bottom-right, GQA",
+        inputs: &[
+            TensorDecl::float("q", &VARLEN_Q, "every sequence's new tokens, packed token-major; sequence b's are rows cu_seqlens_q[b] .. cu_seqlens_q[b + 1]"),
+            TensorDecl::new("k_cache", &PAGES, DtypeRule::Like("q"), "the key pages, the new tokens' keys appended after each prefix (HND: [blocks, n_kv_heads, page_size, head_dim])"),
+            TensorDecl::new("v_cache", &PAGES, DtypeRule::Like("q"), "the value pages, like k_cache"),
+            TensorDecl::new("block_table", &["batch", "max_blocks"], DtypeRule::OneOf(I32), "vLLM: each sequence's pages in order (entries past its length are not read)").optional(),
+            TensorDecl::new("seq_lens", &["batch"], DtypeRule::OneOf(I32), "vLLM: each sequence's length in tokens, its new ones included: its query count ..= max_blocks·page_size").optional(),
+            TensorDecl::new("indptr", &["batch + 1"], DtypeRule::OneOf(I32), "CSR: sequence b's pages are indices[indptr[b] .. indptr[b + 1])").optional(),
+            TensorDecl::new("indices", &["n_indices"], DtypeRule::OneOf(I32), "CSR: the page ids of every sequence").optional(),
+            TensorDecl::new("last_page_len", &["batch"], DtypeRule::OneOf(I32), "CSR: tokens on each sequence's last page, 1..=page_size (0 without pages)").optional(),
+        ],
+        outputs: &[out(&VARLEN_Q)],
+        params: &[
+            ParamDecl { name: "cu_seqlens_q", kind: ParamKind::UIntList, default: ParamDefault::Required, doc: "q's sequence boundaries: batch + 1 offsets rising from 0 to total_q (the Rust op takes them as an i32 or u32 device tensor)" },
+            ParamDecl { name: "max_seqlen_q", kind: ParamKind::UInt { min: 1, max: u32::MAX as u64 }, default: ParamDefault::Auto("the longest sequence's query count"), doc: "the most queries a sequence holds: sizes the grid" },
+            ParamDecl { name: "layout", kind: ParamKind::Choice(&["nhd", "hnd"]), default: ParamDefault::Value("nhd"), doc: "how a page holds its tokens: [page_size, n_kv_heads, head_dim] or [n_kv_heads, page_size, head_dim]" },
+            ParamDecl { doc: "query i of a sequence of lq queries and len tokens sits at position len − lq + i and sees keys j ≤ len − lq + i (else all len)", ..CAUSAL },
+            SCALE,
+        ],
+        invariants: &[
+            "q, k_cache, v_cache, out share one float dtype; out is like q and aliases no input",
+            "head_dim is one of 64, 96, 128, 192, 256 and equal in q and k_cache; v_cache is like k_cache",
+            "n_q_heads is a multiple of n_kv_heads (GQA: head h reads KV head h / (n_q_heads / n_kv_heads))",
+            "cu_seqlens_q holds batch + 1 ≥ 2 offsets (the Rust op: an i32 or u32 tensor); max_seqlen_q is in 1..=total_q; scale is finite",
+            "the element counts of q and k_cache fit u32; max_blocks·page_size (CSR: n_indices·page_size) stays below 2^31",
+            "the table is block_table and seq_lens, or indptr, indices and last_page_len, all i32 of the shapes above",
+            "cu_seqlens_q rises from 0 to total_q with no sequence over max_seqlen_q queries; every length is non-negative, at least its sequence's query count and within its pages; every page id a sequence uses is in 0..blocks; CSR row pointers rise within indices (checked on the device; the call is refused, naming the sequence or entry, before anything is written)",
+        ],
+        rejections: &[
+            Rejection { invariant: 6, by: Break::Param("cu_seqlens_q", "0,6,5"), reason: "`cu_seqlens_q` is bad at sequence 1" },
+            Rejection { invariant: 6, by: Break::Param("max_seqlen_q", "3"), reason: "holds more queries than max_seqlen_q = 3" },
+            Rejection { invariant: 5, by: Break::Dtype("seq_lens", DType::U32), reason: "`seq_lens` must be i32" },
+            Rejection { invariant: 3, by: Break::Param("cu_seqlens_q", "0,7"), reason: "`block_table` must have shape [1, 4]" },
+            Rejection { invariant: 1, by: Break::Dim("head_dim", 512), reason: "head_dim 512 is not supported" },
+            Rejection { invariant: 2, by: Break::Dim("n_kv_heads", 3), reason: "must be a multiple of n_kv_heads" },
+            Rejection { invariant: 0, by: Break::Alias("out", "q"), reason: "aliases `q`" },
+        ],
+        variants: &[
+            VariantDecl { name: "sdpa_prefill_mma_kernel", when: "f16 and bf16: matrix fragments, specialised for packed sequences over pages" },
+            VariantDecl { name: "sdpa_prefill_kernel", when: "f32: CUDA-core tiles, specialised for packed sequences over pages" },
+        ],
+        example: Example {
+            dims: &[("total_q", 7), ("batch", 2), ("n_q_heads", 4), ("n_kv_heads", 2), ("blocks", 12), ("page_size", 4), ("max_blocks", 4), ("n_indices", 1), ("head_dim", 64)],
+            params: &[("cu_seqlens_q", "0,5,7")],
+            ranges: &[("block_table", 0.0, 12.0), ("seq_lens", 5.0, 17.0)],
+            with: &["block_table", "seq_lens"],
+        },
+        workspace: Some(WorkspaceDecl {
+            bytes: "4·(3·table entries + 6·batch + 11): the page table's reduction, the kernels' table and the verdict (the declared form also holds the offsets it uploads from its parameter)",
+            make: paged_prefill_workspace,
+        }),
+        accuracy: crate::decl::Accuracy::STANDARD,
+        call: |ctx, a| {
+            let d = a.workspace::<DeclaredPagedPrefill>()?;
+            let total_q = a.input("q")?.shape().first().copied().unwrap_or(0);
+            let cu = a.params.opt_usize_list("cu_seqlens_q")?.unwrap_or_default();
+            let longest = cu.windows(2).map(|w| w[1].saturating_sub(w[0])).max().unwrap_or(0);
+            let max_seqlen_q = match a.params.opt_uint("max_seqlen_q")? {
+                Some(m) => usize::try_from(m).unwrap_or(usize::MAX),
+                None => longest.clamp(1, total_q.max(1)),
+            };
+            let queries = super::PagedQueries { cu_seqlens_q: &d.cu_seqlens_q, max_seqlen_q };
+            super::sdpa_prefill_paged(
+                ctx,
+                a.input("q")?,
+                &paged_kv(a)?,
+                &queries,
+                a.output("out")?,
+                a.params.bool("causal")?,
+                a.params.opt_f32("scale")?,
+                &d.ws,
+            )
+        },
+        #[cfg(feature = "cases")]
+        reference: |r| cases::prefill_paged_reference(r),
+        #[cfg(feature = "cases")]
+        kernels: cases::prefill_paged_uses,
+        #[cfg(feature = "cases")]
+        cases: cases::prefill_paged_cases,
+        #[cfg(feature = "cases")]
+        benches: cases::prefill_paged_benches,
     }
 }
 

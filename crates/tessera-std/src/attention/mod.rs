@@ -6,7 +6,7 @@
 //! (`decode_mma`), everything else on the CUDA-core kernels (`decode_kernels`), single
 //! pass or split-KV by shape. Prefill runs f16/bf16 on fragments (`prefill_mma`), f32 on
 //! the CUDA-core tiles (`prefill`); packed variable-length batches run the same kernels
-//! (`prefill_varlen`).
+//! (`prefill_varlen`), as do chunks over a paged cache (`prefill_paged`).
 
 #[cfg(feature = "cases")]
 mod cases;
@@ -31,6 +31,7 @@ pub mod paged_table;
 pub mod plan;
 pub mod prefill;
 pub mod prefill_mma;
+pub mod prefill_paged;
 pub mod prefill_varlen;
 #[cfg(feature = "cases")]
 pub mod reference;
@@ -50,4 +51,5 @@ pub use paged_append_ragged::paged_kv_append_ragged;
 pub use paged_append_rope::KeyRope;
 pub use plan::{auto_split_bound, DecodeWorkspace};
 pub use prefill::sdpa_prefill;
+pub use prefill_paged::{sdpa_prefill_paged, PagedPrefillWorkspace, PagedQueries};
 pub use prefill_varlen::{sdpa_prefill_varlen, Packed, VarlenWorkspace};

@@ -20,11 +20,11 @@ pub const PAGED_ANY: u32 = 2;
 /// page is `page_rows` rows, a slot `slot_rows` and a KV head `head_rows` from the page's
 /// start (vLLM's NHD layout: `page_size · n_kv_heads`, `n_kv_heads`, 1; HND: `n_kv_heads ·
 /// page_size`, 1, `page_size`). The page list's entries were checked against the cache
-/// before the launch.
+/// before the launch; a list of another integer dtype is read as u32.
 #[allow(clippy::too_many_arguments)]
 #[func]
-pub fn key_row(
-    pages: Mem<u32>,
+pub fn key_row<P>(
+    pages: Mem<P>,
     first: u32,
     pos: u32,
     cache: u32,
@@ -43,7 +43,7 @@ pub fn key_row(
         let pow2 = paged == 1;
         let at = select(pow2, pos >> page_shift, pos / page_size);
         let slot = select(pow2, pos & (page_size - 1), pos % page_size);
-        let page = load(pages[first + at]);
+        let page = load(pages[first + at]).cast::<u32>();
         (page * page_rows + slot * slot_rows + kvh * head_rows) * head_dim
     }
 }

@@ -8,7 +8,9 @@
 //! broadcast by shuffles. It serves f32; f16/bf16 go to the fragment kernel (`prefill_mma`).
 
 use super::checks::{dims, gqa, indexable, same_dim, same_float_dtype, scale_ok};
+use super::paged_rows::PageWalk;
 use super::prefill_mma::{prefill_mma_rows, sdpa_prefill_mma_kernel};
+use super::prefill_paged::{prefill_kv_row, prefill_page_scalars};
 use super::prefill_varlen::varlen_rows;
 use super::softmax::{normalise_output, part_weight, score_weight, v_weight};
 use crate::error::{runtime, OpError};
@@ -36,7 +38,8 @@ pub fn prefill_tile(head_dim: u32) -> u32 {
 /// n_q + i` (causal) or all `n_kv`; q and out `[n_q, n_q_heads, D]`, k and v `[n_kv,
 /// n_kv_heads, D]`. Grid: (query blocks, n_q_heads). With `varlen`, q, k and v hold packed
 /// sequences, `seqs` their table and the grid is (query blocks of the longest, n_q_heads,
-/// sequences) (see `prefill_varlen`); else `seqs` is a stand-in, never read.
+/// sequences) (see `prefill_varlen`); else `seqs` is a stand-in, never read. With `paged`
+/// (and `varlen`), k and v are page pools and `seqs` also holds the pages (`prefill_paged`).
 #[allow(clippy::too_many_arguments)]
 #[kernel]
 pub fn sdpa_prefill_kernel<T, S>(
@@ -56,6 +59,7 @@ pub fn sdpa_prefill_kernel<T, S>(
     #[constexpr] rq: u32,
     #[constexpr] sgs: u32,
     #[constexpr] varlen: u32,
+    #[constexpr] paged: u32,
 ) {
     let epl = head_dim / 32;
     let lane = simd_lane();
@@ -75,6 +79,7 @@ pub fn sdpa_prefill_kernel<T, S>(
         n_kv,
         tile * sgs * rq,
     );
+    let (psize, pshift, pslot, phead) = prefill_page_scalars(seqs, paged);
     let row0 = block + sg * rq;
     let offset = n_kv - n_q;
     let last = min(block + sgs * rq, n_q) - 1 + offset;
@@ -98,7 +103,13 @@ pub fn sdpa_prefill_kernel<T, S>(
             let key = min(kt + j, n_kv - 1);
             store(
                 ks[j * (head_dim + 1) + d],
-                load(k[((k0 + key) * n_kv_heads + kvh) * head_dim + d]).cast::<f32>(),
+                load(
+                    k[prefill_kv_row(
+                        seqs, k0, key, kvh, n_kv_heads, head_dim, psize, pshift, pslot, phead,
+                        paged,
+                    ) + d],
+                )
+                .cast::<f32>(),
             );
         }
         barrier();
@@ -131,7 +142,19 @@ pub fn sdpa_prefill_kernel<T, S>(
         // would make it NaN).
         for j in 0..bk {
             let key = kt + j;
-            let vrow = ((k0 + min(key, n_kv - 1)) * n_kv_heads + kvh) * head_dim;
+            let vrow = prefill_kv_row(
+                seqs,
+                k0,
+                min(key, n_kv - 1),
+                kvh,
+                n_kv_heads,
+                head_dim,
+                psize,
+                pshift,
+                pslot,
+                phead,
+                paged,
+            );
             for e in 0..epl {
                 let vv = load(v[vrow + e * 32 + lane]).cast::<f32>();
                 for r in 0..rq {
@@ -205,7 +228,7 @@ pub fn sdpa_prefill(
         causal: u32::from(causal),
         scale,
     };
-    prefill_launch(ctx, OP, (q, k, v, out), &rows, None)
+    prefill_launch(ctx, OP, (q, k, v, out), &rows, None, None)
 }
 
 /// head_dim is one the prefill kernels are specialised for.
@@ -233,16 +256,19 @@ pub(crate) struct PrefillRows {
 
 /// Launches the prefill of checked tensors: f16/bf16 on matrix fragments, f32 on the
 /// CUDA-core tiles, both with the same arguments, failures named `op`. `packed`: the sequence table, the most
-/// queries a sequence has and the sequence count of a packed batch (`prefill_varlen`).
+/// queries a sequence has and the sequence count of a packed batch (`prefill_varlen`);
+/// `walk` (with `packed`): k and v are page pools of that walk, the table holding the pages.
 pub(crate) fn prefill_launch(
     ctx: &Context,
     op: &'static str,
     (q, k, v, out): (&Tensor, &Tensor, &Tensor, &Tensor),
     r: &PrefillRows,
     packed: Option<(&Tensor, u32, u32)>,
+    walk: Option<&PageWalk>,
 ) -> Result<(), OpError> {
     let (seqs, rows_q, batch) = packed.unwrap_or((q, r.n_q, 1));
     let varlen = u32::from(packed.is_some());
+    let paged = PageWalk::scalars(walk)[5];
     let (n_q, n_kv, n_q_heads, n_kv_heads) = (r.n_q, r.n_kv, r.n_q_heads, r.n_kv_heads);
     let (head_dim, causal, scale) = (r.head_dim, r.causal, r.scale);
     if matches!(q.dtype(), DType::F16 | DType::BF16) {
@@ -259,7 +285,11 @@ pub(crate) fn prefill_launch(
             causal,
             scale,
         };
-        let consts = sdpa_prefill_mma_kernel::Consts { head_dim, varlen };
+        let consts = sdpa_prefill_mma_kernel::Consts {
+            head_dim,
+            varlen,
+            paged,
+        };
         sdpa_prefill_mma_kernel::launch(ctx, args, consts)
             .grid([
                 n_q_heads,
@@ -288,6 +318,7 @@ pub(crate) fn prefill_launch(
             rq: RQ,
             sgs: SGS,
             varlen,
+            paged,
         };
         sdpa_prefill_kernel::launch(ctx, args, consts)
             .grid([rows_q.div_ceil(SGS * RQ), n_q_heads, batch])
@@ -298,6 +329,6 @@ pub(crate) fn prefill_launch(
 }
 
 /// The constexprs a prefill specialisation takes, in declaration order.
-pub fn prefill_constexprs(head_dim: u32, varlen: u32) -> [u32; 5] {
-    [head_dim, prefill_tile(head_dim), RQ, SGS, varlen]
+pub fn prefill_constexprs(head_dim: u32, varlen: u32, paged: u32) -> [u32; 6] {
+    [head_dim, prefill_tile(head_dim), RQ, SGS, varlen, paged]
 }

@@ -21,6 +21,7 @@
 //! hold no masked key and skip the check.
 
 use super::kv_staging::regs_to_tiles;
+use super::prefill_paged::{prefill_kv_row, prefill_page_scalars};
 use super::prefill_varlen::varlen_rows;
 use super::softmax::normalise;
 use crate::float_range::{f32_range, finite};
@@ -38,7 +39,8 @@ pub fn prefill_mma_rows(head_dim: u32) -> u32 {
 /// [`prefill_mma_rows`], the last query blocks (the most keys when causal) in the first
 /// threadgroups; 128 threads. With `varlen`, q, k and v hold packed sequences, `seqs` their
 /// table and the grid is (n_q_heads, ⌈longest / rows⌉, sequences) (see `prefill_varlen`);
-/// else `seqs` is a stand-in, never read.
+/// else `seqs` is a stand-in, never read. With `paged` (and `varlen`), k and v are page
+/// pools and `seqs` also holds the pages (`prefill_paged`).
 #[allow(clippy::too_many_arguments)]
 #[kernel(group_size = 128)]
 pub fn sdpa_prefill_mma_kernel<T, S>(
@@ -55,6 +57,7 @@ pub fn sdpa_prefill_mma_kernel<T, S>(
     scale: f32,
     #[constexpr] head_dim: u32,
     #[constexpr] varlen: u32,
+    #[constexpr] paged: u32,
 ) {
     // P·V sums grow with the softmax sum: where T has f32's exponent range (bf16), P
     // enters the fragments scaled by 2⁻²⁴ (exact) and the output is scaled back, so V near
@@ -99,6 +102,7 @@ pub fn sdpa_prefill_mma_kernel<T, S>(
         n_kv,
         (num_groups_y() - 1 - group_id_y()) * rows,
     );
+    let (psize, pshift, pslot, phead) = prefill_page_scalars(seqs, paged);
     let offset = n_kv - n_q;
     let kv_end = select(causal != 0, min(block + rows, n_q) + offset, n_kv);
     let nblocks = (kv_end + bk - 1) / bk;
@@ -170,7 +174,9 @@ pub fn sdpa_prefill_mma_kernel<T, S>(
             for i in 0..lv {
                 let vi = tid + 128 * i;
                 let j = min(b + vi / vecs, n_kv - 1);
-                let base = ((k0 + j) * n_kv_heads + kvh) * head_dim + (vi % vecs) * 8;
+                let base = prefill_kv_row(
+                    seqs, k0, j, kvh, n_kv_heads, head_dim, psize, pshift, pslot, phead, paged,
+                ) + (vi % vecs) * 8;
                 for e in 0..8 {
                     store(kr[i * 8 + e], load(k[base + e]));
                 }

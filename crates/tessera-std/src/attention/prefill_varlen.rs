@@ -390,6 +390,7 @@ fn packed_attention(
         (q, k, v, out),
         &rows,
         Some((&ws.seqs, max_q, batch32)),
+        None,
     )?;
     if causal {
         let row_elems = (qs[1] * qs[2]) as u32;

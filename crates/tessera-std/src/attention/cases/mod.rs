@@ -373,6 +373,7 @@ mod sdpa_decode_strided;
 mod sdpa_multi_query;
 mod sdpa_multi_query_paged;
 mod sdpa_prefill;
+mod sdpa_prefill_paged;
 mod sdpa_prefill_varlen;
 
 pub(super) use kv_quant::{
@@ -392,6 +393,10 @@ pub(super) use sdpa_decode_strided::strided_cases;
 pub(super) use sdpa_multi_query::{mq_benches, mq_cases};
 pub(super) use sdpa_multi_query_paged::mq_paged_cases;
 pub(super) use sdpa_prefill::{prefill_benches, prefill_cases, prefill_uses};
+pub(super) use sdpa_prefill_paged::{
+    declared_reference as prefill_paged_reference, prefill_paged_benches, prefill_paged_cases,
+    prefill_paged_uses,
+};
 pub(super) use sdpa_prefill_varlen::{
     declared_reference as varlen_reference, varlen_benches, varlen_cases, varlen_uses,
 };

@@ -160,13 +160,13 @@ pub(crate) fn prefill_kernel_uses(varlen: bool) -> Vec<KernelUse> {
             v.push(use_of(
                 &sdpa_prefill_kernel::DEF,
                 dt,
-                &prefill_constexprs(d, flag),
+                &prefill_constexprs(d, flag, 0),
             ));
         }
     }
     for dt in [F16, BF16] {
         for d in PREFILL_HEAD_DIMS {
-            v.push(use_of(&sdpa_prefill_mma_kernel::DEF, dt, &[d, flag]));
+            v.push(use_of(&sdpa_prefill_mma_kernel::DEF, dt, &[d, flag, 0]));
         }
     }
     v
