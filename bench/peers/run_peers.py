@@ -12,7 +12,8 @@ launches. A peer that cannot run a shape gets `us: null` and the reason.
 
 Peers: PyTorch SDPA (decode with enable_gqa, and with the GQA group folded into query
 rows; paged decode as the pages gathered through the block table, then SDPA; prefill
-with enable_gqa; a packed prefill batch per sequence and padded to its longest prompt), F.rms_norm eager and under torch.compile, Liger RMSNorm,
+with enable_gqa; a packed prefill batch per sequence and padded to its longest prompt; a chunked prefill
+over pages as the pages gathered, then SDPA with a lower-right causal mask), F.rms_norm eager and under torch.compile, Liger RMSNorm,
 flash-linear-attention's chunk_gated_delta_rule and fused_recurrent_gated_delta_rule,
 and for the elementwise ops PyTorch eager (and torch.compile for the gated activations):
 silu(gate)·up, gelu(gate)·up, a + b, Tensor.to and F.embedding; for the dense, the
@@ -173,6 +174,33 @@ def sdpa_decode_paged_peers(p, dt, nsets):
         return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
 
     return [("torch_gather_sdpa_gqa", [(lambda s=s: gather_sdpa(*s)) for s in sets])]
+
+
+def sdpa_prefill_paged_peers(p, dt, nsets):
+    """Chunked prefill over paged caches in plain PyTorch: each sequence's pages gathered
+    through its vLLM block table (NHD pages, shuffled), then SDPA with enable_gqa and the
+    causal mask aligned to the last key (the chunk's queries are the last positions)."""
+    from torch.nn.attention.bias import causal_lower_right
+    b, hq, hkv, d = p["B"], p["hq"], p["hkv"], p["d"]
+    prefix, chunk, page = p["prefix"], p["chunk"], p["page"]
+    n = prefix + chunk
+    npg = -(-n // page)
+    blocks = b * npg + 1
+    mask = causal_lower_right(chunk, n)
+    sets = []
+    for _ in range(nsets):
+        table = torch.randperm(blocks, device=DEV)[: b * npg].view(b, npg).to(torch.int32)
+        sets.append((rnd((b, hq, chunk, d), dt), rnd((blocks, page, hkv, d), dt),
+                     rnd((blocks, page, hkv, d), dt), table))
+
+    def gather_sdpa(q, kc, vc, table):
+        idx = table.long()
+        k = kc[idx].reshape(b, npg * page, hkv, d)[:, :n].transpose(1, 2)
+        v = vc[idx].reshape(b, npg * page, hkv, d)[:, :n].transpose(1, 2)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+
+    return [("torch_gather_sdpa_causal_lower_right",
+             [(lambda s=s: gather_sdpa(*s)) for s in sets])]
 
 
 def sdpa_prefill_peers(p, dt, nsets):
@@ -637,6 +665,8 @@ def peers_for(row, nsets):
         return sdpa_prefill_peers(p, dt, nsets)
     if op == "sdpa_prefill_varlen":
         return sdpa_prefill_varlen_peers(p, dt, nsets)
+    if op == "sdpa_prefill_paged":
+        return sdpa_prefill_paged_peers(p, dt, nsets)
     if op == "rms_norm":
         return rms_norm_peers(p, dt, nsets)
     if op == "gdn_decode_step":

@@ -435,7 +435,7 @@ pub(crate) fn prefill_paged_benches() -> Vec<BenchCase> {
             kernel: "sdpa_prefill_mma_kernel",
             dtype: dt,
             shape: format!(
-                "{batch} seqs, prefix {prefix} + chunk {chunk}, pages of {page} (NHD), hq={hq} hkv={hkv} d={d} causal"
+                "B={batch} prefix={prefix} chunk={chunk} page={page} NHD hq={hq} hkv={hkv} d={d} causal"
             ),
             bytes: ((2 * total_q * hq * d + 2 * batch * len * hkv * d) * es) as u64,
             flops: (4 * pairs * hq * d) as u64,
