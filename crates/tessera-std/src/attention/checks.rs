@@ -1,8 +1,9 @@
 //! Validation the attention wrappers share: dtypes, the q/cache/out shapes, head_dim, GQA
-//! divisibility, cache depth and the scalar options, each failing with what was expected.
+//! divisibility, cache depth and the scalar options, each failing with what was expected; and
+//! the read-back of a device check's verdict.
 
 use super::plan::DECODE_HEAD_DIMS;
-use crate::error::OpError;
+use crate::error::{runtime, OpError};
 use crate::validate::{distinct, dtype_in, dtype_is, fits_u32, FLOAT_DTYPES};
 use tessera_runtime::Tensor;
 
@@ -105,4 +106,26 @@ pub(crate) fn indexable(op: &'static str, ts: &[(&str, &Tensor)]) -> Result<(), 
         fits_u32(op, &format!("the element count of `{name}`"), t.len())?;
     }
     Ok(())
+}
+
+/// The first word of a device check's `verdict` (u32 words, `u32::MAX` until a check
+/// kernel records the first offending sequence or entry in one) that holds a finding, in
+/// the priority `order`, as `(word, recorded index)`; the verdict is put back to
+/// `u32::MAX` when one did. One read-back of the whole verdict.
+pub(super) fn first_finding(
+    op: &'static str,
+    verdict: &Tensor,
+    order: &[usize],
+) -> Result<Option<(usize, usize)>, OpError> {
+    let words = verdict.to_vec::<u32>().map_err(runtime(op))?;
+    let found = order.iter().find_map(|&w| match words.get(w) {
+        Some(&x) if x != u32::MAX => Some((w, x as usize)),
+        _ => None,
+    });
+    if found.is_some() {
+        verdict
+            .write(&vec![u32::MAX; words.len()])
+            .map_err(runtime(op))?;
+    }
+    Ok(found)
 }

@@ -5,7 +5,9 @@
 //! reduced and checked on the device (`paged_table`), then the decode plan runs the same
 //! kernels as the contiguous decode, with the page lookup of `paged_rows::key_row`.
 
-use super::checks::{decode_head_dim, dims, gqa, indexable, same_dim, same_float_dtype};
+use super::checks::{
+    decode_head_dim, dims, first_finding, gqa, indexable, same_dim, same_float_dtype,
+};
 use super::decode::{check_options, DecodeOptions};
 use super::kv_quant::{check_scales, KvScales};
 use super::paged_rows::PageWalk;
@@ -119,25 +121,17 @@ impl PagedWorkspace {
     /// The first verdict word that holds a finding (its index and the sequence or entry),
     /// putting the verdict back.
     fn take_verdict(&self) -> Result<Option<(usize, usize)>, OpError> {
-        let words = self.verdict.to_vec::<u32>().map_err(runtime(OP))?;
-        let found = [
-            BAD_ROW_POINTERS,
-            NEGATIVE_LENGTH,
-            LENGTH_PAST_TABLE,
-            PAGE_OUT_OF_RANGE,
-            SHORTER_THAN_QUERIES,
-        ]
-        .into_iter()
-        .find_map(|w| match words.get(w) {
-            Some(&x) if x != u32::MAX => Some((w, x as usize)),
-            _ => None,
-        });
-        if found.is_some() {
-            self.verdict
-                .write(&[u32::MAX; VERDICT_WORDS])
-                .map_err(runtime(OP))?;
-        }
-        Ok(found)
+        first_finding(
+            OP,
+            &self.verdict,
+            &[
+                BAD_ROW_POINTERS,
+                NEGATIVE_LENGTH,
+                LENGTH_PAST_TABLE,
+                PAGE_OUT_OF_RANGE,
+                SHORTER_THAN_QUERIES,
+            ],
+        )
     }
 }
 

@@ -19,7 +19,7 @@
 //! address goes through `paged_rows::key_row`, the page list starting at the sequence's
 //! entry.
 
-use super::checks::{dims, gqa, indexable, same_dim, same_float_dtype, scale_ok};
+use super::checks::{dims, first_finding, gqa, indexable, same_dim, same_float_dtype, scale_ok};
 use super::paged::{KvLayout, PageTable, PagedKv};
 use super::paged_rows::{key_row, PageWalk};
 use super::paged_table::{
@@ -230,27 +230,19 @@ impl PagedPrefillWorkspace {
     /// The first verdict word holding a finding (its index and the sequence or entry),
     /// putting the verdict back.
     fn take_verdict(&self) -> Result<Option<(usize, usize)>, OpError> {
-        let words = self.verdict.to_vec::<u32>().map_err(runtime(OP))?;
-        let found = [
-            BAD_Q,
-            BAD_ROW_POINTERS,
-            NEGATIVE_LENGTH,
-            LENGTH_PAST_TABLE,
-            PAGE_OUT_OF_RANGE,
-            TOO_LONG,
-            SHORTER_THAN_QUERIES,
-        ]
-        .into_iter()
-        .find_map(|w| match words.get(w) {
-            Some(&x) if x != u32::MAX => Some((w, x as usize)),
-            _ => None,
-        });
-        if found.is_some() {
-            self.verdict
-                .write(&[u32::MAX; VERDICT_WORDS])
-                .map_err(runtime(OP))?;
-        }
-        Ok(found)
+        first_finding(
+            OP,
+            &self.verdict,
+            &[
+                BAD_Q,
+                BAD_ROW_POINTERS,
+                NEGATIVE_LENGTH,
+                LENGTH_PAST_TABLE,
+                PAGE_OUT_OF_RANGE,
+                TOO_LONG,
+                SHORTER_THAN_QUERIES,
+            ],
+        )
     }
 }
 

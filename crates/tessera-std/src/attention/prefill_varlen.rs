@@ -25,7 +25,7 @@
 //! lk`) are left out of the attention, so within it `lk ≥ lq` as the kernels assume, and
 //! written as zeros by a small kernel after it.
 
-use super::checks::{dims, gqa, indexable, same_dim, same_float_dtype, scale_ok};
+use super::checks::{dims, first_finding, gqa, indexable, same_dim, same_float_dtype, scale_ok};
 use super::prefill::{prefill_head_dim, prefill_launch, PrefillRows};
 use crate::error::{runtime, OpError};
 use crate::validate::{dtype_in, shape_is};
@@ -205,19 +205,7 @@ impl VarlenWorkspace {
     /// The first verdict word holding a finding (its index and the sequence), putting the
     /// verdict back.
     fn take_verdict(&self) -> Result<Option<(usize, usize)>, OpError> {
-        let words = self.verdict.to_vec::<u32>().map_err(runtime(OP))?;
-        let found = [BAD_Q, BAD_K, TOO_LONG]
-            .into_iter()
-            .find_map(|w| match words.get(w) {
-                Some(&x) if x != u32::MAX => Some((w, x as usize)),
-                _ => None,
-            });
-        if found.is_some() {
-            self.verdict
-                .write(&[u32::MAX; VERDICT_WORDS])
-                .map_err(runtime(OP))?;
-        }
-        Ok(found)
+        first_finding(OP, &self.verdict, &[BAD_Q, BAD_K, TOO_LONG])
     }
 }
 
