@@ -358,37 +358,61 @@ fn reduce_table(
     .map_err(runtime(s.op))
 }
 
-/// The i32 value at `i` of `t`, for a message.
-fn value_at(t: &Tensor, i: usize) -> String {
-    t.to_vec::<i32>()
-        .ok()
-        .and_then(|v| v.get(i).map(|x| x.to_string()))
-        .unwrap_or_else(|| "?".into())
+/// The integer at `i` of `t` (i32 or u32), for a message.
+pub(super) fn value_at(t: &Tensor, i: usize) -> String {
+    let v = match t.dtype() {
+        DType::U32 => t
+            .to_vec::<u32>()
+            .ok()
+            .and_then(|v| v.get(i).map(|x| x.to_string())),
+        _ => t
+            .to_vec::<i32>()
+            .ok()
+            .and_then(|v| v.get(i).map(|x| x.to_string())),
+    };
+    v.unwrap_or_else(|| "?".into())
 }
 
-/// The refusal for verdict word `word` at sequence or entry `at`, naming the values.
-fn refusal(kv: &PagedKv, s: &Shape, ws: &PagedWorkspace, word: usize, at: usize) -> OpError {
-    let (page, blocks) = (s.page_size, s.blocks);
-    let msg = match (kv.table, word) {
-        (_, SHORTER_THAN_QUERIES) => format!(
-            "sequence {at} holds fewer tokens than its {} new queries (its length counts them)",
-            s.n_query
-        ),
+/// The geometry a page table's refusal names: the page size, the pool's pages, a block
+/// table's width and a CSR table's entries.
+pub(super) struct TableGeometry {
+    pub page: usize,
+    pub blocks: usize,
+    pub width: usize,
+    pub entries: usize,
+}
+
+/// The refusal text for a page-table verdict word (`NEGATIVE_LENGTH`, `LENGTH_PAST_TABLE`,
+/// `PAGE_OUT_OF_RANGE`, `BAD_ROW_POINTERS`) at sequence or entry `at`, naming the values;
+/// `max_context` is the workspace's bound on a length where it has one.
+pub(super) fn table_refusal(
+    table: PageTable,
+    word: usize,
+    at: usize,
+    g: &TableGeometry,
+    max_context: Option<usize>,
+) -> String {
+    let TableGeometry {
+        page,
+        blocks,
+        width,
+        entries,
+    } = *g;
+    match (table, word) {
         (PageTable::Blocks { seq_lens, .. }, NEGATIVE_LENGTH) => format!(
             "`seq_lens` holds a negative length: sequence {at} has {}",
             value_at(seq_lens, at)
         ),
         (PageTable::Blocks { seq_lens, .. }, LENGTH_PAST_TABLE) => format!(
-            "sequence {at} has seq_len {}, more than its block-table row holds ({} pages of {page} = {} tokens) or the workspace's max_context {}",
+            "sequence {at} has seq_len {}, more than its block-table row holds ({width} pages of {page} = {} tokens){}",
             value_at(seq_lens, at),
-            s.width,
-            s.width * page,
-            ws.max_context
+            width * page,
+            max_context.map_or(String::new(), |m| format!(" or the workspace's max_context {m}"))
         ),
         (PageTable::Blocks { block_table, .. }, _) => format!(
             "`block_table`[{}, {}] = {} is not a page of the cache (0..{blocks})",
-            at / s.width.max(1),
-            at % s.width.max(1),
+            at / width.max(1),
+            at % width.max(1),
             value_at(block_table, at)
         ),
         (PageTable::Csr { last_page_len, .. }, NEGATIVE_LENGTH) => format!(
@@ -396,21 +420,38 @@ fn refusal(kv: &PagedKv, s: &Shape, ws: &PagedWorkspace, word: usize, at: usize)
             value_at(last_page_len, at)
         ),
         (PageTable::Csr { last_page_len, .. }, LENGTH_PAST_TABLE) => format!(
-            "sequence {at} has last_page_len {}, more than its pages hold (at most {page} on a last page, 0 without pages), or is longer than the workspace's max_context {}",
+            "sequence {at} has last_page_len {}, more than its pages hold (at most {page} on a last page, 0 without pages){}",
             value_at(last_page_len, at),
-            ws.max_context
+            max_context.map_or(String::new(), |m| format!(", or is longer than the workspace's max_context {m}"))
         ),
         (PageTable::Csr { indices, .. }, PAGE_OUT_OF_RANGE) => format!(
             "`indices`[{at}] = {} is not a page of the cache (0..{blocks})",
             value_at(indices, at)
         ),
         (PageTable::Csr { indptr, .. }, _) => format!(
-            "`indptr` must rise within `indices` (0 ≤ indptr[b] ≤ indptr[b + 1] ≤ {}): sequence {at} has indptr[{at}] = {}, indptr[{}] = {}",
-            s.entries,
+            "`indptr` must rise within `indices` (0 ≤ indptr[b] ≤ indptr[b + 1] ≤ {entries}): sequence {at} has indptr[{at}] = {}, indptr[{}] = {}",
             value_at(indptr, at),
             at + 1,
             value_at(indptr, at + 1)
         ),
+    }
+}
+
+/// The refusal for verdict word `word` at sequence or entry `at`, naming the values.
+fn refusal(kv: &PagedKv, s: &Shape, ws: &PagedWorkspace, word: usize, at: usize) -> OpError {
+    let msg = if word == SHORTER_THAN_QUERIES {
+        format!(
+            "sequence {at} holds fewer tokens than its {} new queries (its length counts them)",
+            s.n_query
+        )
+    } else {
+        let g = TableGeometry {
+            page: s.page_size,
+            blocks: s.blocks,
+            width: s.width,
+            entries: s.entries,
+        };
+        table_refusal(kv.table, word, at, &g, Some(ws.max_context))
     };
     OpError::invalid(s.op, msg)
 }

@@ -20,7 +20,7 @@
 //! entry.
 
 use super::checks::{dims, first_finding, gqa, indexable, same_dim, same_float_dtype, scale_ok};
-use super::paged::{KvLayout, PageTable, PagedKv};
+use super::paged::{table_refusal, value_at, KvLayout, PageTable, PagedKv, TableGeometry};
 use super::paged_rows::{key_row, PageWalk};
 use super::paged_table::{
     paged_lengths_kernel, paged_pages_kernel, BAD_ROW_POINTERS, LENGTH_PAST_TABLE, NEGATIVE_LENGTH,
@@ -386,75 +386,34 @@ fn check_workspace(ctx: &Context, s: &Shape, ws: &PagedPrefillWorkspace) -> Resu
     Ok(())
 }
 
-/// The integer at `i` of `t` (i32 or u32), for a message.
-fn value_at(t: &Tensor, i: usize) -> String {
-    let v = match t.dtype() {
-        DType::U32 => t
-            .to_vec::<u32>()
-            .ok()
-            .and_then(|v| v.get(i).map(|x| x.to_string())),
-        _ => t
-            .to_vec::<i32>()
-            .ok()
-            .and_then(|v| v.get(i).map(|x| x.to_string())),
-    };
-    v.unwrap_or_else(|| "?".into())
-}
-
 /// The refusal for verdict word `word` at sequence or entry `at`, naming the values.
 fn refusal(kv: &PagedKv, qs: &PagedQueries, s: &Shape, word: usize, at: usize) -> OpError {
-    let (page, blocks, cu) = (s.page_size, s.blocks, qs.cu_seqlens_q);
+    let cu = qs.cu_seqlens_q;
     let offsets = || format!("{}, {}", value_at(cu, at), value_at(cu, at + 1));
-    let msg = match (kv.table, word) {
-        (_, BAD_Q) => format!(
+    let msg = match word {
+        BAD_Q => format!(
             "`cu_seqlens_q` is bad at sequence {at} (offsets {}): the offsets must rise from 0 to total_q = {}",
             offsets(),
             s.total_q
         ),
-        (_, TOO_LONG) => format!(
+        TOO_LONG => format!(
             "sequence {at} (offsets {}) holds more queries than max_seqlen_q = {}",
             offsets(),
             qs.max_seqlen_q
         ),
-        (_, SHORTER_THAN_QUERIES) => format!(
+        SHORTER_THAN_QUERIES => format!(
             "sequence {at} holds fewer tokens than its new queries (offsets {}); its length counts them",
             offsets()
         ),
-        (PageTable::Blocks { seq_lens, .. }, NEGATIVE_LENGTH) => format!(
-            "`seq_lens` holds a negative length: sequence {at} has {}",
-            value_at(seq_lens, at)
-        ),
-        (PageTable::Blocks { seq_lens, .. }, LENGTH_PAST_TABLE) => format!(
-            "sequence {at} has seq_len {}, more than its block-table row holds ({} pages of {page} = {} tokens)",
-            value_at(seq_lens, at),
-            s.width,
-            s.width * page
-        ),
-        (PageTable::Blocks { block_table, .. }, _) => format!(
-            "`block_table`[{}, {}] = {} is not a page of the cache (0..{blocks})",
-            at / s.width.max(1),
-            at % s.width.max(1),
-            value_at(block_table, at)
-        ),
-        (PageTable::Csr { last_page_len, .. }, NEGATIVE_LENGTH) => format!(
-            "`last_page_len` holds a negative length: sequence {at} has {}",
-            value_at(last_page_len, at)
-        ),
-        (PageTable::Csr { last_page_len, .. }, LENGTH_PAST_TABLE) => format!(
-            "sequence {at} has last_page_len {}, more than its pages hold (at most {page} on a last page, 0 without pages)",
-            value_at(last_page_len, at)
-        ),
-        (PageTable::Csr { indices, .. }, PAGE_OUT_OF_RANGE) => format!(
-            "`indices`[{at}] = {} is not a page of the cache (0..{blocks})",
-            value_at(indices, at)
-        ),
-        (PageTable::Csr { indptr, .. }, _) => format!(
-            "`indptr` must rise within `indices` (0 ≤ indptr[b] ≤ indptr[b + 1] ≤ {}): sequence {at} has indptr[{at}] = {}, indptr[{}] = {}",
-            s.entries,
-            value_at(indptr, at),
-            at + 1,
-            value_at(indptr, at + 1)
-        ),
+        _ => {
+            let g = TableGeometry {
+                page: s.page_size,
+                blocks: s.blocks,
+                width: s.width,
+                entries: s.entries,
+            };
+            table_refusal(kv.table, word, at, &g, None)
+        }
     };
     OpError::invalid(OP, msg)
 }
