@@ -1,12 +1,15 @@
-//! Opening the CUDA driver safely: `libcuda` is loaded dynamically, so a machine without
-//! it (CI, a laptop) gets a clear error instead of a link failure or a panic.
+//! Opening the CUDA driver safely: `libcuda` is loaded dynamically (the default
+//! `cuda-dynamic-loading` feature), so a machine without it (CI, a laptop) gets a clear
+//! error instead of a link failure or a panic.
 
 use cudarc::driver::{result, sys, CudaContext};
 use std::sync::Arc;
 
 /// Opens device `ordinal`'s primary context, or says why it cannot.
 pub fn open_context(ordinal: usize) -> Result<Arc<CudaContext>, String> {
-    // SAFETY: only probes whether a library of the driver's names can be loaded.
+    // SAFETY: only probes whether a library of the driver's names can be loaded. (Linked
+    // at build time instead, the driver is there or the program did not start.)
+    #[cfg(feature = "cuda-dynamic-loading")]
     if !unsafe { sys::is_culib_present() } {
         return Err(
             "no CUDA driver: libcuda.so not found (install the NVIDIA driver, or \
