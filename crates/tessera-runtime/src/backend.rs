@@ -119,6 +119,32 @@ pub trait DeviceBuffer: Any + Send + Sync + fmt::Debug {
     fn size_bytes(&self) -> usize;
     /// For downcasting to the backend's own buffer type.
     fn as_any(&self) -> &dyn Any;
+    /// The device addresses the buffer spans, where the backend has addresses that two
+    /// buffers can share (a caller's memory borrowed twice, or a view into a block the
+    /// runtime also owns): aliasing checks compare these ranges, not only buffers.
+    fn address_range(&self) -> Option<AddressRange> {
+        None
+    }
+}
+
+/// Bytes `start..start + len` of one backend's device address space.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AddressRange {
+    pub backend: BackendKind,
+    pub start: u64,
+    pub len: u64,
+}
+
+impl AddressRange {
+    /// True if both ranges are of one address space and share at least one byte (an
+    /// empty range shares none).
+    pub fn overlaps(&self, other: &AddressRange) -> bool {
+        self.backend == other.backend
+            && self.len > 0
+            && other.len > 0
+            && self.start < other.start.saturating_add(other.len)
+            && other.start < self.start.saturating_add(self.len)
+    }
 }
 
 /// A kernel compiled by one backend, ready to launch.
@@ -159,6 +185,25 @@ pub trait Backend: Send + Sync {
     /// writes before it reads; backends where zeroing costs nothing zero it anyway.
     fn alloc_uninit(&self, bytes: usize) -> Result<Arc<dyn DeviceBuffer>> {
         self.alloc(bytes)
+    }
+
+    /// Wraps `bytes` bytes of a caller's device memory at `address` as a buffer that is
+    /// never freed here. Backends without caller memory refuse (the default).
+    ///
+    /// # Safety
+    ///
+    /// `address..address + bytes` must be device memory of this backend's device, valid
+    /// for reads and writes for as long as the returned buffer (or any tensor holding it)
+    /// lives and until the work issued with it has finished; nothing else may free or
+    /// reuse it meanwhile. See [`crate::Context::borrow_device_memory`].
+    unsafe fn borrow_memory(&self, address: u64, bytes: usize) -> Result<Arc<dyn DeviceBuffer>> {
+        let _ = (address, bytes);
+        Err(RuntimeError::Backend {
+            backend: self.info().kind,
+            message: "this backend cannot run on a caller's memory; copy the data into a \
+                      tensor made by the context instead"
+                .into(),
+        })
     }
 
     /// Copies `src` into `dst` starting at byte `offset`.
@@ -220,6 +265,12 @@ pub trait Backend: Send + Sync {
     /// rotate input sets to exceed it).
     fn l2_bytes(&self) -> usize {
         0
+    }
+
+    /// This backend as the CUDA backend, where it is one: the door to running it on a
+    /// caller's stream ([`crate::Context::on_cuda_stream`]).
+    fn as_cuda(&self) -> Option<&crate::cuda::CudaBackend> {
+        None
     }
 }
 

@@ -18,7 +18,8 @@ struct Inner {
     backend: Arc<dyn Backend>,
     /// Tensors made through this context (see [`Context::allocations`]).
     allocations: AtomicU64,
-    cache: CompileCache,
+    /// Shared with this context's views on other streams ([`Context::on_cuda_stream`]).
+    cache: Arc<CompileCache>,
     dump_dir: Option<PathBuf>,
 }
 
@@ -87,8 +88,63 @@ impl Context {
             inner: Arc::new(Inner {
                 backend,
                 allocations: AtomicU64::new(0),
-                cache: CompileCache::default(),
+                cache: Arc::default(),
                 dump_dir: dump::dump_dir_from_env(),
+            }),
+        }
+    }
+
+    /// The same CUDA device, its work issued on a caller's `stream` (an engine's cudarc
+    /// stream) instead of the context's own: the compiled kernels (loaded modules) and the
+    /// PTX cache are shared, so moving between streams never recompiles or reloads, and
+    /// making the view synchronises nothing. Tensors made through the view are allocated
+    /// and freed in `stream`'s order; the view refuses tensors made by other contexts
+    /// (their memory is ordered on another stream), so bind the caller's memory with
+    /// [`Context::borrow_device_memory`] and make scratch through the view.
+    pub fn on_cuda_stream(
+        &self,
+        stream: Arc<crate::cuda::cudarc::driver::CudaStream>,
+    ) -> Result<Context> {
+        let backend = self.cuda_backend()?.on_stream(stream)?;
+        Ok(self.view(Arc::new(backend)))
+    }
+
+    /// [`Context::on_cuda_stream`] for a raw `CUstream` another library owns (PyTorch's
+    /// `torch.cuda.current_stream().cuda_stream`).
+    ///
+    /// # Safety
+    ///
+    /// `stream` must be a live stream of this device's primary context (or null, the
+    /// legacy default stream), alive while the returned context or anything made
+    /// through it is used.
+    pub unsafe fn on_raw_cuda_stream(
+        &self,
+        stream: crate::cuda::cudarc::driver::sys::CUstream,
+    ) -> Result<Context> {
+        // SAFETY: the caller's contract is the backend's.
+        let backend = unsafe { self.cuda_backend()?.on_raw_stream(stream) }?;
+        Ok(self.view(Arc::new(backend)))
+    }
+
+    fn cuda_backend(&self) -> Result<&crate::cuda::CudaBackend> {
+        self.backend()
+            .as_cuda()
+            .ok_or_else(|| RuntimeError::Backend {
+                backend: self.kind(),
+                message: "only a CUDA context runs on a caller's CUDA stream; open one with \
+                          Context::cuda(ordinal)"
+                    .into(),
+            })
+    }
+
+    /// Another context on `backend` (the same device) sharing this one's compile cache.
+    fn view(&self, backend: Arc<dyn Backend>) -> Context {
+        Context {
+            inner: Arc::new(Inner {
+                backend,
+                allocations: AtomicU64::new(0),
+                cache: self.inner.cache.clone(),
+                dump_dir: self.inner.dump_dir.clone(),
             }),
         }
     }
@@ -149,6 +205,60 @@ impl Context {
         let t = Tensor::alloc(&self.inner.backend, T::DTYPE, shape)?;
         t.write(data)?;
         Ok(t)
+    }
+
+    /// A tensor over a caller's device memory: `shape` elements of `dtype`, row-major and
+    /// contiguous, at `address`. Nothing is copied, and the memory is never freed here.
+    /// Launches bind it like any tensor of this context; aliasing checks compare its
+    /// address range, so two borrowed views of one block are caught. The address must be
+    /// 16-byte aligned (the kernels' wide loads assume it) and, on CUDA, device memory of
+    /// this context's GPU (the driver is asked); a backend with no caller memory (the CPU
+    /// interpreter, Metal) refuses. Borrowing counts as no allocation.
+    ///
+    /// # Safety
+    ///
+    /// `address` must point to at least `shape.product() * dtype.size_bytes()` bytes of
+    /// this device's memory that stay valid — not freed, not reused by their owner — for
+    /// as long as the tensor or any clone of it lives and until the work issued with it
+    /// on this context's stream has finished; and no other stream may write them
+    /// meanwhile unless the caller orders it with this context's stream.
+    pub unsafe fn borrow_device_memory(
+        &self,
+        address: u64,
+        dtype: DType,
+        shape: &[usize],
+    ) -> Result<Tensor> {
+        let bytes = tensor::size_in_bytes(dtype, shape)?;
+        if !address.is_multiple_of(16) {
+            return Err(RuntimeError::Backend {
+                backend: self.kind(),
+                message: format!(
+                    "a borrowed {dtype}{shape:?} tensor at 0x{address:x} is not 16-byte \
+                     aligned; the kernels' wide loads need it (copy it to a fresh allocation)"
+                ),
+            });
+        }
+        // SAFETY: the caller's contract is the backend's.
+        let buffer = unsafe { self.inner.backend.borrow_memory(address, bytes) }?;
+        Ok(Tensor::from_buffer(
+            &self.inner.backend,
+            buffer,
+            dtype,
+            shape,
+        ))
+    }
+
+    /// A tensor that has a dtype and a shape but no memory, for deriving shapes (an op's
+    /// output specs): no device work, no allocation; binding it to a launch, reading or
+    /// writing it is an error.
+    pub fn placeholder(&self, dtype: DType, shape: &[usize]) -> Result<Tensor> {
+        let bytes = tensor::size_in_bytes(dtype, shape)?;
+        Ok(Tensor::from_buffer(
+            &self.inner.backend,
+            Arc::new(tensor::Placeholder { bytes }),
+            dtype,
+            shape,
+        ))
     }
 
     /// A zero-filled tensor.

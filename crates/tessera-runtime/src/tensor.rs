@@ -4,6 +4,7 @@
 use crate::backend::{Backend, DeviceBuffer};
 use crate::error::{Result, RuntimeError};
 use half::{bf16, f16};
+use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 use tessera_ir::Scalar as DType;
@@ -69,7 +70,48 @@ pub(crate) fn element_count(shape: &[usize]) -> Result<usize> {
         })
 }
 
+/// Bytes of `shape` elements of `dtype`, or an error if the count overflows.
+pub(crate) fn size_in_bytes(dtype: DType, shape: &[usize]) -> Result<usize> {
+    element_count(shape)?
+        .checked_mul(dtype.size_bytes())
+        .ok_or_else(|| RuntimeError::InvalidShape {
+            shape: shape.to_vec(),
+            reason: "the size in bytes overflows usize".into(),
+        })
+}
+
+/// The buffer of a [`crate::Context::placeholder`]: a size and no memory. No backend
+/// accepts it, so binding, reading or writing it is an error.
+#[derive(Debug)]
+pub(crate) struct Placeholder {
+    pub bytes: usize,
+}
+
+impl DeviceBuffer for Placeholder {
+    fn size_bytes(&self) -> usize {
+        self.bytes
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
 impl Tensor {
+    /// A tensor over a buffer someone made (borrowed memory, a placeholder).
+    pub(crate) fn from_buffer(
+        backend: &Arc<dyn Backend>,
+        buffer: Arc<dyn DeviceBuffer>,
+        dtype: DType,
+        shape: &[usize],
+    ) -> Tensor {
+        Tensor {
+            backend: backend.clone(),
+            buffer,
+            dtype,
+            shape: shape.to_vec(),
+        }
+    }
+
     /// Allocates a zero-filled tensor.
     pub(crate) fn alloc(
         backend: &Arc<dyn Backend>,
@@ -94,13 +136,7 @@ impl Tensor {
         shape: &[usize],
         uninit: bool,
     ) -> Result<Tensor> {
-        let n = element_count(shape)?;
-        let bytes =
-            n.checked_mul(dtype.size_bytes())
-                .ok_or_else(|| RuntimeError::InvalidShape {
-                    shape: shape.to_vec(),
-                    reason: "the size in bytes overflows usize".into(),
-                })?;
+        let bytes = size_in_bytes(dtype, shape)?;
         let buffer = if uninit {
             backend.alloc_uninit(bytes)?
         } else {
@@ -140,9 +176,16 @@ impl Tensor {
         &self.buffer
     }
 
-    /// True if both tensors share one buffer.
+    /// True if both tensors share memory: one buffer, or device address ranges that
+    /// overlap (two borrowed views of a caller's block, or a view of one the runtime owns).
     pub fn same_buffer(&self, other: &Tensor) -> bool {
-        std::ptr::addr_eq(Arc::as_ptr(&self.buffer), Arc::as_ptr(&other.buffer))
+        if std::ptr::addr_eq(Arc::as_ptr(&self.buffer), Arc::as_ptr(&other.buffer)) {
+            return true;
+        }
+        match (self.buffer.address_range(), other.buffer.address_range()) {
+            (Some(a), Some(b)) => a.overlaps(&b),
+            _ => false,
+        }
     }
 
     /// True if this tensor lives on `backend`.
@@ -236,5 +279,110 @@ pub(crate) fn nan_pattern(dtype: DType) -> Vec<u8> {
         DType::F16 => f16::NAN.to_le_bytes().to_vec(),
         DType::BF16 => bf16::NAN.to_le_bytes().to_vec(),
         other => vec![0xFF; other.size_bytes()],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::{AddressRange, BackendKind};
+    use crate::Context;
+
+    /// A buffer at a chosen device address, as a borrowed block would report it.
+    #[derive(Debug)]
+    struct AtAddress(AddressRange);
+
+    impl DeviceBuffer for AtAddress {
+        fn size_bytes(&self) -> usize {
+            self.0.len as usize
+        }
+        fn as_any(&self) -> &dyn Any {
+            self
+        }
+        fn address_range(&self) -> Option<AddressRange> {
+            Some(self.0)
+        }
+    }
+
+    fn at(ctx: &Context, backend: BackendKind, start: u64, len: u64) -> Tensor {
+        let range = AddressRange {
+            backend,
+            start,
+            len,
+        };
+        Tensor::from_buffer(
+            ctx.backend(),
+            Arc::new(AtAddress(range)),
+            DType::U8,
+            &[len as usize],
+        )
+    }
+
+    #[test]
+    fn views_of_one_block_alias_by_address_range() {
+        let ctx = Context::cpu();
+        // Every pair of small ranges, against a byte-by-byte search for a common address.
+        for (a0, a1, b0, b1) in (0..12u64).flat_map(|a0| {
+            (0..5u64).flat_map(move |a1| {
+                (0..12u64).flat_map(move |b0| (0..5u64).map(move |b1| (a0, a1, b0, b1)))
+            })
+        }) {
+            let a = at(&ctx, BackendKind::Cuda, a0, a1);
+            let b = at(&ctx, BackendKind::Cuda, b0, b1);
+            let shared = (a0..a0 + a1).any(|x| (b0..b0 + b1).contains(&x));
+            assert_eq!(a.same_buffer(&b), shared, "{a0}+{a1} vs {b0}+{b1}");
+        }
+        // At the top of the address space the end does not wrap around.
+        let top = at(&ctx, BackendKind::Cuda, u64::MAX - 4, 8);
+        assert!(top.same_buffer(&at(&ctx, BackendKind::Cuda, u64::MAX - 1, 1)));
+        assert!(!top.same_buffer(&at(&ctx, BackendKind::Cuda, 0, 8)));
+        // One range in two address spaces is two places.
+        let cuda = at(&ctx, BackendKind::Cuda, 0, 8);
+        let metal = at(&ctx, BackendKind::Metal, 0, 8);
+        assert!(!cuda.same_buffer(&metal));
+        // A clone shares its buffer even when it is empty.
+        let empty = at(&ctx, BackendKind::Cuda, 32, 0);
+        assert!(empty.same_buffer(&empty.clone()));
+    }
+
+    #[test]
+    fn buffers_without_addresses_alias_only_themselves() {
+        let ctx = Context::cpu();
+        let a = ctx.zeros(DType::F32, &[4]).expect("alloc");
+        let b = ctx.zeros(DType::F32, &[4]).expect("alloc");
+        assert!(a.same_buffer(&a.clone()));
+        assert!(!a.same_buffer(&b));
+    }
+
+    #[test]
+    fn a_placeholder_has_a_shape_and_refuses_every_access() {
+        let ctx = Context::cpu();
+        let before = ctx.allocations();
+        let p = ctx.placeholder(DType::BF16, &[3, 5]).expect("placeholder");
+        assert_eq!(
+            (p.dtype(), p.shape(), p.size_bytes()),
+            (DType::BF16, &[3, 5][..], 30)
+        );
+        assert_eq!(ctx.allocations(), before, "a placeholder is no allocation");
+        assert!(p.to_bytes().is_err());
+        assert!(p.write_bytes(&[0; 30]).is_err());
+        assert!(ctx.placeholder(DType::F32, &[usize::MAX, 2]).is_err());
+    }
+
+    #[test]
+    fn a_backend_without_caller_memory_refuses_to_borrow() {
+        let ctx = Context::cpu();
+        // SAFETY: the CPU backend refuses before it would touch the address.
+        let e = unsafe { ctx.borrow_device_memory(0x1000, DType::F32, &[4]) }
+            .expect_err("the cpu backend has no caller memory");
+        assert!(e.to_string().contains("caller's memory"), "{e}");
+        // SAFETY: refused before the backend is asked.
+        let e =
+            unsafe { ctx.borrow_device_memory(0x1004, DType::F32, &[4]) }.expect_err("misaligned");
+        assert!(e.to_string().contains("16-byte"), "{e}");
+        // SAFETY: a CPU context refuses before the stream is used.
+        let e = unsafe { ctx.on_raw_cuda_stream(std::ptr::null_mut()) }
+            .expect_err("a cpu context has no CUDA stream");
+        assert!(e.to_string().contains("only a CUDA context"), "{e}");
     }
 }

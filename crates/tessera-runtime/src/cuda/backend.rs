@@ -113,9 +113,11 @@ impl CompiledKernel for CudaKernel {
     }
 }
 
-/// One NVIDIA GPU.
+/// One NVIDIA GPU, and the stream its work goes to: its own, or a caller's
+/// ([`CudaBackend::on_stream`]).
 pub struct CudaBackend {
     ctx: Arc<CudaContext>,
+    ordinal: usize,
     stream: Arc<CudaStream>,
     info: DeviceInfo,
     /// `(major, minor)` compute capability.
@@ -126,8 +128,9 @@ pub struct CudaBackend {
     max_grid: [u32; 3],
     /// L2 cache size in bytes.
     l2_bytes: usize,
-    /// PTX by cache key, for this backend's lifetime.
-    ptx_cache: Mutex<HashMap<String, Arc<String>>>,
+    /// PTX by cache key, for this backend's lifetime, shared with its views on other
+    /// streams.
+    ptx_cache: Arc<Mutex<HashMap<String, Arc<String>>>>,
     /// Set while [`Backend::time_graph`] records the stream: allocations, copies and
     /// synchronisation are refused then (a recorded memset of a buffer freed after the
     /// recording would be replayed into freed memory).
@@ -198,12 +201,70 @@ impl CudaBackend {
             max_grid,
             l2_bytes: l2.max(0) as usize,
             ctx,
+            ordinal,
             stream,
-            ptx_cache: Mutex::new(HashMap::new()),
+            ptx_cache: Arc::new(Mutex::new(HashMap::new())),
             capturing: AtomicBool::new(false),
         })
     }
 
+    /// The same GPU, its work issued on `stream` (a caller's: an engine's, PyTorch's
+    /// current stream) instead: the context, the device's facts and the PTX cache are
+    /// shared, nothing is compiled or loaded again, and nothing is synchronised. Buffers
+    /// this view allocates are allocated and freed in `stream`'s order. `stream` must
+    /// belong to this backend's CUDA context (the device's primary context, which PyTorch
+    /// and cudarc's `CudaContext::new` use).
+    pub fn on_stream(&self, stream: Arc<CudaStream>) -> Result<CudaBackend> {
+        if stream.context().cu_ctx() != self.ctx.cu_ctx() {
+            return Err(err(format!(
+                "the stream belongs to another CUDA context than device {}'s primary \
+                 context; create it on that context",
+                self.ordinal
+            )));
+        }
+        Ok(CudaBackend {
+            ctx: self.ctx.clone(),
+            ordinal: self.ordinal,
+            stream,
+            info: self.info.clone(),
+            capability: self.capability,
+            driver_version: self.driver_version,
+            default_shared: self.default_shared,
+            max_grid: self.max_grid,
+            l2_bytes: self.l2_bytes,
+            ptx_cache: self.ptx_cache.clone(),
+            capturing: AtomicBool::new(false),
+        })
+    }
+
+    /// [`CudaBackend::on_stream`] for a raw `CUstream` another library owns.
+    ///
+    /// # Safety
+    ///
+    /// `stream` must be a live stream of this backend's CUDA context (or null, the legacy
+    /// default stream), and stay alive while the returned backend, or anything made
+    /// through it, is used.
+    pub unsafe fn on_raw_stream(&self, stream: sys::CUstream) -> Result<CudaBackend> {
+        // SAFETY: the caller vouches for the stream's context and lifetime; the wrapper
+        // never destroys it.
+        let wrapped = unsafe { self.ctx.wrap_borrowed_stream(stream) };
+        self.on_stream(wrapped)
+    }
+
+    /// The CUDA context (the device's primary context).
+    pub fn cuda_context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
+    /// The stream this backend issues its work on.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// The device's ordinal.
+    pub fn ordinal(&self) -> usize {
+        self.ordinal
+    }
     /// The device's `(major, minor)` compute capability.
     pub fn compute_capability(&self) -> (i32, i32) {
         self.capability
@@ -408,6 +469,12 @@ impl Backend for CudaBackend {
         Ok(Arc::new(self.alloc_block(bytes)?))
     }
 
+    unsafe fn borrow_memory(&self, address: u64, bytes: usize) -> Result<Arc<dyn DeviceBuffer>> {
+        // SAFETY: the caller's contract (see `Backend::borrow_memory`) is the buffer's.
+        let buf = unsafe { CudaBuffer::borrowed(&self.ctx, self.ordinal, address, bytes) };
+        Ok(Arc::new(buf.map_err(err)?))
+    }
+
     fn upload(&self, dst: &dyn DeviceBuffer, offset: usize, src: &[u8]) -> Result<()> {
         self.not_capturing("an upload")?;
         let buf = downcast_buffer::<CudaBuffer>(dst, KIND)?;
@@ -558,7 +625,12 @@ impl Backend for CudaBackend {
     }
 
     fn recording_graph(&self) -> bool {
+        // A caller may be capturing its stream (`torch.cuda.graph`) without telling us.
+        // SAFETY: the stream is live while this backend is (its owner's contract for a
+        // borrowed one); the query changes nothing.
         self.capturing.load(Ordering::Acquire)
+            || unsafe { result::stream::is_capturing(self.stream.cu_stream()) }
+                .is_ok_and(|s| s != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE)
     }
 
     fn time_graph(
@@ -585,5 +657,9 @@ impl Backend for CudaBackend {
 
     fn l2_bytes(&self) -> usize {
         self.l2_bytes
+    }
+
+    fn as_cuda(&self) -> Option<&CudaBackend> {
+        Some(self)
     }
 }

@@ -15,6 +15,9 @@ pub mod selftest;
 
 pub use backend::{CompileTimes, CudaBackend, CudaKernel, PtxOrigin};
 pub use buffer::CudaBuffer;
+/// The `cudarc` this backend is built on, so a caller hands its streams over in the same
+/// version's types ([`crate::Context::on_cuda_stream`]).
+pub use cudarc;
 
 use crate::backend::Backend;
 use crate::error::Result;
