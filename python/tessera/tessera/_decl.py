@@ -28,7 +28,26 @@ def param_text(value):
 
 def params_text(params):
     """The given parameters (None: not given) as (name, text) pairs."""
-    return [(k, param_text(v)) for k, v in params.items() if v is not None]
+    return [(k, param_text(v)) for k, v in given_params(params).items() if v is not None]
+
+
+class Default:
+    """A parameter left at its declared default: shown as the value in signatures, and
+    not passed to the op, which then fills it in itself (an op may refuse a parameter
+    that is given but unused, as `tessera run` does)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+    def __repr__(self):
+        return repr(self.value)
+
+
+def given_params(params):
+    """The parameters the caller gave: defaults and None dropped to None."""
+    return {k: (None if isinstance(v, Default) else v) for k, v in params.items()}
 
 
 def default_value(param):

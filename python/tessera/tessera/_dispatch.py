@@ -19,7 +19,7 @@ from ._arrays import (
     torch_from_bytes,
     torch_host_bytes,
 )
-from ._decl import _DECLS, params_text
+from ._decl import _DECLS, given_params, params_text
 
 # op name -> the torch.ops.tessera callable, filled by _torch_ops when PyTorch imports.
 TORCH_OPS = {}
@@ -33,7 +33,7 @@ def call(op, inputs, params, outputs):
     values = [v for v in inputs.values() if v is not None]
     if not given_out and op in TORCH_OPS and values and all(is_torch(v) for v in values):
         kwargs = dict(inputs)
-        kwargs.update(params)
+        kwargs.update(given_params(params))
         return TORCH_OPS[op](**kwargs)
     return call_eager(op, inputs, params, given_out)
 

@@ -6,7 +6,7 @@ write in place, or None to have it made. The docstring is the declaration's."""
 
 import keyword
 
-from ._decl import _DECLS, default_value
+from ._decl import _DECLS, Default, default_value
 from ._dispatch import call as _call
 
 __all__ = []
@@ -58,7 +58,8 @@ def _generate(decl):
         if p["required"]:
             args.append(py)
         else:
-            env[f"_default_{py}"] = default_value(p)
+            value = default_value(p)
+            env[f"_default_{py}"] = None if value is None else Default(value)
             args.append(f"{py}=_default_{py}")
     for t in decl["outputs"]:
         py = _ident(t["name"], taken)
