@@ -94,6 +94,8 @@ fn spec_tuple(s: OutputSpec) -> (String, String, Vec<usize>) {
 
 /// One host tensor: `(name, dtype, shape, little-endian row-major bytes)`.
 type HostIn = (String, String, Vec<usize>, PyBackedBytes);
+/// One output returned to Python: `(name, dtype, shape, bytes)`.
+type HostOut<'py> = (String, String, Vec<usize>, Bound<'py, PyBytes>);
 
 fn host_tensors(items: &[HostIn], what: &str) -> PyResult<BTreeMap<String, Tensor>> {
     let mut out = BTreeMap::new();
@@ -117,7 +119,7 @@ pub fn invoke_cpu<'py>(
     inputs: Vec<HostIn>,
     outputs: Vec<HostIn>,
     params: ParamText,
-) -> PyResult<Vec<(String, String, Vec<usize>, Bound<'py, PyBytes>)>> {
+) -> PyResult<Vec<HostOut<'py>>> {
     let op = op_named(op)?;
     let params = params_of(op, &params)?;
     check_inputs(op, inputs.iter().map(|t| t.0.as_str()))?;

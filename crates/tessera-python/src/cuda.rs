@@ -30,7 +30,10 @@ fn context_on(ordinal: usize, stream: usize) -> PyResult<Context> {
         return Ok(c.clone());
     }
     let base = {
-        let mut bases = BASES.get_or_init(Default::default).lock().map_err(poisoned)?;
+        let mut bases = BASES
+            .get_or_init(Default::default)
+            .lock()
+            .map_err(poisoned)?;
         match bases.get(&ordinal) {
             Some(c) => c.clone(),
             None => {
