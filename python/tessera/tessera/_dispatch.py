@@ -29,9 +29,16 @@ def call(op, inputs, params, outputs):
     """Runs `op` on `inputs` ({name: array or None}) with `params` ({name: value or
     None}); `outputs` ({name: array or None}) are written in place where given. Returns
     the outputs in declaration order (one alone, else a tuple)."""
-    given_out = {k: v for k, v in outputs.items() if v is not None}
-    values = [v for v in inputs.values() if v is not None]
-    if not given_out and op in TORCH_OPS and values and all(is_torch(v) for v in values):
+    # Plain loops: torch.compile traces this function on its way to the custom op.
+    given_out = {}
+    for k, v in outputs.items():
+        if v is not None:
+            given_out[k] = v
+    all_torch = op in TORCH_OPS
+    for v in inputs.values():
+        if v is not None and not is_torch(v):
+            all_torch = False
+    if all_torch and not given_out:
         kwargs = dict(inputs)
         kwargs.update(given_params(params))
         return TORCH_OPS[op](**kwargs)

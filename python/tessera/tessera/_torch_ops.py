@@ -67,22 +67,27 @@ def _fake(decl):
 
 
 def register_all():
-    """Registers every op once per process; without PyTorch, nothing."""
+    """Registers every op once per process; without PyTorch, nothing. An op whose
+    registration fails runs eagerly only, and a warning names it."""
     global _LIB
     if torch is None or _LIB is not None:
         return
     register_fake = getattr(torch.library, "register_fake", None) or torch.library.impl_abstract
     try:
-        lib = torch.library.Library("tessera", "DEF")
-        for decl in _DECLS.values():
-            name = decl["name"]
-            lib.define(name + schema(decl))
-            lib.impl(name, _kernel(decl), "CPU")
-            lib.impl(name, _kernel(decl), "CUDA")
-            register_fake(f"tessera::{name}", _fake(decl), lib=lib)
-            _dispatch.TORCH_OPS[name] = getattr(torch.ops.tessera, name)
-    except Exception as e:  # the eager functions work without the registration
-        _dispatch.TORCH_OPS.clear()
-        warnings.warn(f"tessera: torch.library registration failed, ops run eagerly only: {e}")
+        _LIB = torch.library.Library("tessera", "DEF")
+    except Exception as e:
+        warnings.warn(f"tessera: cannot open the torch.library namespace `tessera`: {e}")
         return
-    _LIB = lib
+    failed = []
+    for decl in _DECLS.values():
+        name = decl["name"]
+        try:
+            _LIB.define(name + schema(decl))
+            _LIB.impl(name, _kernel(decl), "CPU")
+            _LIB.impl(name, _kernel(decl), "CUDA")
+            register_fake(f"tessera::{name}", _fake(decl), lib=_LIB)
+            _dispatch.TORCH_OPS[name] = getattr(torch.ops.tessera, name)
+        except Exception as e:
+            failed.append(f"{name} ({e})")
+    if failed:
+        warnings.warn("tessera: these ops run eagerly only, their torch.library registration failed: " + "; ".join(failed))
