@@ -28,3 +28,6 @@ tessera=target/debug/tessera
 # NumPy from the published math). Skips itself, exit 0, when its Python packages cannot be
 # installed; TESSERA_ORACLE_CASES raises its budget.
 TESSERA_BIN="$tessera" scripts/oracles.sh
+
+# Last: the Python package: builds the wheel (maturin, debug) and runs its pytest suite.
+scripts/python-test.sh

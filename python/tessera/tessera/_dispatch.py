@@ -1,0 +1,159 @@
+"""One call of a declared op from Python: NumPy arrays and CPU tensors through the CPU
+backend (copied in, outputs copied out or written back into the arrays given), CUDA
+tensors in place on PyTorch's current stream (outputs not given are allocated with
+PyTorch, so its caching allocator and graph pools own them). With PyTorch installed, a
+call on tensors with no output given goes through the ``torch.library`` op, so
+``torch.compile`` sees it."""
+
+import numpy as np
+
+from . import _tessera
+from ._arrays import (
+    _NUMPY,
+    is_torch,
+    numpy_dtype,
+    numpy_input,
+    tessera_dtype_of_torch,
+    torch,
+    torch_dtype,
+    torch_from_bytes,
+    torch_host_bytes,
+)
+from ._decl import _DECLS, given_params, params_text
+
+# op name -> the torch.ops.tessera callable, filled by _torch_ops when PyTorch imports.
+TORCH_OPS = {}
+
+
+def call(op, inputs, params, outputs):
+    """Runs `op` on `inputs` ({name: array or None}) with `params` ({name: value or
+    None}); `outputs` ({name: array or None}) are written in place where given. Returns
+    the outputs in declaration order (one alone, else a tuple)."""
+    # Plain loops: torch.compile traces this function on its way to the custom op.
+    given_out = {}
+    for k, v in outputs.items():
+        if v is not None:
+            given_out[k] = v
+    all_torch = op in TORCH_OPS
+    for v in inputs.values():
+        if v is not None and not is_torch(v):
+            all_torch = False
+    if all_torch and not given_out:
+        kwargs = dict(inputs)
+        kwargs.update(given_params(params))
+        return TORCH_OPS[op](**kwargs)
+    return call_eager(op, inputs, params, given_out)
+
+
+def call_eager(op, inputs, params, outputs):
+    """[`call`] without the torch.library detour (what the registered op runs)."""
+    decl = _DECLS[op]
+    inputs = {k: v for k, v in inputs.items() if v is not None}
+    outputs = {k: v for k, v in outputs.items() if v is not None}
+    values = list(inputs.values()) + list(outputs.values())
+    on_cuda = [is_torch(v) and v.is_cuda for v in values]
+    if any(on_cuda):
+        if not all(on_cuda):
+            raise TypeError(
+                f"{op}: some tensors are on CUDA and some are not; pass them all on one device"
+            )
+        return _call_cuda(op, decl, inputs, params, outputs)
+    return _call_cpu(op, decl, inputs, params, outputs)
+
+
+def _one_or_tuple(results):
+    return results[0] if len(results) == 1 else tuple(results)
+
+
+def _host_input(op, d, x):
+    """(dtype name, shape, bytes) of a NumPy array or CPU tensor."""
+    if is_torch(x):
+        try:
+            name = tessera_dtype_of_torch(x, d)
+        except TypeError:
+            if x.is_floating_point() or x.is_complex():
+                raise
+            x = x.detach().numpy()  # an integer of another width: narrowed below
+        else:
+            if name == "u32" and x.dtype == torch.int32 and x.numel() and int(x.min()) < 0:
+                raise ValueError(f"{op}: input `{d['name']}` is u32 and has negative values")
+            return name, list(x.shape), torch_host_bytes(x)
+    a = numpy_input(op, d, x)
+    return _NUMPY[a.dtype], list(a.shape), a.tobytes()
+
+
+def _call_cpu(op, decl, inputs, params, outputs):
+    as_torch = any(is_torch(v) for v in inputs.values())
+    ins = []
+    for d in decl["inputs"]:
+        if d["name"] in inputs:
+            ins.append((d["name"], *_host_input(op, d, inputs[d["name"]])))
+    outs = []
+    for d in decl["outputs"]:
+        if d["name"] in outputs:
+            outs.append((d["name"], *_host_input(op, d, outputs[d["name"]])))
+    results = _tessera.invoke_cpu(op, ins, outs, params_text(params))
+    returned = []
+    for name, dtype, shape, data in results:
+        target = outputs.get(name)
+        if is_torch(target):
+            with torch.no_grad():
+                target.copy_(torch_from_bytes(data, dtype, shape))
+            returned.append(target)
+        elif target is not None:
+            target[...] = np.frombuffer(data, dtype=numpy_dtype(dtype)).reshape(shape)
+            returned.append(target)
+        elif as_torch:
+            returned.append(torch_from_bytes(data, dtype, shape))
+        else:
+            returned.append(np.frombuffer(bytearray(data), dtype=numpy_dtype(dtype)).reshape(shape))
+    return _one_or_tuple(returned)
+
+
+def _device_view(x, what, copy_ok):
+    """`x` as a contiguous, 16-byte aligned CUDA tensor: an input is copied when it is not
+    one; an output must already be one (it is written in place)."""
+    if x.is_contiguous() and x.data_ptr() % 16 == 0:
+        return x
+    if not copy_ok:
+        raise ValueError(
+            f"{what} must be contiguous and 16-byte aligned to be written in place "
+            f"(strides {tuple(x.stride())}, address 0x{x.data_ptr():x}); pass a fresh tensor"
+        )
+    return x.clone(memory_format=torch.contiguous_format)
+
+
+def _call_cuda(op, decl, inputs, params, outputs):
+    device = next(iter(inputs.values())).device
+    for name, v in list(inputs.items()) + list(outputs.items()):
+        if v.device != device:
+            raise ValueError(f"{op}: `{name}` is on {v.device}, the first input on {device}")
+    ins, keep = [], []
+    for d in decl["inputs"]:
+        x = inputs.get(d["name"])
+        if x is None:
+            continue
+        dtype = tessera_dtype_of_torch(x, d)
+        x = _device_view(x, f"{op}: input `{d['name']}`", True)
+        keep.append(x)
+        ins.append((d["name"], x.data_ptr(), dtype, list(x.shape), list(x.stride())))
+    ptext = params_text(params)
+    missing = [d["name"] for d in decl["outputs"] if d["name"] not in outputs]
+    specs = {}
+    if missing:
+        shapes = [(n, dt, shape) for n, _, dt, shape, _ in ins]
+        specs = {n: (dt, s) for n, dt, s in _tessera.output_specs(op, shapes, ptext)}
+    outs, returned = [], []
+    for d in decl["outputs"]:
+        o = outputs.get(d["name"])
+        if o is None:
+            dt, shape = specs[d["name"]]
+            o = torch.zeros(shape, dtype=torch_dtype(dt), device=device)
+        else:
+            dt = tessera_dtype_of_torch(o, d)
+            o = _device_view(o, f"{op}: output `{d['name']}`", False)
+        returned.append(o)
+        outs.append((d["name"], o.data_ptr(), dt, list(o.shape), list(o.stride())))
+    stream = torch.cuda.current_stream(device).cuda_stream
+    _tessera.invoke_cuda(op, device.index, stream, ins, outs, ptext)
+    return _one_or_tuple(returned)
