@@ -402,7 +402,7 @@ impl Lower<'_> {
                         dst.span(),
                         &format!(
                             "`{n}` copies into threadgroup memory, and `{dst}` is a tensor: copy \
-                             into a `threadgroup_array`, or write `{dst}` with `store`"
+                             into an array declared `let tile = threadgroup_array::<T>(len);`"
                         ),
                     );
                 }
