@@ -681,6 +681,104 @@ impl Builder {
         Ok(())
     }
 
+    /// Starts an asynchronous copy of `width` elements (a literal or constexpr) from device
+    /// memory `src[src_index..]` to threadgroup memory `dst[dst_index..]`; with `valid`,
+    /// the zero-fill form (`valid` false: zeros land, the source is not read). See
+    /// [`Op::CopyAsync`].
+    pub fn copy_async(
+        &mut self,
+        dst: Mem,
+        dst_index: Value,
+        src: Mem,
+        src_index: Value,
+        width: Value,
+        valid: Option<Value>,
+    ) -> R<()> {
+        let (dname, sname) = (self.mem_name(dst.mem), self.mem_name(src.mem));
+        if !matches!(dst.mem, MemRef::Shared(_) | MemRef::Arg(_)) {
+            return Err(self.error(format!(
+                "`copy_async` copies into threadgroup memory, and `{dname}` is not a threadgroup \
+                 array: declare it `let {dname} = threadgroup_array::<{}>(len);`, or use `load`/`store`",
+                dst.elem
+            )));
+        }
+        if !matches!(src.mem, MemRef::Param(_) | MemRef::Arg(_)) {
+            return Err(self.error(format!(
+                "`copy_async` copies from device memory, and `{sname}` is a threadgroup or stack \
+                 array: pass a tensor parameter, or copy with `load`/`store`"
+            )));
+        }
+        if !dst.writable {
+            return Err(self.error(format!("`{dname}` is read-only; declare it `mut`")));
+        }
+        if dst.elem != src.elem {
+            return Err(self.error(format!(
+                "`copy_async` copies bits without converting: `{sname}` holds {} but `{dname}` \
+                 holds {}; declare the threadgroup array of {}",
+                src.elem, dst.elem, src.elem
+            )));
+        }
+        let width =
+            match self.known_const(width).and_then(|l| l.as_i64()) {
+                Some(w) if w > 0 && w <= 16 => w as u8,
+                Some(w) => {
+                    return Err(self.error(format!(
+                        "`copy_async` of {w} elements: a copy moves 4, 8 or 16 bytes per thread"
+                    )))
+                }
+                None => return Err(self.error(
+                    "the element count of `copy_async` must be known when the kernel is built: \
+                     use a literal or a #[constexpr] parameter",
+                )),
+            };
+        check_copy_width(src.elem, width).map_err(|m| self.error(m))?;
+        let di = self.coerce(dst_index, Scalar::U32, &format!("the index into `{dname}`"))?;
+        let si = self.coerce(src_index, Scalar::U32, &format!("the index into `{sname}`"))?;
+        let valid = match valid {
+            Some(v) => Some(self.coerce(
+                v,
+                Scalar::Bool,
+                "the in-bounds flag of `copy_async_or_zero`",
+            )?),
+            None => None,
+        };
+        self.push(
+            Op::CopyAsync {
+                dst: dst.mem,
+                dst_index: di,
+                src: src.mem,
+                src_index: si,
+                width,
+                valid,
+            },
+            vec![],
+        );
+        Ok(())
+    }
+
+    /// Commits the asynchronous copies this thread issued since its last commit as a group.
+    pub fn commit_copies(&mut self) {
+        self.push(Op::CommitCopies, vec![]);
+    }
+
+    /// Waits until at most `pending` (a literal or constexpr) of this thread's committed
+    /// groups of copies are in flight.
+    pub fn wait_copies(&mut self, pending: Value) -> R<()> {
+        match self.known_const(pending).and_then(|l| l.as_i64()) {
+            Some(n) if (0..=u32::MAX as i64).contains(&n) => {
+                self.push(Op::WaitCopies(n as u32), vec![]);
+                Ok(())
+            }
+            Some(n) => Err(self.error(format!(
+                "`wait_copies({n})`: the number of groups left in flight is 0 or more"
+            ))),
+            None => Err(self.error(
+                "the count of `wait_copies` must be known when the kernel is built (the GPU \
+                 instruction takes an immediate): use a literal or a #[constexpr] parameter",
+            )),
+        }
+    }
+
     /// Atomic read-modify-write; returns the old value.
     pub fn atomic(&mut self, op: AtomicOp, m: Mem, index: Value, value: Value) -> R<Value> {
         let name = self.mem_name(m.mem);
@@ -1338,6 +1436,30 @@ impl Builder {
             order: self.order,
         })
     }
+}
+
+/// Whether `width` elements of `elem` make one asynchronous copy (4, 8 or 16 bytes), else
+/// what to write instead.
+pub fn check_copy_width(elem: Scalar, width: u8) -> Result<(), String> {
+    if elem == Scalar::Bool {
+        return Err(
+            "`copy_async` moves numbers; copy bool data as u8 (or with `load`/`store`)".into(),
+        );
+    }
+    let bytes = elem.size_bytes() as u32 * width as u32;
+    if matches!(bytes, 4 | 8 | 16) {
+        return Ok(());
+    }
+    let fits: Vec<String> = [4u32, 8, 16]
+        .iter()
+        .filter(|&&b| b % elem.size_bytes() as u32 == 0)
+        .map(|b| (b / elem.size_bytes() as u32).to_string())
+        .collect();
+    Err(format!(
+        "`copy_async` of {width} {elem} elements moves {bytes} bytes; a copy moves 4, 8 or 16 \
+         bytes per thread: copy {} elements of {elem} (16 bytes is the fastest)",
+        fits.join(", ")
+    ))
 }
 
 fn default_int(i: i64) -> Scalar {

@@ -580,6 +580,29 @@ pub enum Op {
         b: u32,
         c: u32,
     },
+    /// Starts an asynchronous copy of `width` consecutive elements from device memory
+    /// `src[src_index..]` to threadgroup memory `dst[dst_index..]` (one element type; 4, 8
+    /// or 16 bytes; both indices multiples of `width`). The copy belongs to the issuing
+    /// thread's open group (see [`Op::CommitCopies`]) and lands when a [`Op::WaitCopies`]
+    /// of that thread retires the group: until then the destination holds its old
+    /// contents and reading or writing it is a race. With `valid` (bool) false the
+    /// destination receives zeros and the source is not read (so `src_index` may be out of
+    /// bounds: the zero-fill form for tile edges). No result.
+    CopyAsync {
+        dst: MemRef,
+        dst_index: ValueId,
+        src: MemRef,
+        src_index: ValueId,
+        width: u8,
+        valid: Option<ValueId>,
+    },
+    /// Closes the issuing thread's open group of asynchronous copies (possibly empty); the
+    /// next copy opens a new one. No result.
+    CommitCopies,
+    /// Waits until at most `pending` of the issuing thread's committed groups of copies are
+    /// still in flight: every older group has landed. Copies issued since the last commit
+    /// are not waited for (a kernel must commit them first). No result.
+    WaitCopies(u32),
     /// Calls a DSL function; results are its returns. `mems` are the caller's memory
     /// for the function's memory arguments, in order. Removed by the inline pass.
     Call {
@@ -598,8 +621,20 @@ impl Op {
             | Op::Param(_)
             | Op::Barrier
             | Op::SimdBarrier
+            | Op::CommitCopies
+            | Op::WaitCopies(_)
             | Op::FragMma { .. } => {
                 vec![]
+            }
+            Op::CopyAsync {
+                dst_index,
+                src_index,
+                valid,
+                ..
+            } => {
+                let mut v = vec![*dst_index, *src_index];
+                v.extend(valid.iter().copied());
+                v
             }
             Op::FragFill { value, .. } | Op::FragScale { value, .. } => vec![*value],
             Op::FragLoad { index, stride, .. } | Op::FragStore { index, stride, .. } => {
@@ -633,7 +668,21 @@ impl Op {
             | Op::Param(_)
             | Op::Barrier
             | Op::SimdBarrier
+            | Op::CommitCopies
+            | Op::WaitCopies(_)
             | Op::FragMma { .. } => {}
+            Op::CopyAsync {
+                dst_index,
+                src_index,
+                valid,
+                ..
+            } => {
+                *dst_index = f(*dst_index);
+                *src_index = f(*src_index);
+                if let Some(v) = valid {
+                    *v = f(*v);
+                }
+            }
             Op::FragFill { value, .. } | Op::FragScale { value, .. } => *value = f(*value),
             Op::FragLoad { index, stride, .. } | Op::FragStore { index, stride, .. } => {
                 *index = f(*index);
@@ -738,8 +787,15 @@ impl Op {
         )
     }
 
-    /// The memory an op reads or writes directly, if any, to change it.
+    /// The memory an op reads or writes directly, if any, to change it (an asynchronous
+    /// copy's destination; [`Op::mems_mut`] gives its source too).
     pub fn mem_mut(&mut self) -> Option<&mut MemRef> {
+        self.mems_mut().into_iter().next()
+    }
+
+    /// The memory an op reads or writes directly (none, one, or for an asynchronous copy
+    /// its destination then its source), to change it.
+    pub fn mems_mut(&mut self) -> Vec<&mut MemRef> {
         match self {
             Op::Load { mem, .. }
             | Op::Store { mem, .. }
@@ -747,9 +803,19 @@ impl Op {
             | Op::VecStore { mem, .. }
             | Op::Atomic { mem, .. }
             | Op::FragLoad { mem, .. }
-            | Op::FragStore { mem, .. } => Some(mem),
-            _ => None,
+            | Op::FragStore { mem, .. } => vec![mem],
+            Op::CopyAsync { dst, src, .. } => vec![dst, src],
+            _ => vec![],
         }
+    }
+
+    /// True for the ops of asynchronous copies (issue, commit, wait): effects on memory
+    /// and on the issuing thread's groups of copies, never pure.
+    pub fn is_async_copy(&self) -> bool {
+        matches!(
+            self,
+            Op::CopyAsync { .. } | Op::CommitCopies | Op::WaitCopies(_)
+        )
     }
 
     /// The memory an op reads or writes directly, if any.

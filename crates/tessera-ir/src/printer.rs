@@ -114,6 +114,25 @@ impl Printer<'_> {
             } => format!("{} {}[{index}], {value}", op.name(), self.mem(*mem)),
             Op::Barrier => "barrier".to_string(),
             Op::SimdBarrier => "simd_barrier".to_string(),
+            Op::CopyAsync {
+                dst,
+                dst_index,
+                src,
+                src_index,
+                width,
+                valid,
+            } => {
+                let zfill = valid
+                    .map(|v| format!(" if {v} else zero"))
+                    .unwrap_or_default();
+                format!(
+                    "copy_async{width} {}[{dst_index}], {}[{src_index}]{zfill}",
+                    self.mem(*dst),
+                    self.mem(*src)
+                )
+            }
+            Op::CommitCopies => "commit_copies".to_string(),
+            Op::WaitCopies(n) => format!("wait_copies {n}"),
             Op::Simd(op, a) => format!("{} {a}", op.name()),
             Op::Shuffle { kind, value, arg } => format!("{} {value}, {arg}", kind.name()),
             Op::GroupReduce(op, a) => format!("{} {a}", op.name()),

@@ -693,7 +693,45 @@ impl<'a> Verifier<'a> {
                 }
                 one(v)
             }
-            Op::Barrier | Op::SimdBarrier => Ok(Some(vec![])),
+            Op::Barrier | Op::SimdBarrier | Op::CommitCopies | Op::WaitCopies(_) => {
+                Ok(Some(vec![]))
+            }
+            Op::CopyAsync {
+                dst, src, width, ..
+            } => {
+                let in_function = self.params.is_none();
+                let shared_dst = matches!(dst, MemRef::Shared(_))
+                    || (in_function && matches!(dst, MemRef::Arg(_)));
+                if !shared_dst {
+                    return bad(format!(
+                        "copies into {dst}; the destination must be a threadgroup array"
+                    ));
+                }
+                let device_src = matches!(src, MemRef::Param(_))
+                    || (in_function && matches!(src, MemRef::Arg(_)));
+                if !device_src {
+                    return bad(format!(
+                        "copies from {src}; the source must be device memory (a tensor parameter)"
+                    ));
+                }
+                let d = self.mem(s, *dst, loc, true)?;
+                let e = self.mem(s, *src, loc, false)?;
+                if !self.elem_matches(*src, d, e) {
+                    return bad(format!("copies {e} elements into {d} memory"));
+                }
+                if !(in_function && matches!(dst, MemRef::Arg(_))) {
+                    crate::builder::check_copy_width(d, *width)
+                        .map_err(|m| self.err(loc, format!("`{name}`: {m}")))?;
+                }
+                self.index_u32(ops[0], loc, name)?;
+                self.index_u32(ops[1], loc, name)?;
+                if let Some(&t) = ops.get(2) {
+                    if t != Type::Scalar(Scalar::Bool) {
+                        return bad(format!("the in-bounds flag is {t}; expected bool"));
+                    }
+                }
+                Ok(Some(vec![]))
+            }
             Op::FragFill { .. }
             | Op::FragScale { .. }
             | Op::FragLoad { .. }
@@ -958,6 +996,9 @@ pub fn op_name(op: &Op) -> &'static str {
         Op::Atomic { op, .. } => op.name(),
         Op::Barrier => "barrier",
         Op::SimdBarrier => "simd_barrier",
+        Op::CopyAsync { .. } => "copy_async",
+        Op::CommitCopies => "commit_copies",
+        Op::WaitCopies(_) => "wait_copies",
         Op::Simd(s, _) => s.name(),
         Op::Shuffle { kind, .. } => kind.name(),
         Op::GroupReduce(r, _) => r.name(),
@@ -1039,7 +1080,13 @@ impl Analysis<'_> {
             | Op::Extract(..)
             | Op::Pack(_) => self.min_of(&inst.op.operands()),
             Op::Load { .. } | Op::VecLoad { .. } | Op::Atomic { .. } => Varying,
-            Op::Store { .. } | Op::VecStore { .. } | Op::Barrier | Op::SimdBarrier => Threadgroup,
+            Op::Store { .. }
+            | Op::VecStore { .. }
+            | Op::Barrier
+            | Op::SimdBarrier
+            | Op::CopyAsync { .. }
+            | Op::CommitCopies
+            | Op::WaitCopies(_) => Threadgroup,
             Op::FragFill { .. }
             | Op::FragScale { .. }
             | Op::FragLoad { .. }

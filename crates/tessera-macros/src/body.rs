@@ -521,9 +521,17 @@ fn is_statement_expr(e: &syn::Expr) -> bool {
     match e {
         syn::Expr::ForLoop(_) | syn::Expr::Assign(_) => true,
         syn::Expr::Binary(b) => compound_op(&b.op).is_some(),
-        syn::Expr::Call(c) => ["store", "barrier", "simd_barrier"]
-            .iter()
-            .any(|n| path_is(&c.func, n)),
+        syn::Expr::Call(c) => [
+            "store",
+            "barrier",
+            "simd_barrier",
+            "copy_async",
+            "copy_async_or_zero",
+            "commit_copies",
+            "wait_copies",
+        ]
+        .iter()
+        .any(|n| path_is(&c.func, n)),
         syn::Expr::If(i) => i.else_branch.is_none(),
         _ => false,
     }

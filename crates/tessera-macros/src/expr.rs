@@ -376,6 +376,61 @@ impl Lower<'_> {
                 let value = self.expr(&c.args[1])?;
                 Ok(quote!({ let __i = #index; let __v = #value; #b.store(#mem, __i, __v)?; }))
             }
+            // `copy_async(dst[i], src[j], n)`: an asynchronous copy of `n` elements from a
+            // tensor into a threadgroup array; `copy_async_or_zero(…, in_bounds)` lands
+            // zeros where `in_bounds` is false.
+            Some(n @ ("copy_async" | "copy_async_or_zero")) => {
+                let zfill = n == "copy_async_or_zero";
+                let want = if zfill { 4 } else { 3 };
+                if c.args.len() != want {
+                    let form = if zfill {
+                        "(dst[i], src[j], elements, in_bounds)"
+                    } else {
+                        "(dst[i], src[j], elements)"
+                    };
+                    return err(
+                        c.span(),
+                        &format!(
+                            "`{n}` takes {form}: `dst` a threadgroup array, `src` a tensor, \
+                             `elements` a literal or constexpr making 4, 8 or 16 bytes"
+                        ),
+                    );
+                }
+                let (dst, di) = self.mem_index(&c.args[0], n)?;
+                if self.read_only.contains(&dst) {
+                    return err(
+                        dst.span(),
+                        &format!(
+                            "`{n}` copies into threadgroup memory, and `{dst}` is a tensor: copy \
+                             into an array declared `let tile = threadgroup_array::<T>(len);`"
+                        ),
+                    );
+                }
+                let (src, si) = self.mem_index(&c.args[1], n)?;
+                let width = self.expr(&c.args[2])?;
+                let valid = if zfill {
+                    let v = self.expr(&c.args[3])?;
+                    quote!(::core::option::Option::Some(#v))
+                } else {
+                    quote!(::core::option::Option::None)
+                };
+                Ok(quote!({
+                    let __di = #di;
+                    let __si = #si;
+                    let __w = #width;
+                    let __v = #valid;
+                    #b.copy_async(#dst, __di, #src, __si, __w, __v)?;
+                }))
+            }
+            Some("commit_copies") => {
+                self.args(c, 0, "commit_copies")?;
+                Ok(quote!(#b.commit_copies();))
+            }
+            Some("wait_copies") => {
+                let a = self.args(c, 1, "wait_copies")?;
+                let n = &a[0];
+                Ok(quote!({ let __n = #n; #b.wait_copies(__n)?; }))
+            }
             Some("barrier") => {
                 self.args(c, 0, "barrier")?;
                 Ok(quote!(#b.barrier();))
@@ -536,7 +591,8 @@ impl Lower<'_> {
                 Ok(quote!(#ir::Value::Float(f64::NEG_INFINITY)))
             }
             "store" | "barrier" | "simd_barrier" | "matrix_fill" | "matrix_scale" | "matrix_load" | "matrix_load_t"
-            | "matrix_store" | "matrix_mma" => err(
+            | "matrix_store" | "matrix_mma" | "copy_async" | "copy_async_or_zero" | "commit_copies"
+            | "wait_copies" => err(
                 c.span(),
                 &format!("`{n}` has no value; use it as a statement"),
             ),
@@ -641,6 +697,10 @@ const OTHER_BUILTINS: &[&str] = &[
     "matrix_load_t",
     "matrix_store",
     "matrix_mma",
+    "copy_async",
+    "copy_async_or_zero",
+    "commit_copies",
+    "wait_copies",
 ];
 
 /// Names the DSL defines itself; any other called name is a #[func].

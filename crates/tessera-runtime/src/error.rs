@@ -159,6 +159,17 @@ pub enum Violation {
     ShuffleLane { lane: u32 },
     /// IR the interpreter cannot run (a compiler bug or a hand-built kernel).
     Unsupported { message: String },
+    /// A read (`write` false) or write of a threadgroup element that an asynchronous copy
+    /// of thread `issuer` still targets: no wait has landed that copy yet.
+    PendingCopy {
+        memory: String,
+        index: u64,
+        issuer: u32,
+        write: bool,
+    },
+    /// A wait while copies issued since the last commit are uncommitted (the wait would
+    /// not cover them), or the kernel's end with copies still in flight.
+    CopiesInFlight { copies: u32, at_end: bool },
 }
 
 impl fmt::Display for Violation {
@@ -213,6 +224,37 @@ impl fmt::Display for Violation {
                 "shuffle from lane {lane}; lanes are 0..32"
             ),
             Violation::Unsupported { message } => write!(f, "cannot run this IR: {message}"),
+            Violation::PendingCopy {
+                memory,
+                index,
+                issuer,
+                write,
+            } => write!(
+                f,
+                "{} element {index} of `{memory}` while the asynchronous copy of thread {issuer} \
+                 into it is in flight; commit the copy and `wait_copies` for its group (then \
+                 `barrier()` if other threads read it) first",
+                if *write { "writes" } else { "reads" }
+            ),
+            Violation::CopiesInFlight {
+                copies,
+                at_end: true,
+            } => write!(
+                f,
+                "the kernel ends with {copies} asynchronous cop{} in flight; commit them and \
+                 `wait_copies(0)` before the end",
+                if *copies == 1 { "y" } else { "ies" }
+            ),
+            Violation::CopiesInFlight {
+                copies,
+                at_end: false,
+            } => write!(
+                f,
+                "waits while {copies} asynchronous cop{} issued since the last `commit_copies()` \
+                 are uncommitted, so no wait covers them; call `commit_copies()` before \
+                 `wait_copies`",
+                if *copies == 1 { "y" } else { "ies" }
+            ),
         }
     }
 }

@@ -495,6 +495,36 @@ impl<D: Fragments> Emitter<'_, D> {
                 self.define(r, vec![e])?;
             }
             Op::Barrier => self.line(D::BARRIER),
+            Op::CopyAsync {
+                dst,
+                dst_index,
+                src,
+                src_index,
+                width,
+                valid,
+            } => {
+                let (d, sm) = (self.mem_mut(*dst)?, self.mem(*src)?);
+                if d.space != Space::Threadgroup || sm.space != Space::Device || d.elem != sm.elem {
+                    return Err(self.malformed(format!(
+                        "an asynchronous copy from `{}` ({}) into `{}` ({}): it copies device \
+                         memory into a threadgroup array of the same type",
+                        sm.name, sm.elem, d.name, d.elem
+                    )));
+                }
+                let (di, si) = (self.val(*dst_index)?, self.val(*src_index)?);
+                let valid = valid.map(|v| self.val(v)).transpose()?;
+                let copy = super::AsyncCopy {
+                    dst: &d,
+                    dst_index: &di,
+                    src: &sm,
+                    src_index: &si,
+                    width: *width,
+                    valid: valid.as_deref(),
+                };
+                D::copy_async(self, &copy);
+            }
+            Op::CommitCopies => D::commit_copies(self),
+            Op::WaitCopies(n) => D::wait_copies(self, *n),
             Op::SimdBarrier => self.line(D::SIMD_BARRIER),
             Op::Simd(op, a) => {
                 let r = self.result(inst)?;
@@ -605,6 +635,11 @@ fn op_name(op: &Op) -> String {
         Op::Atomic { op, mem, .. } => format!("{} {mem}", op.name()),
         Op::Barrier => "barrier".into(),
         Op::SimdBarrier => "simd_barrier".into(),
+        Op::CopyAsync {
+            dst, src, width, ..
+        } => format!("copy_async x{width} {src} -> {dst}"),
+        Op::CommitCopies => "commit_copies".into(),
+        Op::WaitCopies(n) => format!("wait_copies {n}"),
         Op::Simd(o, _) => o.name().into(),
         Op::Shuffle { kind, .. } => kind.name().into(),
         Op::GroupReduce(o, _) => o.name().into(),

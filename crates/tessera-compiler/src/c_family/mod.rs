@@ -117,6 +117,54 @@ pub(crate) trait Dialect: ScalarOps + Sized {
         arg: &str,
         arg_const: Option<u32>,
     ) -> R<String>;
+
+    /// Starts the asynchronous copy of `width` elements `src[src_index..]` into the
+    /// threadgroup array `dst[dst_index..]`, zeros where `valid` is false. By default a
+    /// plain copy, done before any wait can ask for it.
+    fn copy_async(e: &mut Emitter<Self>, copy: &AsyncCopy<'_>) {
+        plain_copy(e, copy);
+    }
+    /// Commits the copies issued since the last commit as a group (by default nothing).
+    fn commit_copies(_e: &mut Emitter<Self>) {}
+    /// Waits until at most `pending` committed groups are in flight (by default nothing:
+    /// plain copies have landed already).
+    fn wait_copies(_e: &mut Emitter<Self>, _pending: u32) {}
+}
+
+/// An asynchronous copy as the dialects see it: memory names and index expressions.
+pub(crate) struct AsyncCopy<'a> {
+    pub dst: &'a Mem,
+    pub dst_index: &'a str,
+    pub src: &'a Mem,
+    pub src_index: &'a str,
+    pub width: u8,
+    /// The in-bounds flag of the zero-fill form.
+    pub valid: Option<&'a str>,
+}
+
+/// `dst[dst_index + k] = src[src_index + k]` for every element, or zeros where the copy's
+/// flag is false (the source is then not read).
+pub(crate) fn plain_copy<D: Dialect>(e: &mut Emitter<D>, c: &AsyncCopy<'_>) {
+    let at = |base: &str, k: u8| {
+        if k == 0 {
+            base.to_string()
+        } else {
+            format!("({base}) + {k}u")
+        }
+    };
+    let zero = D::literal(Literal::zero(c.dst.elem));
+    for k in 0..c.width {
+        let from = format!("{}[{}]", c.src.name, at(c.src_index, k));
+        let value = match c.valid {
+            Some(v) => format!("({v}) ? {from} : {zero}"),
+            None => from,
+        };
+        e.line(&format!(
+            "{}[{}] = {value};",
+            c.dst.name,
+            at(c.dst_index, k)
+        ));
+    }
 }
 
 /// How a dialect spells matrix fragments (16×16 tiles held across a simdgroup), apart

@@ -7,7 +7,7 @@
 use super::helpers::{define, helper_name, Helper, ShuffleKindKey, SimdOpKey};
 use super::names::{ident, literal, scalar_type, vector_type};
 use super::{prelude, uses_scalar, CudaSource, NVRTC_OPTIONS};
-use crate::c_family::{Dialect, Emitter, Idents, Mem, Val, R};
+use crate::c_family::{plain_copy, AsyncCopy, Dialect, Emitter, Idents, Mem, Val, R};
 use std::collections::{BTreeSet, HashSet};
 use std::fmt::Write;
 use tessera_ir::{
@@ -179,6 +179,9 @@ impl Dialect for Cuda {
         if uses_scalar(k, Scalar::BF16) {
             source.push_str(prelude::BF16);
         }
+        if uses_async_copies(k) {
+            source.push_str(prelude::ASYNC_COPY);
+        }
         for &h in &e.d.helpers {
             define(h, &mut source);
         }
@@ -288,4 +291,37 @@ impl Dialect for Cuda {
         e.d.helpers.insert(h);
         Ok(format!("{}({x}, {a})", helper_name(h)))
     }
+
+    /// `cp.async` from sm_80 (a source size of 0 where the zero-fill flag is false), the
+    /// plain copy before.
+    fn copy_async(e: &mut Emitter<Self>, c: &AsyncCopy<'_>) {
+        let bytes = c.width as usize * c.dst.elem.size_bytes();
+        let size = match c.valid {
+            Some(v) => format!("({v}) ? {bytes}u : 0u"),
+            None => format!("{bytes}u"),
+        };
+        e.line("#if TS_CP_ASYNC");
+        e.line(&format!(
+            "ts_cp_async{bytes}(&{}[{}], &{}[{}], {size});",
+            c.dst.name, c.dst_index, c.src.name, c.src_index
+        ));
+        e.line("#else");
+        plain_copy(e, c);
+        e.line("#endif");
+    }
+
+    fn commit_copies(e: &mut Emitter<Self>) {
+        e.line("TS_CP_ASYNC_COMMIT();");
+    }
+
+    fn wait_copies(e: &mut Emitter<Self>, pending: u32) {
+        e.line(&format!("TS_CP_ASYNC_WAIT({pending});"));
+    }
+}
+
+/// True if the kernel issues, commits or waits for asynchronous copies.
+fn uses_async_copies(k: &Kernel) -> bool {
+    let mut any = false;
+    k.body.block.walk(&mut |i| any |= i.op.is_async_copy());
+    any
 }

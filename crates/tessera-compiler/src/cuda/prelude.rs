@@ -60,3 +60,39 @@ static __device__ __forceinline__ ts_bf16 ts_bf16_from_f32(float f) {
   return h;
 }
 "#;
+
+/// Asynchronous copies into shared memory: `cp.async` from sm_80, by the 32-bit shared and
+/// the global address of each side (converted here, no headers), with a source size of 0
+/// for the zero-fill form; earlier GPUs copy synchronously (`TS_CP_ASYNC` 0) and their
+/// commits and waits are nothing.
+pub const ASYNC_COPY: &str = r#"// Asynchronous copies (cp.async from sm_80; plain copies before).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define TS_CP_ASYNC 1
+static __device__ __forceinline__ unsigned int ts_shared_addr(const void* p) {
+  unsigned int a;
+  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+  return a;
+}
+static __device__ __forceinline__ unsigned long long ts_global_addr(const void* p) {
+  unsigned long long a;
+  asm("cvta.to.global.u64 %0, %1;" : "=l"(a) : "l"(p));
+  return a;
+}
+// 16 bytes bypass L1 (.cg); 4 and 8 go through it (.ca, the only form for them).
+static __device__ __forceinline__ void ts_cp_async16(void* dst, const void* src, unsigned int n) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(ts_shared_addr(dst)), "l"(ts_global_addr(src)), "r"(n) : "memory");
+}
+static __device__ __forceinline__ void ts_cp_async8(void* dst, const void* src, unsigned int n) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" :: "r"(ts_shared_addr(dst)), "l"(ts_global_addr(src)), "r"(n) : "memory");
+}
+static __device__ __forceinline__ void ts_cp_async4(void* dst, const void* src, unsigned int n) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" :: "r"(ts_shared_addr(dst)), "l"(ts_global_addr(src)), "r"(n) : "memory");
+}
+#define TS_CP_ASYNC_COMMIT() asm volatile("cp.async.commit_group;" ::: "memory")
+#define TS_CP_ASYNC_WAIT(N) asm volatile("cp.async.wait_group " #N ";" ::: "memory")
+#else
+#define TS_CP_ASYNC 0
+#define TS_CP_ASYNC_COMMIT() do { } while (0)
+#define TS_CP_ASYNC_WAIT(N) do { } while (0)
+#endif
+"#;

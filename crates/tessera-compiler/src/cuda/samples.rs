@@ -1,7 +1,7 @@
 //! Hand-built kernels that together touch every op class the CUDA emitter handles —
 //! simdgroup reductions, scans and shuffles, strided loops with carried values,
 //! threadgroup memory and barriers (static and dynamic), f16 / bf16 loads, stores and
-//! casts, integer wrap-around, atomics, vector accesses — each with the arguments and
+//! casts, integer wrap-around, atomics, vector accesses, asynchronous copies — each with the arguments and
 //! geometry to run it. The emitter's tests, the NVRTC compile test and the GPU smoke test
 //! (CUDA against the CPU reference) all use them.
 
@@ -85,6 +85,7 @@ pub fn all() -> R<Vec<Sample>> {
         dynamic_shared()?,
         fragments()?,
         fragment_rounding()?,
+        async_copy()?,
     ])
 }
 
@@ -957,6 +958,87 @@ pub fn fragment_rounding() -> R<Sample> {
             abs: 1e-3,
             rel: 1e-2,
         },
+        host_reference: None,
+    })
+}
+
+/// Asynchronous copies of every size: a two-stage pipeline over 1000 f16 elements of `x`
+/// in tiles of 512 (16-byte copies, the part of the last tile past the end zero-filled
+/// without reading it), and 8- and 4-byte copies of `y`. Thread `t` sums the tile elements
+/// of thread `63 − t` weighted by tile number + 1, plus that thread's three `y` values.
+pub fn async_copy() -> R<Sample> {
+    const W: i64 = 8;
+    const TILE: i64 = 64 * W;
+    let mut b = Builder::kernel("async_copy");
+    let x = b.tensor_param("x", Scalar::F16, false);
+    let y = b.tensor_param("y", Scalar::F32, false);
+    let out = b.tensor_param("out", Scalar::F32, true);
+    let n = b.scalar_param("n", Scalar::U32);
+    let stages = b.shared_array("stages", Scalar::F16, Value::Int(2 * TILE))?;
+    let ys = b.shared_array("ys", Scalar::F32, Value::Int(192))?;
+    let tid = b.builtin(Builtin::ThreadId);
+    let tw = b.binary(BinaryOp::Mul, tid, Value::Int(W))?;
+    let t2 = b.binary(BinaryOp::Mul, tid, Value::Int(2))?;
+    b.copy_async(ys, t2, y, t2, Value::Int(2), None)?;
+    let t1 = b.binary(BinaryOp::Add, tid, Value::Int(128))?;
+    b.copy_async(ys, t1, y, t1, Value::Int(1), None)?;
+    let ok = b.binary(BinaryOp::Lt, tw, n)?;
+    b.copy_async(stages, tw, x, tw, Value::Int(W), Some(ok))?;
+    b.commit_copies();
+    let mirror = b.binary(BinaryOp::Sub, Value::Int(63), tid)?;
+    let mw = b.binary(BinaryOp::Mul, mirror, Value::Int(W))?;
+    let last = b.binary(BinaryOp::Add, n, Value::Int(TILE - 1))?;
+    let tiles = b.binary(BinaryOp::Div, last, Value::Int(TILE))?;
+    let (j, c) = b.begin_for(Value::Int(0), tiles, Value::Int(1), &[Value::Float(0.0)])?;
+    b.wait_copies(Value::Int(0))?;
+    b.barrier();
+    let next = b.binary(BinaryOp::Add, j, Value::Int(1))?;
+    let more = b.binary(BinaryOp::Lt, next, tiles)?;
+    b.begin_if(more)?;
+    let at = b.binary(BinaryOp::Mul, next, Value::Int(TILE))?;
+    let at = b.binary(BinaryOp::Add, at, tw)?;
+    let stage = b.binary(BinaryOp::Rem, next, Value::Int(2))?;
+    let stage = b.binary(BinaryOp::Mul, stage, Value::Int(TILE))?;
+    let stage = b.binary(BinaryOp::Add, stage, tw)?;
+    let ok = b.binary(BinaryOp::Lt, at, n)?;
+    b.copy_async(stages, stage, x, at, Value::Int(W), Some(ok))?;
+    b.begin_else(&[])?;
+    b.end_if(&[])?;
+    b.commit_copies();
+    let cur = b.binary(BinaryOp::Rem, j, Value::Int(2))?;
+    let cur = b.binary(BinaryOp::Mul, cur, Value::Int(TILE))?;
+    let base = b.binary(BinaryOp::Add, cur, mw)?;
+    let weight = b.cast(next, Scalar::F32)?;
+    let (e, acc) = b.begin_for(Value::Int(0), Value::Int(W), Value::Int(1), &[c[0]])?;
+    let i = b.binary(BinaryOp::Add, base, e)?;
+    let v = b.load(stages, i)?;
+    let v = b.cast(v, Scalar::F32)?;
+    let acc = b.fma(v, weight, acc[0])?;
+    let acc = b.end_for(&[acc])?;
+    let total = b.end_for(&[acc[0]])?;
+    let m2 = b.binary(BinaryOp::Mul, mirror, Value::Int(2))?;
+    let mut sum = total[0];
+    for k in [0, 1] {
+        let i = b.binary(BinaryOp::Add, m2, Value::Int(k))?;
+        let v = b.load(ys, i)?;
+        sum = b.binary(BinaryOp::Add, sum, v)?;
+    }
+    let i = b.binary(BinaryOp::Add, mirror, Value::Int(128))?;
+    let v = b.load(ys, i)?;
+    let sum = b.binary(BinaryOp::Add, sum, v)?;
+    b.store(out, tid, sum)?;
+    Ok(Sample {
+        name: "async_copy",
+        kernel: b.finish_kernel()?,
+        args: vec![
+            rand(1000),
+            rand(192),
+            t(64, Init::Zero),
+            SampleArg::Scalar(Literal::U32(1000)),
+        ],
+        grid: [1, 1, 1],
+        group_size: 64,
+        check: CLOSE,
         host_reference: None,
     })
 }

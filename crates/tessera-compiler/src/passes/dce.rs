@@ -69,6 +69,9 @@ impl Dce<'_> {
             | Op::Atomic { .. }
             | Op::Barrier
             | Op::SimdBarrier
+            | Op::CopyAsync { .. }
+            | Op::CommitCopies
+            | Op::WaitCopies(_)
             | Op::Load { .. }
             | Op::VecLoad { .. }
             | Op::Call { .. }

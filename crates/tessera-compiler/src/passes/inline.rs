@@ -131,7 +131,7 @@ fn rebase_frags(block: &mut Block, base: u32) {
 /// caller's memory `args` in place of the function's memory arguments.
 fn rebase_mems(block: &mut Block, shared: u32, local: u32, args: &[MemRef]) {
     for inst in &mut block.insts {
-        if let Some(mem) = inst.op.mem_mut() {
+        for mem in inst.op.mems_mut() {
             match mem {
                 MemRef::Shared(i) => *i += shared,
                 MemRef::Local(i) => *i += local,

@@ -206,7 +206,10 @@ impl Vectorizer {
                 | Op::FragScale { .. }
                 | Op::FragLoad { .. }
                 | Op::FragStore { .. }
-                | Op::FragMma { .. } => {
+                | Op::FragMma { .. }
+                | Op::CopyAsync { .. }
+                | Op::CommitCopies
+                | Op::WaitCopies(_) => {
                     self.flush(&mut loads, Kind::Load, |_| true, &mut runs);
                     self.flush(&mut stores, Kind::Store, |_| true, &mut runs);
                 }
@@ -435,7 +438,13 @@ fn touched(inst: &Inst) -> (HashSet<MemRef>, bool) {
                 set.insert(*mem);
                 barrier = true;
             }
-            Op::Barrier | Op::SimdBarrier | Op::GroupReduce(..) | Op::Call { .. } => barrier = true,
+            Op::Barrier
+            | Op::SimdBarrier
+            | Op::GroupReduce(..)
+            | Op::Call { .. }
+            | Op::CopyAsync { .. }
+            | Op::CommitCopies
+            | Op::WaitCopies(_) => barrier = true,
             _ => {}
         });
     }

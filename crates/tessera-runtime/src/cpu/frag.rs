@@ -92,6 +92,25 @@ impl Group<'_> {
         ))
     }
 
+    /// Fails if a tile access of simdgroup `g` touches a threadgroup element a copy in
+    /// flight targets.
+    fn check_tile_not_in_flight(
+        &self,
+        inst: &Inst,
+        g: usize,
+        mem: MemRef,
+        addrs: &[usize],
+        write: bool,
+    ) -> Result<()> {
+        if !self.copies_in_flight() {
+            return Ok(());
+        }
+        for &a in addrs {
+            self.check_not_in_flight(inst, (g * SIMD) as u32, mem, a, 1, write)?;
+        }
+        Ok(())
+    }
+
     /// Element addresses of a tile access, bounds-checked.
     fn tile_addresses(
         &self,
@@ -154,6 +173,7 @@ impl Group<'_> {
                     let i = self.uniform_u32(inst, g, *index, "index")?;
                     let s = self.uniform_u32(inst, g, *stride, "stride")?;
                     let addrs = self.tile_addresses(inst, g, *mem, (i, s, *transpose))?;
+                    self.check_tile_not_in_flight(inst, g, *mem, &addrs, false)?;
                     let elem = self.mem_elem(*mem);
                     let mut tile = [0f32; TILE];
                     for (t, &a) in tile.iter_mut().zip(&addrs) {
@@ -200,6 +220,7 @@ impl Group<'_> {
                     let i = self.uniform_u32(inst, g, *index, "index")?;
                     let s = self.uniform_u32(inst, g, *stride, "stride")?;
                     let addrs = self.tile_addresses(inst, g, *mem, (i, s, false))?;
+                    self.check_tile_not_in_flight(inst, g, *mem, &addrs, true)?;
                     let tile: Vec<f32> = self.frag_slice(*frag, g).to_vec();
                     let elem = self.mem_elem(*mem);
                     for (&x, &a) in tile.iter().zip(&addrs) {

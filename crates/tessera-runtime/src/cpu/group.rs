@@ -2,6 +2,7 @@
 //! threadgroup and stack arrays, and the execution of blocks, control flow and pure ops.
 //! Memory ops live in `memops.rs`, collectives in `collective.rs`.
 
+use super::async_copy::AsyncCopies;
 use super::mask::{each_lane, Mask};
 use super::program::{Hoisted, Program};
 use super::scalar::{with_binary, with_cast, with_fma, with_unary};
@@ -77,6 +78,8 @@ pub(crate) struct Group<'a> {
     pub frags: Vec<Vec<f32>>,
     /// Per fragment and simdgroup: whether it has been filled or loaded.
     pub frag_set: Vec<Vec<bool>>,
+    /// Asynchronous copies in flight and each lane's groups.
+    pub copies: AsyncCopies,
 }
 
 /// The destination slot and source slots of an elementwise op, borrowed together.
@@ -141,6 +144,7 @@ impl<'a> Group<'a> {
             iterations: 0,
             frags: vec![vec![0.0; n.div_ceil(32) * super::frag::TILE]; body.frags.len()],
             frag_set: vec![vec![false; n.div_ceil(32)]; body.frags.len()],
+            copies: AsyncCopies::new(n, body.shared.iter().map(|a| a.len as usize)),
         };
         // Values the same for every threadgroup of the launch.
         for h in &p.hoisted {
@@ -210,8 +214,10 @@ impl<'a> Group<'a> {
             self.origins.fill(None);
             self.origins_used = false;
         }
+        self.copies.reset();
         let p = self.p;
-        self.exec_block(&p.kernel.body.block, &Mask::full())
+        self.exec_block(&p.kernel.body.block, &Mask::full())?;
+        self.check_copies_landed()
     }
 
     // ── errors ───────────────────────────────────────────────────────────────
@@ -502,6 +508,26 @@ impl<'a> Group<'a> {
             | Op::VecStore { .. }
             | Op::Atomic { .. } => self.memory_op(inst, m),
             Op::Barrier => self.check_whole_group(inst, m),
+            Op::CopyAsync {
+                dst,
+                dst_index,
+                src,
+                src_index,
+                width,
+                valid,
+            } => self.copy_async(
+                inst,
+                m,
+                (*dst, *dst_index),
+                (*src, *src_index),
+                *width,
+                *valid,
+            ),
+            Op::CommitCopies => {
+                self.commit_copies(m);
+                Ok(())
+            }
+            Op::WaitCopies(n) => self.wait_copies(inst, m, *n),
             Op::SimdBarrier => self.active_simdgroups(inst, m).map(|_| ()),
             Op::Simd(op, v) => self.simd(inst, m, *op, *v),
             Op::Shuffle { kind, value, arg } => self.shuffle(inst, m, *kind, *value, *arg),

@@ -138,16 +138,40 @@ impl Group<'_> {
         Ok(())
     }
 
+    /// Fails if an active lane's access of `width` elements of threadgroup memory from its
+    /// `index` touches a copy in flight.
+    fn check_lanes_not_in_flight(
+        &self,
+        inst: &Inst,
+        m: &Mask,
+        mem: MemRef,
+        index: ValueId,
+        width: usize,
+        write: bool,
+    ) -> Result<()> {
+        if !matches!(mem, MemRef::Shared(_)) || !self.copies_in_flight() {
+            return Ok(());
+        }
+        let s = self.p.info(index).slot as usize;
+        for l in lanes_of(m, self.n) {
+            let at = self.regs[s * self.n + l] as usize;
+            self.check_not_in_flight(inst, l as u32, mem, at, width, write)?;
+        }
+        Ok(())
+    }
+
     pub(crate) fn memory_op(&mut self, inst: &Inst, m: &Mask) -> Result<()> {
         match &inst.op {
             Op::Load { mem, index } => {
                 self.check_clean(inst, m, *index, "a load's index")?;
                 self.check_index(inst, m, *mem, *index, 1)?;
+                self.check_lanes_not_in_flight(inst, m, *mem, *index, 1, false)?;
                 self.load(m, *mem, *index, inst.results[0], 1);
             }
             Op::VecLoad { mem, index, width } => {
                 self.check_clean(inst, m, *index, "a vector load's index")?;
                 self.check_index(inst, m, *mem, *index, *width as usize)?;
+                self.check_lanes_not_in_flight(inst, m, *mem, *index, *width as usize, false)?;
                 self.load(m, *mem, *index, inst.results[0], *width as usize);
             }
             Op::Store { mem, index, value } | Op::VecStore { mem, index, value } => {
@@ -163,6 +187,7 @@ impl Group<'_> {
                     )?;
                 }
                 self.check_index(inst, m, *mem, *index, width)?;
+                self.check_lanes_not_in_flight(inst, m, *mem, *index, width, true)?;
                 self.store(m, *mem, *index, *value, width);
             }
             Op::Atomic {
@@ -174,6 +199,7 @@ impl Group<'_> {
                 self.check_clean(inst, m, *index, "an atomic's index")?;
                 self.check_clean(inst, m, *value, "an atomic's operand")?;
                 self.check_index(inst, m, *mem, *index, 1)?;
+                self.check_lanes_not_in_flight(inst, m, *mem, *index, 1, true)?;
                 self.atomic(inst, m, *op, *mem, *index, *value)?;
             }
             _ => {}

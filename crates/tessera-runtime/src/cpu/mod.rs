@@ -2,6 +2,7 @@
 //! lock-step (per-lane registers, active-lane masks), threadgroups in parallel, and
 //! checks everything a GPU would leave undefined (see [`crate::Violation`]).
 
+mod async_copy;
 mod collective;
 mod frag;
 mod group;

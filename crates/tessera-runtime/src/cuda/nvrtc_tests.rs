@@ -110,3 +110,21 @@ fn every_optimised_sample_compiles_too() {
             .unwrap_or_else(|e| panic!("{e}\n--- source ---\n{}", src.source));
     }
 }
+
+#[test]
+fn asynchronous_copies_are_cp_async_from_sm_80_and_plain_copies_before() {
+    let Some(n) = nvrtc() else { return };
+    let s = samples::async_copy().unwrap();
+    let ptx = sample_ptx(n, &s, "compute_90");
+    for op in [
+        "cp.async.cg.shared.global",
+        "cp.async.ca.shared.global",
+        "cp.async.commit_group",
+        "cp.async.wait_group 0",
+        "cvta.to.shared",
+    ] {
+        assert!(ptx.contains(op), "no {op}:\n{ptx}");
+    }
+    let ptx = sample_ptx(n, &s, "compute_75");
+    assert!(!ptx.contains("cp.async"), "{ptx}");
+}

@@ -1,8 +1,10 @@
 //! Prefill attention on matrix fragments: flash attention for f16/bf16 at every prefill
 //! head_dim. A threadgroup of four simdgroups serves 64 consecutive query rows of one head,
 //! 16 rows per simdgroup, whose queries stay in A fragments for the whole walk. Blocks of 32
-//! keys are fetched one block ahead into registers (16-byte loads) and staged in padded
-//! threadgroup tiles; per block a simdgroup computes its 16 × 32 scores as fragments, takes
+//! keys reach padded threadgroup tiles by asynchronous 16-byte copies, pipelined across
+//! the two tiles: a block's values are copied while its scores are taken, and the next
+//! block's keys while its softmax and `P·V` run. Per block a simdgroup computes its 16 × 32
+//! scores as fragments, takes
 //! the row softmax through its own slice of threadgroup memory, and adds `P·V` into
 //! `head_dim / 16` accumulator fragments (with one part, a simdgroup skips the blocks past
 //! its rows' last visible key). Heads wider than 128 are split in two column parts: a pair of simdgroups
@@ -10,8 +12,8 @@
 //! of the dims, the two partial scores meeting in threadgroup memory, and each adding `P·V`
 //! into its half of the output. The running max is lazy: a row's output is rescaled only
 //! when its max passes the one its weights were taken against by more than 8 (so a weight
-//! stays below e⁸). Two threadgroup barriers per block (the tiles), two more with two
-//! parts; the rest is ordered by simdgroup barriers.
+//! stays below e⁸). Two threadgroup barriers per block (each after a wait for the tile it
+//! hands over), one more with two parts; the rest is ordered by simdgroup barriers.
 //!
 //! A key masked for one of a simdgroup's rows but not all (causality inside its last
 //! blocks, or padding past `n_kv`) still sits in the V tile its `P·V` fragments multiply:
@@ -20,7 +22,6 @@
 //! key by key, each row over its visible keys only, instead of on fragments. Other blocks
 //! hold no masked key and skip the check.
 
-use super::kv_staging::regs_to_tiles;
 use super::prefill_paged::{prefill_kv_row, prefill_page_scalars};
 use super::prefill_varlen::varlen_rows;
 use super::softmax::normalise;
@@ -111,8 +112,6 @@ pub fn sdpa_prefill_mma_kernel<T, S>(
     let kvsh = threadgroup_array::<T>(2 * bk * dp);
     let fsh = threadgroup_array::<f32>(4 * 16 * sst);
     let psh = threadgroup_array::<T>(4 * 16 * pst);
-    let kr = stack_array::<T>(32);
-    let vr = stack_array::<T>(32);
     let sv = stack_array::<f32>(kpl);
     let fq0 = matrix_a::<T>();
     let fq1 = matrix_a::<T>();
@@ -162,277 +161,287 @@ pub fn sdpa_prefill_mma_kernel<T, S>(
     let base_p = sg * 16 * pst;
     let mut m = neg_infinity();
     let mut l = 0.0f32;
-    for it in range(0, nblocks + 1, 1) {
-        // The registers hold block `it − 1`: into the tiles with it, fetch block `it` into
-        // the same registers, then compute on the tiles.
-        if it > 0 {
-            barrier();
-            regs_to_tiles(kvsh, 0, kvsh, vo, kr, vr, lv, tid, vecs, dp);
+    // The query rows through the tiles' memory into each simdgroup's fragments, before
+    // any copy targets the tiles.
+    for i in 0..(rows * vecs / 128) {
+        let vi = tid + 128 * i;
+        let qrow = min(block + vi / vecs, n_q - 1);
+        let base = ((q0 + qrow) * n_q_heads + h) * head_dim + (vi % vecs) * 8;
+        let at = (vi / vecs) * dp + (vi % vecs) * 8;
+        for e in 0..8 {
+            store(kvsh[at + e], load(q[base + e]));
         }
-        if it < nblocks {
-            let b = it * bk;
-            for i in 0..lv {
-                let vi = tid + 128 * i;
-                let j = min(b + vi / vecs, n_kv - 1);
-                let base = prefill_kv_row(
-                    seqs, k0, j, kvh, n_kv_heads, head_dim, psize, pshift, pslot, phead, paged,
-                ) + (vi % vecs) * 8;
-                for e in 0..8 {
-                    store(kr[i * 8 + e], load(k[base + e]));
-                }
-                for e in 0..8 {
-                    store(vr[i * 8 + e], load(v[base + e]));
-                }
-            }
+    }
+    barrier();
+    for f in 0..nfr {
+        let at = rg * 16 * dp + d0 + f * 16;
+        if f == 0 {
+            matrix_load(fq0, kvsh[at], dp);
         }
-        if it == 0 {
-            // The query rows through the tiles' memory into each simdgroup's fragments.
-            for i in 0..(rows * vecs / 128) {
-                let vi = tid + 128 * i;
-                let qrow = min(block + vi / vecs, n_q - 1);
-                let base = ((q0 + qrow) * n_q_heads + h) * head_dim + (vi % vecs) * 8;
-                let at = (vi / vecs) * dp + (vi % vecs) * 8;
-                for e in 0..8 {
-                    store(kvsh[at + e], load(q[base + e]));
-                }
-            }
-            barrier();
-            for f in 0..nfr {
-                let at = rg * 16 * dp + d0 + f * 16;
-                if f == 0 {
-                    matrix_load(fq0, kvsh[at], dp);
-                }
-                if f == 1 {
-                    matrix_load(fq1, kvsh[at], dp);
-                }
-                if f == 2 {
-                    matrix_load(fq2, kvsh[at], dp);
-                }
-                if f == 3 {
-                    matrix_load(fq3, kvsh[at], dp);
-                }
-                if f == 4 {
-                    matrix_load(fq4, kvsh[at], dp);
-                }
-                if f == 5 {
-                    matrix_load(fq5, kvsh[at], dp);
-                }
-                if f == 6 {
-                    matrix_load(fq6, kvsh[at], dp);
-                }
-                if f == 7 {
-                    matrix_load(fq7, kvsh[at], dp);
-                }
-            }
+        if f == 1 {
+            matrix_load(fq1, kvsh[at], dp);
         }
-        if it > 0 {
-            barrier();
+        if f == 2 {
+            matrix_load(fq2, kvsh[at], dp);
         }
-        let b = select(it > 0, it - 1, 0) * bk;
+        if f == 3 {
+            matrix_load(fq3, kvsh[at], dp);
+        }
+        if f == 4 {
+            matrix_load(fq4, kvsh[at], dp);
+        }
+        if f == 5 {
+            matrix_load(fq5, kvsh[at], dp);
+        }
+        if f == 6 {
+            matrix_load(fq6, kvsh[at], dp);
+        }
+        if f == 7 {
+            matrix_load(fq7, kvsh[at], dp);
+        }
+    }
+    barrier();
+    // Block 0's keys on their way into the K tile (a threadgroup with no keys to walk
+    // copies nothing).
+    if nblocks > 0 {
+        for i in 0..lv {
+            let vi = tid + 128 * i;
+            let j = min(vi / vecs, n_kv - 1);
+            let src = prefill_kv_row(
+                seqs, k0, j, kvh, n_kv_heads, head_dim, psize, pshift, pslot, phead, paged,
+            ) + (vi % vecs) * 8;
+            copy_async(kvsh[(vi / vecs) * dp + (vi % vecs) * 8], k[src], 8);
+        }
+    }
+    commit_copies();
+    for blk in range(0, nblocks, 1) {
+        let b = blk * bk;
+        // This block's keys have landed, and no thread still reads the previous block's
+        // values: its values go into the V tile while the scores are taken.
+        wait_copies(0);
+        barrier();
+        for i in 0..lv {
+            let vi = tid + 128 * i;
+            let j = min(b + vi / vecs, n_kv - 1);
+            let src = prefill_kv_row(
+                seqs, k0, j, kvh, n_kv_heads, head_dim, psize, pshift, pslot, phead, paged,
+            ) + (vi % vecs) * 8;
+            copy_async(kvsh[vo + (vi / vecs) * dp + (vi % vecs) * 8], v[src], 8);
+        }
+        commit_copies();
         // A simdgroup skips the blocks past its rows; with two parts the pair still meets
         // the other groups at the barriers between the sections.
         let work = b < sg_end || parts > 1;
-        if it > 0 {
-            if work {
-                // Scores of the simdgroup's 16 rows against the block's key tiles, over
-                // its part of the dims.
+        if work {
+            // Scores of the simdgroup's 16 rows against the block's key tiles, over
+            // its part of the dims.
+            for t in 0..tiles {
+                matrix_fill(sacc, 0.0);
+                for f in 0..nfr {
+                    matrix_load_t(fk, kvsh[t * 16 * dp + d0 + f * 16], dp);
+                    if f == 0 {
+                        matrix_mma(sacc, fq0, fk, sacc);
+                    }
+                    if f == 1 {
+                        matrix_mma(sacc, fq1, fk, sacc);
+                    }
+                    if f == 2 {
+                        matrix_mma(sacc, fq2, fk, sacc);
+                    }
+                    if f == 3 {
+                        matrix_mma(sacc, fq3, fk, sacc);
+                    }
+                    if f == 4 {
+                        matrix_mma(sacc, fq4, fk, sacc);
+                    }
+                    if f == 5 {
+                        matrix_mma(sacc, fq5, fk, sacc);
+                    }
+                    if f == 6 {
+                        matrix_mma(sacc, fq6, fk, sacc);
+                    }
+                    if f == 7 {
+                        matrix_mma(sacc, fq7, fk, sacc);
+                    }
+                }
+                matrix_store(sacc, fsh[base_s + t * 16], sst);
+            }
+        }
+        // This block's values have landed, no simdgroup still reads the key tile (the
+        // next block's keys go into it during the softmax and P·V), and with two parts
+        // the partner's scores are in.
+        wait_copies(0);
+        barrier();
+        if blk + 1 < nblocks {
+            for i in 0..lv {
+                let vi = tid + 128 * i;
+                let j = min(b + bk + vi / vecs, n_kv - 1);
+                let src = prefill_kv_row(
+                    seqs, k0, j, kvh, n_kv_heads, head_dim, psize, pshift, pslot, phead, paged,
+                ) + (vi % vecs) * 8;
+                copy_async(kvsh[(vi / vecs) * dp + (vi % vecs) * 8], k[src], 8);
+            }
+        }
+        commit_copies();
+        let mut mx = neg_infinity();
+        // (Indices as `row start + i`, so the reads become 16-byte loads.)
+        let srow = base_s + sr * sst + half * kpl;
+        let prow = base_partner + sr * sst + half * kpl;
+        let key0 = b + half * kpl;
+        if work {
+            for i in 0..kpl {
+                let mut s = load(fsh[srow + i]);
+                if parts > 1 {
+                    s += load(fsh[prow + i]);
+                }
+                let sc = select(key0 + i < row_end, s * c2, neg_infinity());
+                store(sv[i], sc);
+                mx = max(mx, sc);
+            }
+        }
+        // Both of a pair take the same softmax; neither reuses its slice before the
+        // other has read it.
+        if parts > 1 {
+            barrier();
+        }
+        if work {
+            mx = max(mx, simd_shuffle_xor(mx, 1));
+            // Every row sees key 0, so after the first block `m` is finite. (A margin of 8
+            // in natural units.)
+            // Whether a key of the block masked for some row has a V that is not finite
+            // (its 0 weight would make that row NaN on fragments).
+            let masked0 = select(first_end > b, first_end - b, 0);
+            let mut odd = false;
+            if masked0 < bk {
+                for e in range(lane, (bk - masked0) * dw, 32) {
+                    let at = vo + (masked0 + e / dw) * dp + d0 + e % dw;
+                    odd = odd || !finite(load(kvsh[at]).cast::<f32>());
+                }
+            }
+            let exact = simd_any(odd);
+            let grow = mx > m + 11.541561f32;
+            let mn = select(grow, mx, m);
+            let fr = select(grow, exp2(m - mn), 1.0f32);
+            l *= fr;
+            m = mn;
+            let mut ls = 0.0f32;
+            for i in 0..kpl {
+                // A −∞ score (masked, or a −∞ logit) weighs nothing even while `m` is
+                // still −∞ (a row whose every logit so far is −∞).
+                let x = load(sv[i]);
+                let p = select(x == neg_infinity(), 0.0f32, exp2(x - m));
+                ls += p;
+                store(
+                    psh[base_p + sr * pst + half * kpl + i],
+                    (p * p_scale).cast::<T>(),
+                );
+            }
+            l += ls;
+            simd_barrier();
+            // Rows whose max moved rescale their outputs through the score slice; with
+            // `exact`, each row also adds the block's P·V over its visible keys there.
+            if simd_any(fr < 1.0f32) || exact {
+                for f in 0..nfr {
+                    if f > 0 {
+                        simd_barrier();
+                    }
+                    if f == 0 {
+                        matrix_store(o0, fsh[base_s], 16);
+                    }
+                    if f == 1 {
+                        matrix_store(o1, fsh[base_s], 16);
+                    }
+                    if f == 2 {
+                        matrix_store(o2, fsh[base_s], 16);
+                    }
+                    if f == 3 {
+                        matrix_store(o3, fsh[base_s], 16);
+                    }
+                    if f == 4 {
+                        matrix_store(o4, fsh[base_s], 16);
+                    }
+                    if f == 5 {
+                        matrix_store(o5, fsh[base_s], 16);
+                    }
+                    if f == 6 {
+                        matrix_store(o6, fsh[base_s], 16);
+                    }
+                    if f == 7 {
+                        matrix_store(o7, fsh[base_s], 16);
+                    }
+                    simd_barrier();
+                    // Lane pair `sr` scales its own row `sr`, eight columns each.
+                    let at = base_s + sr * 16 + half * 8;
+                    for i in 0..8 {
+                        store(fsh[at + i], load(fsh[at + i]) * fr);
+                    }
+                    // With `exact`, the block's P·V over the row's visible keys: a
+                    // loop left rolled (rare), so this one still unrolls.
+                    let col = vo + d0 + f * 16 + half * 8;
+                    for e in range(0, select(exact, 8 * bk, 0), 1) {
+                        let i = e / bk;
+                        let j = e % bk;
+                        let p = load(psh[base_p + sr * pst + j]).cast::<f32>();
+                        let pv = p * load(kvsh[col + j * dp + i]).cast::<f32>();
+                        let x = load(fsh[at + i]) + select(b + j < row_end, pv, 0.0f32);
+                        store(fsh[at + i], x);
+                    }
+                    simd_barrier();
+                    if f == 0 {
+                        matrix_load(o0, fsh[base_s], 16);
+                    }
+                    if f == 1 {
+                        matrix_load(o1, fsh[base_s], 16);
+                    }
+                    if f == 2 {
+                        matrix_load(o2, fsh[base_s], 16);
+                    }
+                    if f == 3 {
+                        matrix_load(o3, fsh[base_s], 16);
+                    }
+                    if f == 4 {
+                        matrix_load(o4, fsh[base_s], 16);
+                    }
+                    if f == 5 {
+                        matrix_load(o5, fsh[base_s], 16);
+                    }
+                    if f == 6 {
+                        matrix_load(o6, fsh[base_s], 16);
+                    }
+                    if f == 7 {
+                        matrix_load(o7, fsh[base_s], 16);
+                    }
+                }
+            }
+            // O += P·V over the block's key tiles (summed above where `exact`).
+            if !exact {
                 for t in 0..tiles {
-                    matrix_fill(sacc, 0.0);
+                    matrix_load(fp, psh[base_p + t * 16], pst);
                     for f in 0..nfr {
-                        matrix_load_t(fk, kvsh[t * 16 * dp + d0 + f * 16], dp);
+                        matrix_load(fk, kvsh[vo + t * 16 * dp + d0 + f * 16], dp);
                         if f == 0 {
-                            matrix_mma(sacc, fq0, fk, sacc);
+                            matrix_mma(o0, fp, fk, o0);
                         }
                         if f == 1 {
-                            matrix_mma(sacc, fq1, fk, sacc);
+                            matrix_mma(o1, fp, fk, o1);
                         }
                         if f == 2 {
-                            matrix_mma(sacc, fq2, fk, sacc);
+                            matrix_mma(o2, fp, fk, o2);
                         }
                         if f == 3 {
-                            matrix_mma(sacc, fq3, fk, sacc);
+                            matrix_mma(o3, fp, fk, o3);
                         }
                         if f == 4 {
-                            matrix_mma(sacc, fq4, fk, sacc);
+                            matrix_mma(o4, fp, fk, o4);
                         }
                         if f == 5 {
-                            matrix_mma(sacc, fq5, fk, sacc);
+                            matrix_mma(o5, fp, fk, o5);
                         }
                         if f == 6 {
-                            matrix_mma(sacc, fq6, fk, sacc);
+                            matrix_mma(o6, fp, fk, o6);
                         }
                         if f == 7 {
-                            matrix_mma(sacc, fq7, fk, sacc);
-                        }
-                    }
-                    matrix_store(sacc, fsh[base_s + t * 16], sst);
-                }
-            }
-            if parts > 1 {
-                barrier();
-            } else {
-                simd_barrier();
-            }
-            let mut mx = neg_infinity();
-            // (Indices as `row start + i`, so the reads become 16-byte loads.)
-            let srow = base_s + sr * sst + half * kpl;
-            let prow = base_partner + sr * sst + half * kpl;
-            let key0 = b + half * kpl;
-            if work {
-                for i in 0..kpl {
-                    let mut s = load(fsh[srow + i]);
-                    if parts > 1 {
-                        s += load(fsh[prow + i]);
-                    }
-                    let sc = select(key0 + i < row_end, s * c2, neg_infinity());
-                    store(sv[i], sc);
-                    mx = max(mx, sc);
-                }
-            }
-            // Both of a pair take the same softmax; neither reuses its slice before the
-            // other has read it.
-            if parts > 1 {
-                barrier();
-            }
-            if work {
-                mx = max(mx, simd_shuffle_xor(mx, 1));
-                // Every row sees key 0, so after the first block `m` is finite. (A margin of 8
-                // in natural units.)
-                // Whether a key of the block masked for some row has a V that is not finite
-                // (its 0 weight would make that row NaN on fragments).
-                let masked0 = select(first_end > b, first_end - b, 0);
-                let mut odd = false;
-                if masked0 < bk {
-                    for e in range(lane, (bk - masked0) * dw, 32) {
-                        let at = vo + (masked0 + e / dw) * dp + d0 + e % dw;
-                        odd = odd || !finite(load(kvsh[at]).cast::<f32>());
-                    }
-                }
-                let exact = simd_any(odd);
-                let grow = mx > m + 11.541561f32;
-                let mn = select(grow, mx, m);
-                let fr = select(grow, exp2(m - mn), 1.0f32);
-                l *= fr;
-                m = mn;
-                let mut ls = 0.0f32;
-                for i in 0..kpl {
-                    // A −∞ score (masked, or a −∞ logit) weighs nothing even while `m` is
-                    // still −∞ (a row whose every logit so far is −∞).
-                    let x = load(sv[i]);
-                    let p = select(x == neg_infinity(), 0.0f32, exp2(x - m));
-                    ls += p;
-                    store(
-                        psh[base_p + sr * pst + half * kpl + i],
-                        (p * p_scale).cast::<T>(),
-                    );
-                }
-                l += ls;
-                simd_barrier();
-                // Rows whose max moved rescale their outputs through the score slice; with
-                // `exact`, each row also adds the block's P·V over its visible keys there.
-                if simd_any(fr < 1.0f32) || exact {
-                    for f in 0..nfr {
-                        if f > 0 {
-                            simd_barrier();
-                        }
-                        if f == 0 {
-                            matrix_store(o0, fsh[base_s], 16);
-                        }
-                        if f == 1 {
-                            matrix_store(o1, fsh[base_s], 16);
-                        }
-                        if f == 2 {
-                            matrix_store(o2, fsh[base_s], 16);
-                        }
-                        if f == 3 {
-                            matrix_store(o3, fsh[base_s], 16);
-                        }
-                        if f == 4 {
-                            matrix_store(o4, fsh[base_s], 16);
-                        }
-                        if f == 5 {
-                            matrix_store(o5, fsh[base_s], 16);
-                        }
-                        if f == 6 {
-                            matrix_store(o6, fsh[base_s], 16);
-                        }
-                        if f == 7 {
-                            matrix_store(o7, fsh[base_s], 16);
-                        }
-                        simd_barrier();
-                        // Lane pair `sr` scales its own row `sr`, eight columns each.
-                        let at = base_s + sr * 16 + half * 8;
-                        for i in 0..8 {
-                            store(fsh[at + i], load(fsh[at + i]) * fr);
-                        }
-                        // With `exact`, the block's P·V over the row's visible keys: a
-                        // loop left rolled (rare), so this one still unrolls.
-                        let col = vo + d0 + f * 16 + half * 8;
-                        for e in range(0, select(exact, 8 * bk, 0), 1) {
-                            let i = e / bk;
-                            let j = e % bk;
-                            let p = load(psh[base_p + sr * pst + j]).cast::<f32>();
-                            let pv = p * load(kvsh[col + j * dp + i]).cast::<f32>();
-                            let x = load(fsh[at + i]) + select(b + j < row_end, pv, 0.0f32);
-                            store(fsh[at + i], x);
-                        }
-                        simd_barrier();
-                        if f == 0 {
-                            matrix_load(o0, fsh[base_s], 16);
-                        }
-                        if f == 1 {
-                            matrix_load(o1, fsh[base_s], 16);
-                        }
-                        if f == 2 {
-                            matrix_load(o2, fsh[base_s], 16);
-                        }
-                        if f == 3 {
-                            matrix_load(o3, fsh[base_s], 16);
-                        }
-                        if f == 4 {
-                            matrix_load(o4, fsh[base_s], 16);
-                        }
-                        if f == 5 {
-                            matrix_load(o5, fsh[base_s], 16);
-                        }
-                        if f == 6 {
-                            matrix_load(o6, fsh[base_s], 16);
-                        }
-                        if f == 7 {
-                            matrix_load(o7, fsh[base_s], 16);
-                        }
-                    }
-                }
-                // O += P·V over the block's key tiles (summed above where `exact`).
-                if !exact {
-                    for t in 0..tiles {
-                        matrix_load(fp, psh[base_p + t * 16], pst);
-                        for f in 0..nfr {
-                            matrix_load(fk, kvsh[vo + t * 16 * dp + d0 + f * 16], dp);
-                            if f == 0 {
-                                matrix_mma(o0, fp, fk, o0);
-                            }
-                            if f == 1 {
-                                matrix_mma(o1, fp, fk, o1);
-                            }
-                            if f == 2 {
-                                matrix_mma(o2, fp, fk, o2);
-                            }
-                            if f == 3 {
-                                matrix_mma(o3, fp, fk, o3);
-                            }
-                            if f == 4 {
-                                matrix_mma(o4, fp, fk, o4);
-                            }
-                            if f == 5 {
-                                matrix_mma(o5, fp, fk, o5);
-                            }
-                            if f == 6 {
-                                matrix_mma(o6, fp, fk, o6);
-                            }
-                            if f == 7 {
-                                matrix_mma(o7, fp, fk, o7);
-                            }
+                            matrix_mma(o7, fp, fk, o7);
                         }
                     }
                 }
