@@ -163,14 +163,14 @@ def _call_cpu(op, decl, inputs, params, outputs):
     return _one_or_tuple(returned)
 
 
-def _device_view(x, what, copy_ok):
+def _device_view(x, op, role, name, copy_ok):
     """`x` as a contiguous, 16-byte aligned CUDA tensor: an input is copied when it is not
     one; an output must already be one (it is written in place)."""
     if x.is_contiguous() and x.data_ptr() % 16 == 0:
         return x
     if not copy_ok:
         raise ValueError(
-            f"{what} must be contiguous and 16-byte aligned to be written in place "
+            f"{op}: {role} `{name}` must be contiguous and 16-byte aligned to be written in place "
             f"(strides {tuple(x.stride())}, address 0x{x.data_ptr():x}); pass a fresh tensor"
         )
     return x.clone(memory_format=torch.contiguous_format)
@@ -179,16 +179,18 @@ def _device_view(x, what, copy_ok):
 def _call_cuda(op, decl, inputs, params, outputs):
     first = next(iter(inputs.values()))
     index = first.get_device()
-    for name, v in list(inputs.items()) + list(outputs.items()):
-        if v.get_device() != index:
-            raise ValueError(f"{op}: `{name}` is on {v.device}, the first input on {first.device}")
+    for given in (inputs, outputs):
+        for v in given.values():
+            if v.get_device() != index:
+                name = next(n for n, t in given.items() if t is v)
+                raise ValueError(f"{op}: `{name}` is on {v.device}, the first input on {first.device}")
     ins, keep = [], []
     for d in decl["inputs"]:
         x = inputs.get(d["name"])
         if x is None:
             continue
         dtype = tessera_dtype_of_torch(x, d)
-        x = _device_view(x, f"{op}: input `{d['name']}`", True)
+        x = _device_view(x, op, "input", d["name"], True)
         keep.append(x)
         ins.append((d["name"], x.data_ptr(), dtype, list(x.shape), list(x.stride())))
     ptext = params_text(params)
@@ -206,7 +208,7 @@ def _call_cuda(op, decl, inputs, params, outputs):
             o = torch.zeros(shape, dtype=torch_dtype(dt), device=first.device)
         else:
             dt = tessera_dtype_of_torch(o, d)
-            o = _device_view(o, f"{op}: output `{d['name']}`", False)
+            o = _device_view(o, op, "output", d["name"], False)
         returned.append(o)
         outs.append((d["name"], o.data_ptr(), dt, list(o.shape), list(o.stride())))
     _tessera.invoke_cuda(op, index, _current_stream(index), ins, outs, ptext)
