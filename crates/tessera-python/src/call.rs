@@ -10,17 +10,18 @@ use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::PyBytes;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::sync::OnceLock;
 use tessera_runtime::{Context, Tensor};
 use tessera_std::decl::{OutputSpec, ParamValues};
-use tessera_std::{find_op, ops, OpDecl};
+use tessera_std::{ops, OpDecl};
 
 /// `(name, value)` parameter text, as `tessera run --param name=value` takes it.
 pub type ParamText = Vec<(String, String)>;
 
 /// The declared op `name`, or an error listing every op.
 pub fn op_named(name: &str) -> PyResult<&'static OpDecl> {
-    find_op(name).ok_or_else(|| {
+    crate::cache::find(name).ok_or_else(|| {
         let names: Vec<&str> = ops().iter().map(|o| o.name).collect();
         invalid(format!(
             "no op `{name}`; expected one of {}",
@@ -29,9 +30,10 @@ pub fn op_named(name: &str) -> PyResult<&'static OpDecl> {
     })
 }
 
-/// The parameters checked against the declaration, defaults filled in.
-pub fn params_of(op: &'static OpDecl, given: &ParamText) -> PyResult<ParamValues> {
-    ParamValues::parse(op, given).map_err(invalid)
+/// The parameters checked against the declaration, defaults filled in (parsed once per
+/// distinct text).
+pub fn params_of(op: &'static OpDecl, given: ParamText) -> PyResult<Arc<ParamValues>> {
+    crate::cache::params(op, given, |g| ParamValues::parse(op, g)).map_err(invalid)
 }
 
 /// Refuses unknown input names and reports a missing required one.
@@ -75,7 +77,7 @@ pub fn output_specs(
     params: ParamText,
 ) -> PyResult<Vec<(String, String, Vec<usize>)>> {
     let op = op_named(op)?;
-    let params = params_of(op, &params)?;
+    let params = params_of(op, params)?;
     check_inputs(op, inputs.iter().map(|(n, _, _)| n.as_str()))?;
     let mut shapes = BTreeMap::new();
     for (name, d, shape) in &inputs {
@@ -121,7 +123,7 @@ pub fn invoke_cpu<'py>(
     params: ParamText,
 ) -> PyResult<Vec<HostOut<'py>>> {
     let op = op_named(op)?;
-    let params = params_of(op, &params)?;
+    let params = params_of(op, params)?;
     check_inputs(op, inputs.iter().map(|t| t.0.as_str()))?;
     check_outputs(op, outputs.iter().map(|t| t.0.as_str()))?;
     let ins = host_tensors(&inputs, "input")?;

@@ -5,9 +5,10 @@
 //! each kernel once; a view of it per stream shares those kernels.
 //!
 //! What a call does besides its launches: the op's workspace, when it takes one, is made
-//! through the stream's view (stream-ordered pool allocations, freed in stream order after
-//! the call; a few workspaces also upload a small table, which synchronises the stream —
-//! `docs/python.md` lists them). Outputs and inputs are the caller's.
+//! through the stream's view (stream-ordered pool allocations, freed in stream order; the
+//! decode attention scratch is kept for the stream's next call of the same shapes, see
+//! [`crate::cache`]; a few workspaces also upload a small table, which synchronises the
+//! stream — `docs/python.md` lists them). Outputs and inputs are the caller's.
 
 use crate::call::{check_inputs, check_outputs, op_named, params_of, ParamText};
 use crate::errors::{dtype, invalid, op_error};
@@ -60,11 +61,12 @@ fn poisoned<T>(_: T) -> PyErr {
 }
 
 /// Refuses strides other than row-major contiguous (size-1 dimensions may have any).
-fn check_contiguous(what: &str, shape: &[usize], strides: &[isize]) -> PyResult<()> {
+fn check_contiguous(what: impl Fn() -> String, shape: &[usize], strides: &[isize]) -> PyResult<()> {
     let bad = || {
         invalid(format!(
-            "{what}: strides {strides:?} are not row-major contiguous for shape {shape:?}; pass \
-             a contiguous tensor (.contiguous())"
+            "{}: strides {strides:?} are not row-major contiguous for shape {shape:?}; pass \
+             a contiguous tensor (.contiguous())",
+            what()
         ))
     };
     if strides.len() != shape.len() {
@@ -84,14 +86,14 @@ fn check_contiguous(what: &str, shape: &[usize], strides: &[isize]) -> PyResult<
 fn borrow_all(ctx: &Context, items: &[DeviceIn], what: &str) -> PyResult<BTreeMap<String, Tensor>> {
     let mut out = BTreeMap::new();
     for (name, ptr, d, shape, strides) in items {
-        let what = format!("{what} `{name}`");
-        check_contiguous(&what, shape, strides)?;
+        let what = || format!("{what} `{name}`");
+        check_contiguous(what, shape, strides)?;
         // SAFETY: the Python side passes the data pointer, dtype and shape of a contiguous
         // CUDA tensor it holds for the whole call; the work is issued on PyTorch's current
         // stream, in whose order its caching allocator reuses the memory, so the memory
         // outlives the work. The tensor made here is dropped before the call returns.
         let t = unsafe { ctx.borrow_device_memory(*ptr, dtype(d)?, shape) }
-            .map_err(|e| invalid(format!("{what}: {e}")))?;
+            .map_err(|e| invalid(format!("{}: {e}", what())))?;
         out.insert(name.clone(), t);
     }
     Ok(out)
@@ -111,13 +113,14 @@ pub fn invoke_cuda(
     params: ParamText,
 ) -> PyResult<()> {
     let op = op_named(op)?;
-    let params = params_of(op, &params)?;
+    let parsed = params_of(op, params.clone())?;
     check_inputs(op, inputs.iter().map(|t| t.0.as_str()))?;
     check_outputs(op, outputs.iter().map(|t| t.0.as_str()))?;
     py.allow_threads(|| {
         let ctx = context_on(ordinal, stream)?;
         let ins = borrow_all(&ctx, &inputs, "input")?;
         let outs = borrow_all(&ctx, &outputs, "output")?;
-        op.invoke(&ctx, &ins, &outs, &params).map_err(op_error)
+        crate::cache::invoke(op, &ctx, (ordinal, stream), &ins, &outs, &parsed, &params)
+            .map_err(op_error)
     })
 }

@@ -5,6 +5,7 @@
 //! (`python/tessera/tessera/`) generates `tessera.ops.<name>` and the `torch.library`
 //! registrations from [`schema`]; every error reaches it as a Python exception.
 
+mod cache;
 mod call;
 mod cuda;
 mod errors;

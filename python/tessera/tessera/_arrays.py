@@ -75,18 +75,7 @@ def tessera_dtype_of_torch(t, decl=None):
     """Tessera's name for a torch dtype: int32 reads as u32 where the declaration takes
     u32 and not i32 (PyTorch's usual integer type, the same bits for values below 2³¹)."""
     d = t.dtype
-    table = {
-        torch.float32: "f32",
-        torch.float16: "f16",
-        torch.bfloat16: "bf16",
-        torch.int32: "i32",
-        torch.uint8: "u8",
-        torch.int8: "i8",
-        torch.bool: "bool",
-    }
-    if getattr(torch, "uint32", None) is not None:
-        table[torch.uint32] = "u32"
-    name = table.get(d)
+    name = _TORCH_NAMES.get(d)
     if name == "i32" and decl is not None:
         ints = _declared_ints(decl)
         if ints and "i32" not in ints and "u32" in ints:
@@ -98,6 +87,27 @@ def tessera_dtype_of_torch(t, decl=None):
             + (f"; it takes {decl['dtype']['text']}" if decl else "")
         )
     return name
+
+
+def _torch_names():
+    """Tessera's name of each torch dtype it runs, made once (a lookup per call)."""
+    if torch is None:
+        return {}
+    table = {
+        torch.float32: "f32",
+        torch.float16: "f16",
+        torch.bfloat16: "bf16",
+        torch.int32: "i32",
+        torch.uint8: "u8",
+        torch.int8: "i8",
+        torch.bool: "bool",
+    }
+    if getattr(torch, "uint32", None) is not None:
+        table[torch.uint32] = "u32"
+    return table
+
+
+_TORCH_NAMES = _torch_names()
 
 
 def torch_dtype(name):

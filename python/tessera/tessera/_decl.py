@@ -27,8 +27,12 @@ def param_text(value):
 
 
 def params_text(params):
-    """The given parameters (None: not given) as (name, text) pairs."""
-    return [(k, param_text(v)) for k, v in given_params(params).items() if v is not None]
+    """The given parameters (None or a Default: not given) as (name, text) pairs."""
+    out = []
+    for k, v in params.items():
+        if v is not None and type(v) is not Default:
+            out.append((k, param_text(v)))
+    return out
 
 
 class Default:

@@ -19,7 +19,7 @@ from ._arrays import (
     torch_from_bytes,
     torch_host_bytes,
 )
-from ._decl import _DECLS, given_params, params_text
+from ._decl import _DECLS, Default, given_params, params_text
 
 # op name -> the torch.ops.tessera callable, filled by _torch_ops when PyTorch imports.
 TORCH_OPS = {}
@@ -38,11 +38,60 @@ def call(op, inputs, params, outputs):
     for v in inputs.values():
         if v is not None and not is_torch(v):
             all_torch = False
-    if all_torch and not given_out:
+    if all_torch and not given_out and not _plain_eager(op, inputs, params):
         kwargs = dict(inputs)
         kwargs.update(given_params(params))
         return TORCH_OPS[op](**kwargs)
     return call_eager(op, inputs, params, given_out)
+
+
+def _probe(path, default):
+    """`torch.<path>` when this PyTorch has it, else `default`."""
+    obj = torch
+    for part in path.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return default
+    return obj
+
+
+_ALWAYS = lambda *args: True  # noqa: E731  (a probe PyTorch lacks: take the custom op)
+if torch is not None:
+    _is_compiling = _probe("compiler.is_compiling", None) or _probe("_dynamo.is_compiling", _ALWAYS)
+    _dispatch_modes = _probe("_C._len_torch_dispatch_stack", _ALWAYS)
+    _function_modes = _probe("_C._is_torch_function_mode_enabled", _ALWAYS)
+    _tracing_state = _probe("_C._get_tracing_state", _ALWAYS)
+    _wrapped = _probe("_C._functorch.is_functorch_wrapped_tensor", _ALWAYS)
+    _PLAIN_TYPES = (torch.Tensor, torch.nn.Parameter)
+    _SCHEMA_TYPES = {"bool": (bool,), "uint": (int,), "float": (float,), "choice": (str,), "uint_list": (list, tuple)}
+    _PARAM_TYPES = {d["name"]: {p["name"]: _SCHEMA_TYPES[p["kind"]] for p in d["params"]} for d in _DECLS.values()}
+
+
+def _plain_eager(op, inputs, params):
+    """Whether the custom op would only run [`call_eager`] on these values: nothing traces
+    or transforms the call (no compile, dispatch or function mode, JIT trace, functorch
+    wrapper or fake tensor), no input needs a gradient, and every given parameter has
+    exactly its schema's type (so the dispatcher would refuse none). Such a call skips the
+    dispatcher, whose round trip is most of an eager call's cost."""
+    if _is_compiling() or _dispatch_modes() or _function_modes() or _tracing_state() is not None:
+        return False
+    grad = torch.is_grad_enabled()
+    for v in inputs.values():
+        if v is None:
+            continue
+        if type(v) not in _PLAIN_TYPES or (grad and v.requires_grad) or _wrapped(v):
+            return False
+    types = _PARAM_TYPES[op]
+    for k, v in params.items():
+        if v is None or type(v) is Default:
+            continue
+        if type(v) not in types.get(k, ()):
+            return False
+        if type(v) is list or type(v) is tuple:
+            for item in v:
+                if type(item) is not int:
+                    return False
+    return True
 
 
 def call_eager(op, inputs, params, outputs):
@@ -50,10 +99,14 @@ def call_eager(op, inputs, params, outputs):
     decl = _DECLS[op]
     inputs = {k: v for k, v in inputs.items() if v is not None}
     outputs = {k: v for k, v in outputs.items() if v is not None}
-    values = list(inputs.values()) + list(outputs.values())
-    on_cuda = [is_torch(v) and v.is_cuda for v in values]
-    if any(on_cuda):
-        if not all(on_cuda):
+    cuda = count = 0
+    for values in (inputs.values(), outputs.values()):
+        for v in values:
+            count += 1
+            if is_torch(v) and v.is_cuda:
+                cuda += 1
+    if cuda:
+        if cuda != count:
             raise TypeError(
                 f"{op}: some tensors are on CUDA and some are not; pass them all on one device"
             )
@@ -110,50 +163,66 @@ def _call_cpu(op, decl, inputs, params, outputs):
     return _one_or_tuple(returned)
 
 
-def _device_view(x, what, copy_ok):
+def _device_view(x, op, role, name, copy_ok):
     """`x` as a contiguous, 16-byte aligned CUDA tensor: an input is copied when it is not
     one; an output must already be one (it is written in place)."""
     if x.is_contiguous() and x.data_ptr() % 16 == 0:
         return x
     if not copy_ok:
         raise ValueError(
-            f"{what} must be contiguous and 16-byte aligned to be written in place "
+            f"{op}: {role} `{name}` must be contiguous and 16-byte aligned to be written in place "
             f"(strides {tuple(x.stride())}, address 0x{x.data_ptr():x}); pass a fresh tensor"
         )
     return x.clone(memory_format=torch.contiguous_format)
 
 
 def _call_cuda(op, decl, inputs, params, outputs):
-    device = next(iter(inputs.values())).device
-    for name, v in list(inputs.items()) + list(outputs.items()):
-        if v.device != device:
-            raise ValueError(f"{op}: `{name}` is on {v.device}, the first input on {device}")
+    first = next(iter(inputs.values()))
+    index = first.get_device()
+    for given in (inputs, outputs):
+        for v in given.values():
+            if v.get_device() != index:
+                name = next(n for n, t in given.items() if t is v)
+                raise ValueError(f"{op}: `{name}` is on {v.device}, the first input on {first.device}")
     ins, keep = [], []
     for d in decl["inputs"]:
         x = inputs.get(d["name"])
         if x is None:
             continue
         dtype = tessera_dtype_of_torch(x, d)
-        x = _device_view(x, f"{op}: input `{d['name']}`", True)
+        x = _device_view(x, op, "input", d["name"], True)
         keep.append(x)
         ins.append((d["name"], x.data_ptr(), dtype, list(x.shape), list(x.stride())))
     ptext = params_text(params)
-    missing = [d["name"] for d in decl["outputs"] if d["name"] not in outputs]
-    specs = {}
-    if missing:
-        shapes = [(n, dt, shape) for n, _, dt, shape, _ in ins]
-        specs = {n: (dt, s) for n, dt, s in _tessera.output_specs(op, shapes, ptext)}
+    specs = None
+    for d in decl["outputs"]:
+        if d["name"] not in outputs:
+            shapes = [(n, dt, shape) for n, _, dt, shape, _ in ins]
+            specs = {n: (dt, s) for n, dt, s in _tessera.output_specs(op, shapes, ptext)}
+            break
     outs, returned = [], []
     for d in decl["outputs"]:
         o = outputs.get(d["name"])
         if o is None:
             dt, shape = specs[d["name"]]
-            o = torch.zeros(shape, dtype=torch_dtype(dt), device=device)
+            o = torch.zeros(shape, dtype=torch_dtype(dt), device=first.device)
         else:
             dt = tessera_dtype_of_torch(o, d)
-            o = _device_view(o, f"{op}: output `{d['name']}`", False)
+            o = _device_view(o, op, "output", d["name"], False)
         returned.append(o)
         outs.append((d["name"], o.data_ptr(), dt, list(o.shape), list(o.stride())))
-    stream = torch.cuda.current_stream(device).cuda_stream
-    _tessera.invoke_cuda(op, device.index, stream, ins, outs, ptext)
+    _tessera.invoke_cuda(op, index, _current_stream(index), ins, outs, ptext)
     return _one_or_tuple(returned)
+
+
+def _stream_of_stream_object(index):
+    return torch.cuda.current_stream(index).cuda_stream
+
+
+# The handle of PyTorch's current stream on CUDA device `index` (a `CUstream` as an
+# integer), read without making a `torch.cuda.Stream` where this PyTorch allows.
+_current_stream = (
+    _probe("_C._cuda_getCurrentRawStream", None) or _stream_of_stream_object
+    if torch is not None
+    else None
+)

@@ -118,3 +118,58 @@ def test_cuda_graph_capture_and_replay():
         graph.replay()
         want = TorchBlock(w1, w2)(x, k, v)
         torch.testing.assert_close(out.float(), want.float(), rtol=4e-2, atol=4e-2)
+
+
+def test_decode_scratch_kept_between_calls_follows_shapes_and_streams():
+    # The split-KV scratch is kept per (op, stream) while the shapes stay the same: calls
+    # that change the cache length, move to another stream and come back must each see
+    # scratch of their own shape, in their own stream's order.
+    side = torch.cuda.Stream()
+    for seed, keys, stream in [(11, S, None), (12, 256, None), (13, S, side), (14, S, None), (15, 4 * S, None)]:
+        x, _, _, w1, w2 = inputs(torch.bfloat16, seed)
+        g = torch.Generator(device="cuda").manual_seed(seed + 100)
+        k = torch.randn(HKV, keys, D, generator=g, device="cuda").to(torch.bfloat16)
+        v = torch.randn(HKV, keys, D, generator=g, device="cuda").to(torch.bfloat16)
+        if stream is not None:
+            stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream or torch.cuda.current_stream()):
+            got = TesseraBlock(w1, w2)(x, k, v)
+        torch.cuda.current_stream().wait_stream(stream or torch.cuda.current_stream())
+        want = TorchBlock(w1, w2)(x, k, v)
+        torch.testing.assert_close(got.float(), want.float(), rtol=4e-2, atol=4e-2)
+
+
+def test_eager_calls_between_graph_replays_do_not_share_the_graphs_scratch():
+    x, k, v, w1, w2 = inputs(torch.bfloat16, 21)
+    block = TesseraBlock(w1, w2)
+    block(x, k, v)  # eager first: its scratch is kept for the current stream
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        block(x, k, v)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = block(x, k, v)
+    ex, ek, ev, _, _ = inputs(torch.bfloat16, 22)
+    for seed in (23, 24):
+        nx, nk, nv, _, _ = inputs(torch.bfloat16, seed)
+        x.copy_(nx), k.copy_(nk), v.copy_(nv)
+        graph.replay()
+        eager = block(ex, ek, ev)
+        torch.testing.assert_close(out.float(), TorchBlock(w1, w2)(x, k, v).float(), rtol=4e-2, atol=4e-2)
+        torch.testing.assert_close(eager.float(), TorchBlock(w1, w2)(ex, ek, ev).float(), rtol=4e-2, atol=4e-2)
+
+
+def test_calls_that_skip_the_dispatcher_match_those_through_it():
+    # Plain tensors, no gradient: the call goes straight to the native module; a weight
+    # that needs a gradient (or a parameter given with another type) goes through
+    # torch.ops.tessera. Both give the same numbers.
+    x, _, _, w, _ = inputs(torch.float32, 31)
+    want = torch_rms_norm(x, w, 1e-3)
+    direct = ops.rms_norm(x, w, eps=1e-3)
+    through = ops.rms_norm(x, torch.nn.Parameter(w.clone()), eps=1e-3)
+    torch.testing.assert_close(direct, want, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(through.detach(), want, rtol=1e-4, atol=1e-4)
+    with torch.no_grad():
+        torch.testing.assert_close(ops.rms_norm(x, torch.nn.Parameter(w.clone()), eps=1e-3), want, rtol=1e-4, atol=1e-4)

@@ -44,6 +44,16 @@ def test_rms_norm(rng, dtype):
     close(out, ref.rms_norm(x.astype(np.float64), w.astype(np.float64), eps), dtype)
 
 
+def test_parameters_take_effect_call_after_call(rng):
+    # Parameter text is parsed once per distinct value: alternating values, and a refused
+    # one between them, must each act as given every time.
+    x, w = rand(rng, (3, 40), np.float32), rand(rng, (40,), np.float32)
+    for eps in [1e-2, 1e-5, 1e-2, 0.5, 1e-5]:
+        close(ops.rms_norm(x, w, eps=eps), ref.rms_norm(x, w, eps), np.float32)
+        with pytest.raises(ValueError, match="finite"):
+            ops.rms_norm(x, w, eps=float("nan"))
+
+
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_rms_norm_residual_returns_both_outputs(rng, dtype):
     shape = (int(rng.integers(1, 5)), int(rng.integers(1, 4)), int(rng.integers(8, 200)))
