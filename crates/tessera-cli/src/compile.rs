@@ -5,6 +5,7 @@
 //! written to `dir/<label>.cu` or `.metal`.
 
 use crate::kernels::all_uses;
+use rayon::prelude::*;
 use std::process::ExitCode;
 use std::time::Instant;
 use tessera_compiler::{compile, Source, Target};
@@ -78,8 +79,10 @@ fn compile_cuda(uses: &[KernelUse], arch: &str) -> Result<Results, String> {
     })?;
     let (major, minor) = nvrtc.version();
     println!("NVRTC {major}.{minor}, arch {arch}");
+    // NVRTC compiles independent programs concurrently: one specialisation a core, the
+    // results in registry order.
     Ok(uses
-        .iter()
+        .par_iter()
         .map(|u| {
             let r = lower(u, Target::Cuda).and_then(|src| {
                 let Source::Cuda(src) = src else {
