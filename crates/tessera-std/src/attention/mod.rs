@@ -24,6 +24,7 @@ pub mod paged;
 pub mod paged_append;
 pub mod paged_append_ragged;
 pub mod paged_append_rope;
+pub mod paged_prepared;
 #[cfg(feature = "cases")]
 pub mod paged_reference;
 pub mod paged_rows;
@@ -49,6 +50,7 @@ pub use paged::{
 pub use paged_append::{paged_kv_append, SlotCheck};
 pub use paged_append_ragged::paged_kv_append_ragged;
 pub use paged_append_rope::KeyRope;
+pub use paged_prepared::PreparedPages;
 pub use plan::{auto_split_bound, DecodeWorkspace};
 pub use prefill::sdpa_prefill;
 pub use prefill_paged::{sdpa_prefill_paged, PagedPrefillWorkspace, PagedQueries};

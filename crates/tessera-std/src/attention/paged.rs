@@ -10,6 +10,7 @@ use super::checks::{
 };
 use super::decode::{check_options, DecodeOptions};
 use super::kv_quant::{check_scales, KvScales};
+use super::paged_prepared::PreparedPages;
 use super::paged_rows::PageWalk;
 use super::paged_table::{
     paged_lengths_kernel, paged_pages_kernel, BAD_ROW_POINTERS, LENGTH_PAST_TABLE, NEGATIVE_LENGTH,
@@ -18,7 +19,11 @@ use super::paged_table::{
 use super::plan::{DecodeCall, DecodeWorkspace};
 use crate::error::{runtime, OpError};
 use crate::validate::{distinct, dtype_in, dtype_is, fits_u32, shape_is, FLOAT_DTYPES};
+use std::sync::atomic::{AtomicU64, Ordering};
 use tessera_runtime::{Context, DType, Tensor};
+
+/// Workspaces made so far, each one's id.
+static WORKSPACES: AtomicU64 = AtomicU64::new(0);
 
 const OP: &str = "sdpa_decode_paged";
 const MQ_OP: &str = "sdpa_multi_query_paged";
@@ -48,6 +53,10 @@ pub enum PageTable<'a> {
         indices: &'a Tensor,
         last_page_len: &'a Tensor,
     },
+    /// A table [`PagedWorkspace::prepare`] already reduced and checked, for every layer of
+    /// a step that reads pools of its page size and page count; the call must run on the
+    /// workspace that prepared it, with no other table reduced there since.
+    Prepared(&'a PreparedPages),
 }
 
 /// A paged K/V cache: the two page pools, their layout and the page table.
@@ -65,11 +74,15 @@ pub struct PagedKv<'a> {
 pub struct PagedWorkspace {
     decode: DecodeWorkspace,
     /// The longest sequence a call may have: the split plan cuts this many keys at most.
-    max_context: usize,
+    pub(super) max_context: usize,
     pages: Tensor,
     starts: Tensor,
     lens: Tensor,
     verdict: Tensor,
+    /// This workspace among all, and how many tables were reduced into it: a prepared
+    /// table is good while both still match.
+    pub(super) id: u64,
+    pub(super) generation: AtomicU64,
 }
 
 impl PagedWorkspace {
@@ -98,6 +111,8 @@ impl PagedWorkspace {
             verdict: ctx
                 .tensor(&[u32::MAX; VERDICT_WORDS], &[VERDICT_WORDS])
                 .map_err(runtime(OP))?,
+            id: WORKSPACES.fetch_add(1, Ordering::Relaxed),
+            generation: AtomicU64::new(0),
         })
     }
 
@@ -120,7 +135,7 @@ impl PagedWorkspace {
 
     /// The first verdict word that holds a finding (its index and the sequence or entry),
     /// putting the verdict back.
-    fn take_verdict(&self) -> Result<Option<(usize, usize)>, OpError> {
+    pub(super) fn take_verdict(&self) -> Result<Option<(usize, usize)>, OpError> {
         first_finding(
             OP,
             &self.verdict,
@@ -180,6 +195,24 @@ fn i32_input(op: &'static str, name: &str, t: &Tensor, shape: &[usize]) -> Resul
     shape_is(op, name, t, shape)
 }
 
+/// The pools' shape (k and v alike), page size and kv heads in `kv`'s layout.
+pub(super) fn pool_dims<'t>(
+    op: &'static str,
+    kv: &PagedKv<'t>,
+) -> Result<(&'t [usize], usize, usize), OpError> {
+    let layout = match kv.layout {
+        KvLayout::Nhd => "blocks, page_size, n_kv_heads, head_dim",
+        KvLayout::Hnd => "blocks, n_kv_heads, page_size, head_dim",
+    };
+    let ks = dims(op, "k_cache", kv.k_cache, layout)?;
+    shape_is(op, "v_cache", kv.v_cache, ks)?;
+    let (page_size, n_kv_heads) = match kv.layout {
+        KvLayout::Nhd => (ks[1], ks[2]),
+        KvLayout::Hnd => (ks[2], ks[1]),
+    };
+    Ok((ks, page_size, n_kv_heads))
+}
+
 /// Checks a call whose q is `[batch, n_q_heads, head_dim]` (decode) or, with `multi`,
 /// `[batch, n_query, n_q_heads, head_dim]`.
 pub(super) fn check_shapes(
@@ -200,23 +233,39 @@ pub(super) fn check_shapes(
         let s = dims(op, "q", q, "batch, n_q_heads, head_dim")?;
         (1, [s[0], s[1], s[2]])
     };
-    let layout = match kv.layout {
-        KvLayout::Nhd => "blocks, page_size, n_kv_heads, head_dim",
-        KvLayout::Hnd => "blocks, n_kv_heads, page_size, head_dim",
-    };
-    let ks = dims(op, "k_cache", kv.k_cache, layout)?;
-    shape_is(op, "v_cache", kv.v_cache, ks)?;
+    let (ks, page_size, n_kv_heads) = pool_dims(op, kv)?;
     shape_is(op, "out", out, q.shape())?;
     let head_dim = decode_head_dim(op, qs[2])?;
     same_dim(op, "k_cache's head_dim", ks[3], qs[2], "q")?;
-    let (page_size, n_kv_heads) = match kv.layout {
-        KvLayout::Nhd => (ks[1], ks[2]),
-        KvLayout::Hnd => (ks[2], ks[1]),
-    };
     gqa(op, qs[1], n_kv_heads)?;
     indexable(op, &[("q", q), ("k_cache", kv.k_cache)])?;
     let batch = qs[0];
-    let (entries, width) = match kv.table {
+    let (entries, width) = table_shape(op, kv.table, batch, page_size, ks[0])?;
+    Ok(Shape {
+        op,
+        batch,
+        n_query,
+        n_q_heads: qs[1],
+        n_kv_heads,
+        page_size,
+        blocks: ks[0],
+        head_dim,
+        entries,
+        width,
+    })
+}
+
+/// The entries of `table` and those a sequence may use (a block table's width) for
+/// `batch` sequences over pools of `blocks` pages of `page_size` tokens; a prepared table
+/// must have been prepared for that batch and those pools.
+pub(super) fn table_shape(
+    op: &'static str,
+    table: PageTable,
+    batch: usize,
+    page_size: usize,
+    blocks: usize,
+) -> Result<(usize, usize), OpError> {
+    let (entries, width) = match table {
         PageTable::Blocks {
             block_table,
             seq_lens,
@@ -237,6 +286,7 @@ pub(super) fn check_shapes(
             i32_input(op, "last_page_len", last_page_len, &[batch])?;
             (n, n)
         }
+        PageTable::Prepared(p) => return p.fits(op, batch, page_size, blocks),
     };
     // What a table holds at most, plus one page, must fit the kernels' u32 lengths.
     let most = (width + 1)
@@ -251,54 +301,48 @@ pub(super) fn check_shapes(
         ));
     }
     fits_u32(op, "the table's entry count", entries)?;
-    Ok(Shape {
-        op,
-        batch,
-        n_query,
-        n_q_heads: qs[1],
-        n_kv_heads,
-        page_size,
-        blocks: ks[0],
-        head_dim,
-        entries,
-        width,
-    })
+    Ok((entries, width))
 }
 
 /// Checks `ws` holds what the call needs.
-fn check_workspace(ctx: &Context, s: &Shape, ws: &PagedWorkspace) -> Result<(), OpError> {
+pub(super) fn check_workspace(
+    ctx: &Context,
+    op: &'static str,
+    (rows, entries): (usize, usize),
+    ws: &PagedWorkspace,
+) -> Result<(), OpError> {
     if !ctx.owns(&ws.verdict) {
         return Err(OpError::invalid(
-            s.op,
+            op,
             "the workspace was made on another context; make it with PagedWorkspace::new on this one",
         ));
     }
-    let rows = s.batch * s.n_query;
-    if ws.starts.len() < rows || ws.pages.len() < s.entries {
+    if ws.starts.len() < rows || ws.pages.len() < entries {
         return Err(OpError::invalid(
-            s.op,
+            op,
             format!(
-                "the workspace holds {} query rows and {} table entries, this call needs {rows} and {}; \
+                "the workspace holds {} query rows and {} table entries, this call needs {rows} and {entries}; \
                  make it with PagedWorkspace::new for this shape",
                 ws.starts.len(),
                 ws.pages.len(),
-                s.entries
             ),
         ));
     }
     Ok(())
 }
 
-/// Reduces the page table to the checked list, each query row's start and length in `ws`,
-/// and records in its verdict what is wrong with the table.
-fn reduce_table(
+/// Reduces `table` (a block or CSR table) for `batch` sequences of `n_query` query rows
+/// to the checked list, each query row's start and length in `ws`, and records in its
+/// verdict what is wrong with the table. Any table prepared on `ws` before goes stale.
+pub(super) fn reduce_table(
     ctx: &Context,
-    kv: &PagedKv,
-    s: &Shape,
-    causal: bool,
+    op: &'static str,
+    table: PageTable,
+    (batch, n_query, causal): (usize, usize, bool),
+    g: &TableGeometry,
     ws: &PagedWorkspace,
 ) -> Result<(), OpError> {
-    let (lengths, indptr, table, csr) = match kv.table {
+    let (lengths, indptr, table, csr) = match table {
         PageTable::Blocks {
             block_table,
             seq_lens,
@@ -308,9 +352,13 @@ fn reduce_table(
             indices,
             last_page_len,
         } => (last_page_len, indptr, indices, 1),
+        PageTable::Prepared(_) => {
+            return Err(OpError::invalid(op, "this table is prepared already"))
+        }
     };
-    let (batch, width, page_size) = (s.batch as u32, s.width as u32, s.page_size as u32);
-    let n_query = s.n_query as u32;
+    ws.generation.fetch_add(1, Ordering::Relaxed);
+    let (batch, width, page_size) = (batch as u32, g.width as u32, g.page as u32);
+    let n_query = n_query as u32;
     let max_len = ws.max_context.min(u32::MAX as usize) as u32;
     let rows = batch * n_query;
     paged_lengths_kernel::launch(
@@ -333,8 +381,8 @@ fn reduce_table(
     .grid([rows.div_ceil(128), 1, 1])
     .group_size(128)
     .run()
-    .map_err(runtime(s.op))?;
-    let entries = s.entries as u32;
+    .map_err(runtime(op))?;
+    let entries = g.entries as u32;
     paged_pages_kernel::launch(
         ctx,
         paged_pages_kernel::Args {
@@ -347,7 +395,7 @@ fn reduce_table(
             batch,
             width,
             page_size,
-            blocks: s.blocks.min(u32::MAX as usize) as u32,
+            blocks: g.blocks.min(u32::MAX as usize) as u32,
             n_query,
         },
         paged_pages_kernel::Consts { csr },
@@ -355,7 +403,7 @@ fn reduce_table(
     .grid([entries.div_ceil(256).max(1), 1, 1])
     .group_size(256)
     .run()
-    .map_err(runtime(s.op))
+    .map_err(runtime(op))
 }
 
 /// The integer at `i` of `t` (i32 or u32), for a message.
@@ -428,6 +476,7 @@ pub(super) fn table_refusal(
             "`indices`[{at}] = {} is not a page of the cache (0..{blocks})",
             value_at(indices, at)
         ),
+        (PageTable::Prepared(_), _) => "the prepared table was refused".into(),
         (PageTable::Csr { indptr, .. }, _) => format!(
             "`indptr` must rise within `indices` (0 ≤ indptr[b] ≤ indptr[b + 1] ≤ {entries}): sequence {at} has indptr[{at}] = {}, indptr[{}] = {}",
             value_at(indptr, at),
@@ -437,23 +486,23 @@ pub(super) fn table_refusal(
     }
 }
 
-/// The refusal for verdict word `word` at sequence or entry `at`, naming the values.
-fn refusal(kv: &PagedKv, s: &Shape, ws: &PagedWorkspace, word: usize, at: usize) -> OpError {
+/// The refusal for verdict word `word` at sequence or entry `at` of `table` (read with
+/// `n_query` query rows a sequence), naming the values.
+pub(super) fn refusal(
+    op: &'static str,
+    (table, n_query): (PageTable, usize),
+    g: &TableGeometry,
+    ws: &PagedWorkspace,
+    (word, at): (usize, usize),
+) -> OpError {
     let msg = if word == SHORTER_THAN_QUERIES {
         format!(
-            "sequence {at} holds fewer tokens than its {} new queries (its length counts them)",
-            s.n_query
+            "sequence {at} holds fewer tokens than its {n_query} new queries (its length counts them)"
         )
     } else {
-        let g = TableGeometry {
-            page: s.page_size,
-            blocks: s.blocks,
-            width: s.width,
-            entries: s.entries,
-        };
-        table_refusal(kv.table, word, at, &g, Some(ws.max_context))
+        table_refusal(table, word, at, g, Some(ws.max_context))
     };
-    OpError::invalid(s.op, msg)
+    OpError::invalid(op, msg)
 }
 
 /// Decode attention for `batch` sequences over a paged cache: `q [batch, n_q_heads,
@@ -526,11 +575,22 @@ pub(super) fn paged_attention(
     kv_quant: Option<KvScales>,
 ) -> Result<(), OpError> {
     let scale = check_options(s.op, opts, q, s.n_q_heads, s.head_dim)?;
-    check_workspace(ctx, s, ws)?;
-    reduce_table(ctx, kv, s, causal, ws)?;
-    if eager {
-        if let Some((word, at)) = ws.take_verdict()? {
-            return Err(refusal(kv, s, ws, word, at));
+    check_workspace(ctx, s.op, (s.batch * s.n_query, s.entries), ws)?;
+    if let PageTable::Prepared(p) = kv.table {
+        p.current(s.op, ws, (s.n_query, causal))?;
+    } else {
+        let g = TableGeometry {
+            page: s.page_size,
+            blocks: s.blocks,
+            width: s.width,
+            entries: s.entries,
+        };
+        let rows = (s.batch, s.n_query, causal);
+        reduce_table(ctx, s.op, kv.table, rows, &g, ws)?;
+        if eager {
+            if let Some(finding) = ws.take_verdict()? {
+                return Err(refusal(s.op, (kv.table, s.n_query), &g, ws, finding));
+            }
         }
     }
     let (page, hkv) = (s.page_size as u32, s.n_kv_heads as u32);

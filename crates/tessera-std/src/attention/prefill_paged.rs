@@ -20,7 +20,9 @@
 //! entry.
 
 use super::checks::{dims, first_finding, gqa, indexable, same_dim, same_float_dtype, scale_ok};
-use super::paged::{table_refusal, value_at, KvLayout, PageTable, PagedKv, TableGeometry};
+use super::paged::{
+    pool_dims, table_refusal, table_shape, value_at, KvLayout, PageTable, PagedKv, TableGeometry,
+};
 use super::paged_rows::{key_row, PageWalk};
 use super::paged_table::{
     paged_lengths_kernel, paged_pages_kernel, BAD_ROW_POINTERS, LENGTH_PAST_TABLE, NEGATIVE_LENGTH,
@@ -29,7 +31,7 @@ use super::paged_table::{
 use super::prefill::{prefill_head_dim, prefill_launch, PrefillRows};
 use super::prefill_varlen::{prefill_varlen_blind_rows_kernel, OFFSET_DTYPES};
 use crate::error::{runtime, OpError};
-use crate::validate::{dtype_in, dtype_is, fits_u32, shape_is};
+use crate::validate::{dtype_in, shape_is};
 use tessera_macros::{func, kernel};
 use tessera_runtime::{Context, DType, Tensor};
 
@@ -267,11 +269,9 @@ struct Shape {
     width: usize,
 }
 
-/// An i32 input of shape `shape`.
-fn i32_input(name: &str, t: &Tensor, shape: &[usize]) -> Result<(), OpError> {
-    dtype_is(OP, name, t, DType::I32)?;
-    shape_is(OP, name, t, shape)
-}
+/// Why prefill refuses a prepared table.
+const PREFILL_TABLES: &str =
+    "prefill reduces its own table: pass the block or CSR table, not a prepared one";
 
 fn check_shapes(
     q: &Tensor,
@@ -281,19 +281,10 @@ fn check_shapes(
 ) -> Result<Shape, OpError> {
     same_float_dtype(OP, q, kv.k_cache, kv.v_cache, out)?;
     let s = dims(OP, "q", q, "total_q, n_q_heads, head_dim")?;
-    let layout = match kv.layout {
-        KvLayout::Nhd => "blocks, page_size, n_kv_heads, head_dim",
-        KvLayout::Hnd => "blocks, n_kv_heads, page_size, head_dim",
-    };
-    let ks = dims(OP, "k_cache", kv.k_cache, layout)?;
-    shape_is(OP, "v_cache", kv.v_cache, ks)?;
+    let (ks, page_size, n_kv_heads) = pool_dims(OP, kv)?;
     shape_is(OP, "out", out, s)?;
     same_dim(OP, "k_cache's head_dim", ks[3], s[2], "q")?;
     let head_dim = prefill_head_dim(OP, s[2])?;
-    let (page_size, n_kv_heads) = match kv.layout {
-        KvLayout::Nhd => (ks[1], ks[2]),
-        KvLayout::Hnd => (ks[2], ks[1]),
-    };
     gqa(OP, s[1], n_kv_heads)?;
     indexable(OP, &[("q", q), ("k_cache", kv.k_cache)])?;
     let cu = qs.cu_seqlens_q;
@@ -306,40 +297,10 @@ fn check_shapes(
         ));
     }
     let batch = n - 1;
-    let (entries, width) = match kv.table {
-        PageTable::Blocks {
-            block_table,
-            seq_lens,
-        } => {
-            let bt = dims(OP, "block_table", block_table, "batch, max_blocks")?;
-            i32_input("block_table", block_table, &[batch, bt[1]])?;
-            i32_input("seq_lens", seq_lens, &[batch])?;
-            (batch * bt[1], bt[1])
-        }
-        PageTable::Csr {
-            indptr,
-            indices,
-            last_page_len,
-        } => {
-            i32_input("indptr", indptr, &[batch + 1])?;
-            let n = dims(OP, "indices", indices, "n_indices")?[0];
-            i32_input("indices", indices, &[n])?;
-            i32_input("last_page_len", last_page_len, &[batch])?;
-            (n, n)
-        }
-    };
-    let most = (width + 1)
-        .checked_mul(page_size)
-        .filter(|&m| m <= i32::MAX as usize);
-    if most.is_none() {
-        return Err(OpError::invalid(
-            OP,
-            format!(
-                "the tables may hold {width} pages of {page_size} tokens a sequence; that must stay below 2^31 tokens"
-            ),
-        ));
+    if let PageTable::Prepared(_) = kv.table {
+        return Err(OpError::invalid(OP, PREFILL_TABLES));
     }
-    fits_u32(OP, "the table's entry count", entries)?;
+    let (entries, width) = table_shape(OP, kv.table, batch, page_size, ks[0])?;
     if qs.max_seqlen_q == 0 || qs.max_seqlen_q > s[0] {
         return Err(OpError::invalid(
             OP,
@@ -466,6 +427,7 @@ fn paged_prefill(
             indices,
             last_page_len,
         } => (last_page_len, indptr, indices, 1),
+        PageTable::Prepared(_) => return Err(OpError::invalid(OP, PREFILL_TABLES)),
     };
     // Every size fits u32: the table's capacity is below 2^31 and q's elements fit.
     let (batch, width, page) = (s.batch as u32, s.width as u32, s.page_size as u32);

@@ -368,6 +368,7 @@ mod paged_kv_append_rope;
 mod sdpa_decode;
 mod sdpa_decode_batched;
 mod sdpa_decode_paged;
+mod sdpa_decode_paged_prepared;
 mod sdpa_decode_split;
 mod sdpa_decode_strided;
 mod sdpa_multi_query;

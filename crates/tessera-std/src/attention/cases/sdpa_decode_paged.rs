@@ -600,6 +600,7 @@ pub(crate) fn paged_cases() -> Vec<Case> {
         case(Nhd, Csr, &[1500], [8, 2, 16, 64], none),
     ));
     v.extend(rejections());
+    v.extend(super::sdpa_decode_paged_prepared::prepared_cases());
     v
 }
 
@@ -681,7 +682,7 @@ fn paged_bench(
     dt: DType,
     b: usize,
     [hq, hkv, n, d]: [usize; 4],
-    page: usize,
+    (page, prepared): (usize, bool),
     quick: bool,
 ) -> BenchCase {
     let es = dt.size_bytes();
@@ -694,7 +695,10 @@ fn paged_bench(
         op: OP,
         kernel,
         dtype: dt,
-        shape: format!("B={b} hq={hq} hkv={hkv} len={n} d={d} page={page}"),
+        shape: format!(
+            "B={b} hq={hq} hkv={hkv} len={n} d={d} page={page}{}",
+            if prepared { " prepared" } else { "" }
+        ),
         bytes: ((2 * b * hkv * n * d + 2 * b * hq * d) * es + 4 * b * n.div_ceil(page)) as u64,
         flops: (4 * b * hq * n * d) as u64,
         quick,
@@ -717,12 +721,25 @@ fn paged_bench(
                 causal: false,
             });
             let ws = p.workspace(ctx).map_err(err)?;
+            // Prepared: the table reduced once, as for every layer of an engine's step.
+            let pages = if prepared {
+                Some(ws.prepare(ctx, &p.cache(), 1, false).map_err(err)?)
+            } else {
+                None
+            };
             let output = p.out.clone();
             let c = ctx.clone();
             Ok(PreparedBench {
                 launch: Box::new(move || {
                     let o = DecodeOptions::default();
-                    sdpa_decode_paged(&c, &p.q, &p.cache(), &p.out, &o, &ws).map_err(err)
+                    let kv = match &pages {
+                        Some(pages) => PagedKv {
+                            table: PageTable::Prepared(pages),
+                            ..p.cache()
+                        },
+                        None => p.cache(),
+                    };
+                    sdpa_decode_paged(&c, &p.q, &kv, &p.out, &o, &ws).map_err(err)
                 }),
                 output,
                 reference,
@@ -733,8 +750,13 @@ fn paged_bench(
 
 pub(crate) fn paged_benches() -> Vec<BenchCase> {
     let mut v = Vec::new();
+    // The table reduced in the call, as a single call (or the first layer) pays it.
+    for n in [4096, 32768] {
+        v.push(paged_bench(F16, 1, [32, 8, n, 128], (16, false), false));
+    }
+    // Prepared once: what each layer of a step pays.
     for page in [16, 1] {
-        v.push(paged_bench(F16, 1, [8, 2, 256, 128], page, true));
+        v.push(paged_bench(F16, 1, [8, 2, 256, 128], (page, true), true));
         // sdpa_decode's shapes (one sequence) and sdpa_decode_batched's.
         for dt in [F16, BF16] {
             for (hq, hkv, n) in [
@@ -743,7 +765,7 @@ pub(crate) fn paged_benches() -> Vec<BenchCase> {
                 (64, 8, 32768),
                 (32, 4, 32768),
             ] {
-                v.push(paged_bench(dt, 1, [hq, hkv, n, 128], page, false));
+                v.push(paged_bench(dt, 1, [hq, hkv, n, 128], (page, true), false));
             }
         }
         for (dt, b, hq, hkv, n) in [
@@ -751,7 +773,7 @@ pub(crate) fn paged_benches() -> Vec<BenchCase> {
             (BF16, 32, 32, 8, 2048),
             (BF16, 4, 64, 8, 16384),
         ] {
-            v.push(paged_bench(dt, b, [hq, hkv, n, 128], page, false));
+            v.push(paged_bench(dt, b, [hq, hkv, n, 128], (page, true), false));
         }
     }
     v
