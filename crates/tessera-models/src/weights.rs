@@ -1,0 +1,203 @@
+//! A Hugging Face checkpoint's tensors: `model.safetensors`, or the shards that
+//! `model.safetensors.index.json` names, read into memory and looked up by name. A weight
+//! comes out as a device tensor only after its presence, dtype (bf16, f16 or f32, one
+//! dtype for the whole model) and exact shape are checked; a failure names the tensor and
+//! the file.
+
+use crate::error::ModelError;
+use safetensors::tensor::{Dtype as StDtype, Metadata, SafeTensors};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use tessera_runtime::{Context, DType, Tensor};
+
+/// One `.safetensors` file: its bytes and parsed header.
+struct Shard {
+    path: PathBuf,
+    bytes: Vec<u8>,
+    /// Where the tensor data starts (after the 8-byte length and the header).
+    data_start: usize,
+    metadata: Metadata,
+}
+
+/// The tensors of a checkpoint folder.
+pub struct Checkpoint {
+    shards: Vec<Shard>,
+    /// Each tensor name's shard.
+    index: HashMap<String, usize>,
+}
+
+/// A tensor's dtype in Tessera's terms, when it is one a weight may have.
+fn weight_dtype(d: StDtype) -> Option<DType> {
+    match d {
+        StDtype::F32 => Some(DType::F32),
+        StDtype::F16 => Some(DType::F16),
+        StDtype::BF16 => Some(DType::BF16),
+        _ => None,
+    }
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, ModelError> {
+    std::fs::read(path).map_err(|source| ModelError::Io {
+        path: path.display().to_string(),
+        source,
+    })
+}
+
+impl Checkpoint {
+    /// Opens `dir/model.safetensors.index.json`'s shards if it exists, else
+    /// `dir/model.safetensors`.
+    pub fn open(dir: &Path) -> Result<Checkpoint, ModelError> {
+        let index_path = dir.join("model.safetensors.index.json");
+        let files = if index_path.exists() {
+            shard_names(&index_path)?
+                .into_iter()
+                .map(|f| dir.join(f))
+                .collect()
+        } else {
+            vec![dir.join("model.safetensors")]
+        };
+        let mut ckpt = Checkpoint {
+            shards: Vec::new(),
+            index: HashMap::new(),
+        };
+        for path in files {
+            let bytes = read(&path)?;
+            let (header, metadata) = SafeTensors::read_metadata(&bytes).map_err(|e| {
+                ModelError::weights(format!(
+                    "{}: not a valid safetensors file: {e}",
+                    path.display()
+                ))
+            })?;
+            let shard = ckpt.shards.len();
+            for name in metadata.tensors().into_keys() {
+                ckpt.index.insert(name, shard);
+            }
+            ckpt.shards.push(Shard {
+                path,
+                bytes,
+                data_start: 8 + header,
+                metadata,
+            });
+        }
+        Ok(ckpt)
+    }
+
+    /// True if the checkpoint holds a tensor `name`.
+    pub fn contains(&self, name: &str) -> bool {
+        self.index.contains_key(name)
+    }
+
+    /// The dtype of tensor `name`, which must be a float weight dtype.
+    pub fn dtype(&self, name: &str) -> Result<DType, ModelError> {
+        let (shard, info) = self.info(name)?;
+        weight_dtype(info.dtype).ok_or_else(|| {
+            ModelError::weights(format!(
+                "`{name}` in {} is {:?}; weights must be BF16, F16 or F32",
+                shard.path.display(),
+                info.dtype
+            ))
+        })
+    }
+
+    fn info(&self, name: &str) -> Result<(&Shard, &safetensors::tensor::TensorInfo), ModelError> {
+        let missing = || {
+            let files: Vec<String> = self
+                .shards
+                .iter()
+                .map(|s| s.path.display().to_string())
+                .collect();
+            ModelError::weights(format!(
+                "missing tensor `{name}` (looked in {})",
+                files.join(", ")
+            ))
+        };
+        let &i = self.index.get(name).ok_or_else(missing)?;
+        let shard = &self.shards[i];
+        let info = shard.metadata.info(name).ok_or_else(missing)?;
+        Ok((shard, info))
+    }
+
+    /// The raw bytes of `name` after checking it is `dtype` of exactly `shape`.
+    pub fn bytes(&self, name: &str, dtype: DType, shape: &[usize]) -> Result<&[u8], ModelError> {
+        let (shard, info) = self.info(name)?;
+        let got = self.dtype(name)?;
+        if got != dtype {
+            return Err(ModelError::weights(format!(
+                "`{name}` in {} is {got}, the model's weights are {dtype}; mixed dtypes are not supported",
+                shard.path.display()
+            )));
+        }
+        if info.shape != shape {
+            return Err(ModelError::weights(format!(
+                "`{name}` in {} has shape {:?}, the config implies {shape:?}",
+                shard.path.display(),
+                info.shape
+            )));
+        }
+        let (a, b) = info.data_offsets;
+        Ok(&shard.bytes[shard.data_start + a..shard.data_start + b])
+    }
+
+    /// `name` as a device tensor of `dtype` and `shape`.
+    pub fn tensor(
+        &self,
+        ctx: &Context,
+        name: &str,
+        dtype: DType,
+        shape: &[usize],
+    ) -> Result<Tensor, ModelError> {
+        let bytes = self.bytes(name, dtype, shape)?;
+        Ok(ctx.tensor_from_bytes(dtype, bytes, shape)?)
+    }
+
+    /// The tensors `names`, each `[rows_i, cols]`, stacked along rows into one device
+    /// tensor `[Σ rows_i, cols]` (a merged projection, such as gate and up).
+    pub fn stacked(
+        &self,
+        ctx: &Context,
+        names: &[(&str, usize)],
+        dtype: DType,
+        cols: usize,
+    ) -> Result<Tensor, ModelError> {
+        let mut bytes = Vec::new();
+        for &(name, rows) in names {
+            bytes.extend_from_slice(self.bytes(name, dtype, &[rows, cols])?);
+        }
+        let rows: usize = names.iter().map(|&(_, r)| r).sum();
+        Ok(ctx.tensor_from_bytes(dtype, &bytes, &[rows, cols])?)
+    }
+}
+
+/// The shard files an index's `weight_map` names, each once, in order of appearance.
+fn shard_names(index_path: &Path) -> Result<Vec<String>, ModelError> {
+    let text = String::from_utf8(read(index_path)?)
+        .map_err(|_| ModelError::weights(format!("{}: not UTF-8", index_path.display())))?;
+    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+        ModelError::weights(format!("{}: not valid JSON: {e}", index_path.display()))
+    })?;
+    let map = value
+        .get("weight_map")
+        .and_then(serde_json::Value::as_object)
+        .ok_or_else(|| {
+            ModelError::weights(format!("{}: no `weight_map` object", index_path.display()))
+        })?;
+    let mut files: Vec<String> = Vec::new();
+    for (name, file) in map {
+        let file = file.as_str().ok_or_else(|| {
+            ModelError::weights(format!(
+                "{}: the file of `{name}` is not a string",
+                index_path.display()
+            ))
+        })?;
+        if file.contains('/') || file.contains('\\') || file.starts_with('.') {
+            return Err(ModelError::weights(format!(
+                "{}: shard name `{file}` must be a file in the folder",
+                index_path.display()
+            )));
+        }
+        if !files.iter().any(|f| f == file) {
+            files.push(file.to_string());
+        }
+    }
+    Ok(files)
+}
