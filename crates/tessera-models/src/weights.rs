@@ -1,29 +1,35 @@
 //! A Hugging Face checkpoint's tensors: `model.safetensors`, or the shards that
-//! `model.safetensors.index.json` names, read into memory and looked up by name. A weight
+//! `model.safetensors.index.json` names, read into memory and looked up by name (or
+//! tensors made in memory, for random weights at a real model's widths). A weight
 //! comes out as a device tensor only after its presence, dtype (bf16, f16 or f32, one
 //! dtype for the whole model) and exact shape are checked; a failure names the tensor and
 //! the file.
 
 use crate::error::ModelError;
-use safetensors::tensor::{Dtype as StDtype, Metadata, SafeTensors};
+use safetensors::tensor::{Dtype as StDtype, SafeTensors};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use tessera_runtime::{Context, DType, Tensor};
 
-/// One `.safetensors` file: its bytes and parsed header.
-struct Shard {
+/// One source of tensors: a `.safetensors` file's bytes (or weights made in memory).
+struct Blob {
+    /// Named in messages.
     path: PathBuf,
     bytes: Vec<u8>,
-    /// Where the tensor data starts (after the 8-byte length and the header).
-    data_start: usize,
-    metadata: Metadata,
+}
+
+/// Where a tensor lives: its blob, dtype, shape and byte range.
+struct Stored {
+    blob: usize,
+    dtype: StDtype,
+    shape: Vec<usize>,
+    range: std::ops::Range<usize>,
 }
 
 /// The tensors of a checkpoint folder.
 pub struct Checkpoint {
-    shards: Vec<Shard>,
-    /// Each tensor name's shard.
-    index: HashMap<String, usize>,
+    blobs: Vec<Blob>,
+    index: HashMap<String, Stored>,
 }
 
 /// A tensor's dtype in Tessera's terms, when it is one a weight may have.
@@ -57,7 +63,7 @@ impl Checkpoint {
             vec![dir.join("model.safetensors")]
         };
         let mut ckpt = Checkpoint {
-            shards: Vec::new(),
+            blobs: Vec::new(),
             index: HashMap::new(),
         };
         for path in files {
@@ -68,18 +74,68 @@ impl Checkpoint {
                     path.display()
                 ))
             })?;
-            let shard = ckpt.shards.len();
-            for name in metadata.tensors().into_keys() {
-                ckpt.index.insert(name, shard);
+            let blob = ckpt.blobs.len();
+            let start = 8 + header;
+            for (name, info) in metadata.tensors() {
+                let (a, b) = info.data_offsets;
+                let stored = Stored {
+                    blob,
+                    dtype: info.dtype,
+                    shape: info.shape.clone(),
+                    range: start + a..start + b,
+                };
+                ckpt.index.insert(name, stored);
             }
-            ckpt.shards.push(Shard {
-                path,
-                bytes,
-                data_start: 8 + header,
-                metadata,
-            });
+            ckpt.blobs.push(Blob { path, bytes });
         }
         Ok(ckpt)
+    }
+
+    /// A checkpoint of tensors made in memory (`name`, dtype, shape, little-endian bytes),
+    /// named `source` in messages.
+    pub fn in_memory(
+        source: &str,
+        tensors: Vec<(String, DType, Vec<usize>, Vec<u8>)>,
+    ) -> Result<Checkpoint, ModelError> {
+        let mut bytes = Vec::new();
+        let mut index = HashMap::new();
+        for (name, dtype, shape, data) in tensors {
+            let st = match dtype {
+                DType::F32 => StDtype::F32,
+                DType::F16 => StDtype::F16,
+                DType::BF16 => StDtype::BF16,
+                other => {
+                    return Err(ModelError::weights(format!(
+                        "`{name}`: {other} is not a weight dtype"
+                    )))
+                }
+            };
+            let want = shape.iter().product::<usize>() * dtype.size_bytes();
+            if data.len() != want {
+                return Err(ModelError::weights(format!(
+                    "`{name}`: {} bytes for shape {shape:?} of {dtype} ({want} expected)",
+                    data.len()
+                )));
+            }
+            let range = bytes.len()..bytes.len() + data.len();
+            bytes.extend_from_slice(&data);
+            index.insert(
+                name,
+                Stored {
+                    blob: 0,
+                    dtype: st,
+                    shape,
+                    range,
+                },
+            );
+        }
+        Ok(Checkpoint {
+            blobs: vec![Blob {
+                path: PathBuf::from(source),
+                bytes,
+            }],
+            index,
+        })
     }
 
     /// True if the checkpoint holds a tensor `name`.
@@ -89,53 +145,51 @@ impl Checkpoint {
 
     /// The dtype of tensor `name`, which must be a float weight dtype.
     pub fn dtype(&self, name: &str) -> Result<DType, ModelError> {
-        let (shard, info) = self.info(name)?;
-        weight_dtype(info.dtype).ok_or_else(|| {
+        let (path, t) = self.stored(name)?;
+        weight_dtype(t.dtype).ok_or_else(|| {
             ModelError::weights(format!(
                 "`{name}` in {} is {:?}; weights must be BF16, F16 or F32",
-                shard.path.display(),
-                info.dtype
+                path.display(),
+                t.dtype
             ))
         })
     }
 
-    fn info(&self, name: &str) -> Result<(&Shard, &safetensors::tensor::TensorInfo), ModelError> {
-        let missing = || {
-            let files: Vec<String> = self
-                .shards
-                .iter()
-                .map(|s| s.path.display().to_string())
-                .collect();
-            ModelError::weights(format!(
-                "missing tensor `{name}` (looked in {})",
-                files.join(", ")
-            ))
-        };
-        let &i = self.index.get(name).ok_or_else(missing)?;
-        let shard = &self.shards[i];
-        let info = shard.metadata.info(name).ok_or_else(missing)?;
-        Ok((shard, info))
+    fn stored(&self, name: &str) -> Result<(&Path, &Stored), ModelError> {
+        match self.index.get(name) {
+            Some(t) => Ok((&self.blobs[t.blob].path, t)),
+            None => {
+                let files: Vec<String> = self
+                    .blobs
+                    .iter()
+                    .map(|b| b.path.display().to_string())
+                    .collect();
+                Err(ModelError::weights(format!(
+                    "missing tensor `{name}` (looked in {})",
+                    files.join(", ")
+                )))
+            }
+        }
     }
 
     /// The raw bytes of `name` after checking it is `dtype` of exactly `shape`.
     pub fn bytes(&self, name: &str, dtype: DType, shape: &[usize]) -> Result<&[u8], ModelError> {
-        let (shard, info) = self.info(name)?;
+        let (path, t) = self.stored(name)?;
         let got = self.dtype(name)?;
         if got != dtype {
             return Err(ModelError::weights(format!(
                 "`{name}` in {} is {got}, the model's weights are {dtype}; mixed dtypes are not supported",
-                shard.path.display()
+                path.display()
             )));
         }
-        if info.shape != shape {
+        if t.shape != shape {
             return Err(ModelError::weights(format!(
                 "`{name}` in {} has shape {:?}, the config implies {shape:?}",
-                shard.path.display(),
-                info.shape
+                path.display(),
+                t.shape
             )));
         }
-        let (a, b) = info.data_offsets;
-        Ok(&shard.bytes[shard.data_start + a..shard.data_start + b])
+        Ok(&self.blobs[t.blob].bytes[t.range.clone()])
     }
 
     /// `name` as a device tensor of `dtype` and `shape`.

@@ -156,3 +156,26 @@ fn half_precision_weights_stay_close_to_the_f32_reference() {
     println!("bf16: max |logit error| {bf:.3}, {bf_agree}/24 greedy tokens agree; f16: {hf:.3}, {hf_agree}/24");
     assert!(bf <= 0.25 && hf <= 0.05, "bf16 {bf}, f16 {hf}");
 }
+
+#[test]
+fn random_weights_follow_the_config_and_the_seed() {
+    let ctx = Context::cpu();
+    let mut config = tessera_models::Qwen3Config::load(&fixture()).unwrap();
+    config.num_hidden_layers = 1;
+    config.tie_word_embeddings = false;
+    let prompts = [vec![7, 8, 9]];
+    let run = |seed: u64| {
+        let model =
+            Qwen3::random(&ctx, config.clone(), tessera_runtime::DType::BF16, seed).unwrap();
+        assert_eq!(model.layers.len(), 1);
+        assert!(!model.tied());
+        assert_eq!(model.lm_head().shape(), &[256, 64]);
+        let mut engine =
+            Engine::new(&ctx, &model, EngineLimits::for_prompts(&model, 1, 8)).unwrap();
+        engine.prefill_logits(&prompts).unwrap().remove(0)
+    };
+    let (a, b, c) = (run(1), run(1), run(2));
+    assert!(a.iter().all(|x| x.is_finite()));
+    assert_eq!(a, b);
+    assert_ne!(a, c);
+}

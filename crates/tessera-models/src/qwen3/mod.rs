@@ -3,6 +3,7 @@
 
 pub mod forward;
 mod load;
+mod random;
 
 pub use forward::{Activations, Pass, Workspaces};
 
