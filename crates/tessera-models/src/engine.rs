@@ -74,6 +74,11 @@ struct Inputs {
     lens_before: Tensor,
     lens_after: Tensor,
     block_table: Tensor,
+    /// What was last written to the leading elements of `cu_seqlens` and `block_table`:
+    /// a decode step's offsets never change and its table only when a sequence takes a
+    /// page, so most steps upload neither.
+    last_cu: Vec<i32>,
+    last_table: Vec<i32>,
     /// The packed rows whose logits a prefill pass needs (each finished prompt's last).
     rows: Tensor,
     /// Those rows' hidden states, their logits and the chosen tokens.
@@ -144,6 +149,8 @@ impl<'a> Engine<'a> {
             lens_before: i32s(max_batch)?,
             lens_after: i32s(max_batch)?,
             block_table: i32s(max_batch * max_pages)?,
+            last_cu: Vec::new(),
+            last_table: Vec::new(),
             rows: i32s(max_batch)?,
             last: ctx.scratch(model.dtype, &[max_batch * c.hidden_size])?,
             logits: ctx.scratch(model.dtype, &[max_batch * c.vocab_size])?,
@@ -240,17 +247,18 @@ impl<'a> Engine<'a> {
             self.cache
                 .table_row(p.seq, &mut table[b * width..(b + 1) * width]);
         }
+        let io = &mut self.io;
+        let cu_t = io.cu_seqlens.view(&[seqs + 1])?;
+        write_if_changed(&cu_t, cu, &mut io.last_cu)?;
+        let table_t = io.block_table.view(&[seqs, width])?;
+        write_if_changed(&table_t, table, &mut io.last_table)?;
         let io = &self.io;
         let positions_t = io.positions.view(&[tokens])?;
         positions_t.write(&positions)?;
-        let cu_t = io.cu_seqlens.view(&[seqs + 1])?;
-        cu_t.write(&cu)?;
         let before_t = io.lens_before.view(&[seqs])?;
         before_t.write(&before)?;
         let after_t = io.lens_after.view(&[seqs])?;
         after_t.write(&after)?;
-        let table_t = io.block_table.view(&[seqs, width])?;
-        table_t.write(&table)?;
         let ids_t = match ids {
             Some(ids) => {
                 let t = io.ids.view(&[tokens])?;
@@ -398,6 +406,15 @@ impl<'a> Engine<'a> {
         }
         Ok(())
     }
+}
+
+/// Writes `data` into `t` unless `last` (what was written there before) holds it already.
+fn write_if_changed(t: &Tensor, data: Vec<i32>, last: &mut Vec<i32>) -> Result<(), ModelError> {
+    if *last != data {
+        t.write(&data)?;
+        *last = data;
+    }
+    Ok(())
 }
 
 /// The host ids of a pass's pieces, packed.
