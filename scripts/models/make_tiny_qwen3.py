@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Writes a tiny randomly initialised Qwen3 decoder and its Hugging Face goldens.
 
-The model (config.json + model.safetensors, f32) and goldens.safetensors land in the
-output folder (default: crates/tessera-models/tests/fixtures/tiny-qwen3). The goldens are
-transformers' own eager f32 forward pass: the logits at every position of each prompt's
+The model (config.json + model.safetensors, bf16 weights: half the bytes of f32) and
+goldens.safetensors land in the output folder (default:
+crates/tessera-models/tests/fixtures/tiny-qwen3). The goldens are transformers' own eager
+forward pass in f32 over those bf16 weights (each exactly representable in f32): the logits at every position of each prompt's
 prefill (`logits.{i}` [len, vocab]) and its 32 greedy tokens (`greedy.{i}` [32], the first
 from the prefill's last position), beside the prompts (`prompt.{i}`). Everything is drawn
 from a fixed seed, so running it again writes the same files.
@@ -60,6 +61,11 @@ def build() -> Qwen3ForCausalLM:
         for name, p in model.named_parameters():
             if name.endswith("norm.weight"):
                 p.copy_(1.0 + 0.2 * torch.randn_like(p))
+    # The checkpoint is bf16; the reference runs those same values in f32. Only the
+    # parameters are rounded: `model.to(bfloat16)` would round the RoPE frequencies too.
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(p.to(torch.bfloat16).to(torch.float32))
     model.eval()
     return model
 
@@ -102,7 +108,8 @@ def main() -> None:
             goldens[f"prompt.{i}"] = prompt.to(torch.int32)
             goldens[f"logits.{i}"] = logits.to(torch.float32).contiguous()
             goldens[f"greedy.{i}"] = torch.tensor(tokens, dtype=torch.int32)
-    model.save_pretrained(out, safe_serialization=True)
+    # Last: this rounds the model's buffers as well as its (already rounded) weights.
+    model.to(torch.bfloat16).save_pretrained(out, safe_serialization=True)
     # Generation defaults are not part of what is checked.
     gen_config = os.path.join(out, "generation_config.json")
     if os.path.exists(gen_config):

@@ -5,9 +5,10 @@
 //! ids with the prefill and decode throughput. A first, untimed request of two tokens
 //! compiles every kernel the timed one runs.
 //!
-//! `--random-weights [--dtype bf16] [--layers L]` takes only the folder's config.json and
-//! draws random weights at its widths (a real model's sizes without its checkpoint, for
-//! speed); `--prompt-len L` makes a prompt of L token ids. `--goldens FILE` instead checks
+//! `--dtype D` holds the model in D (the checkpoint converted while loading).
+//! `--random-weights [--layers L]` takes only the folder's config.json and draws random
+//! weights at its widths (a real model's sizes without its checkpoint, for speed);
+//! `--prompt-len L` makes a prompt of L token ids. `--goldens FILE` instead checks
 //! the model against reference goldens (`scripts/models/make_tiny_qwen3.py`): the logits
 //! at every prefill position within `--tolerance`, and every greedy token.
 
@@ -16,7 +17,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use tessera_models::verify::{check, Goldens};
 use tessera_models::{Engine, EngineLimits, Generation, Qwen3, Qwen3Config, Sampling};
-use tessera_runtime::Context;
+use tessera_runtime::{Context, DType};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -50,9 +51,10 @@ pub struct Args {
     /// Random weights at config.json's widths instead of the checkpoint.
     #[arg(long)]
     random_weights: bool,
-    /// With --random-weights: their dtype (bf16, f16 or f32).
-    #[arg(long, default_value = "bf16", requires = "random_weights")]
-    dtype: String,
+    /// Hold the weights, activations and cache in this dtype (bf16, f16 or f32): the
+    /// checkpoint's converted while loading; with --random-weights, bf16 unless given.
+    #[arg(long)]
+    dtype: Option<String>,
     /// With --random-weights: this many layers instead of the config's.
     #[arg(long, requires = "random_weights")]
     layers: Option<usize>,
@@ -79,8 +81,9 @@ fn parse_ids(s: &str) -> Result<Vec<u32>, String> {
 }
 
 fn load(args: &Args, ctx: &Context) -> Result<Qwen3, String> {
+    let dtype = args.dtype.as_deref().map(parse_dtype).transpose()?;
     if !args.random_weights {
-        return Qwen3::load(ctx, &args.model).map_err(|e| e.to_string());
+        return Qwen3::load_as(ctx, &args.model, dtype).map_err(|e| e.to_string());
     }
     let mut config = Qwen3Config::load(&args.model).map_err(|e| e.to_string())?;
     if let Some(layers) = args.layers {
@@ -89,7 +92,7 @@ fn load(args: &Args, ctx: &Context) -> Result<Qwen3, String> {
         }
         config.num_hidden_layers = layers;
     }
-    let dtype = parse_dtype(&args.dtype)?;
+    let dtype = dtype.unwrap_or(DType::BF16);
     Qwen3::random(ctx, config, dtype, args.seed).map_err(|e| e.to_string())
 }
 

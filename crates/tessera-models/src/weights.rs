@@ -6,7 +6,9 @@
 //! the file.
 
 use crate::error::ModelError;
+use half::{bf16, f16};
 use safetensors::tensor::{Dtype as StDtype, SafeTensors};
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use tessera_runtime::{Context, DType, Tensor};
@@ -192,16 +194,17 @@ impl Checkpoint {
         Ok(&self.blobs[t.blob].bytes[t.range.clone()])
     }
 
-    /// `name` as a device tensor of `dtype` and `shape`.
+    /// `name` as a device tensor of `shape`: stored as `load.stored`, held as
+    /// `load.device` (converted on the host while loading when the two differ).
     pub fn tensor(
         &self,
         ctx: &Context,
         name: &str,
-        dtype: DType,
+        load: LoadAs,
         shape: &[usize],
     ) -> Result<Tensor, ModelError> {
-        let bytes = self.bytes(name, dtype, shape)?;
-        Ok(ctx.tensor_from_bytes(dtype, bytes, shape)?)
+        let bytes = convert(self.bytes(name, load.stored, shape)?, load);
+        Ok(ctx.tensor_from_bytes(load.device, &bytes, shape)?)
     }
 
     /// The tensors `names`, each `[rows_i, cols]`, stacked along rows into one device
@@ -210,16 +213,53 @@ impl Checkpoint {
         &self,
         ctx: &Context,
         names: &[(&str, usize)],
-        dtype: DType,
+        load: LoadAs,
         cols: usize,
     ) -> Result<Tensor, ModelError> {
         let mut bytes = Vec::new();
         for &(name, rows) in names {
-            bytes.extend_from_slice(self.bytes(name, dtype, &[rows, cols])?);
+            bytes.extend_from_slice(&convert(
+                self.bytes(name, load.stored, &[rows, cols])?,
+                load,
+            ));
         }
         let rows: usize = names.iter().map(|&(_, r)| r).sum();
-        Ok(ctx.tensor_from_bytes(dtype, &bytes, &[rows, cols])?)
+        Ok(ctx.tensor_from_bytes(load.device, &bytes, &[rows, cols])?)
     }
+}
+
+/// The dtype a checkpoint stores its weights in, and the one they are held in on the
+/// device (bf16 weights run in f32 to check them against an f32 reference, say).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LoadAs {
+    pub stored: DType,
+    pub device: DType,
+}
+
+/// Little-endian float bytes of `load.stored` as `load.device` (each value rounded to
+/// nearest where the target is narrower); borrowed when they are the same.
+fn convert(bytes: &[u8], load: LoadAs) -> Cow<'_, [u8]> {
+    if load.stored == load.device {
+        return Cow::Borrowed(bytes);
+    }
+    let width = load.stored.size_bytes();
+    let value = |b: &[u8]| -> f32 {
+        match load.stored {
+            DType::BF16 => bf16::from_le_bytes([b[0], b[1]]).to_f32(),
+            DType::F16 => f16::from_le_bytes([b[0], b[1]]).to_f32(),
+            _ => f32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+        }
+    };
+    let mut out = Vec::with_capacity(bytes.len() / width * load.device.size_bytes());
+    for b in bytes.chunks_exact(width) {
+        let x = value(b);
+        match load.device {
+            DType::BF16 => out.extend_from_slice(&bf16::from_f32(x).to_le_bytes()),
+            DType::F16 => out.extend_from_slice(&f16::from_f32(x).to_le_bytes()),
+            _ => out.extend_from_slice(&x.to_le_bytes()),
+        }
+    }
+    Cow::Owned(out)
 }
 
 /// The shard files an index's `weight_map` names, each once, in order of appearance.

@@ -98,6 +98,6 @@ impl Qwen3 {
             })
             .collect();
         let ckpt = Checkpoint::in_memory("<random weights>", tensors)?;
-        Qwen3::from_checkpoint(ctx, config, &ckpt)
+        Qwen3::from_checkpoint(ctx, config, &ckpt, None)
     }
 }
