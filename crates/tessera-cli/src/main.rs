@@ -8,6 +8,7 @@ mod check;
 mod compile;
 mod device;
 mod emit;
+mod generate;
 mod kernels;
 mod list;
 mod run;
@@ -42,6 +43,8 @@ enum Command {
     Run(run::Args),
     /// The backends present, their devices and limits.
     Device,
+    /// Runs a Hugging Face Qwen3 model on token ids: prefill, decode, throughput.
+    Generate(generate::Args),
 }
 
 /// Makes a write to a closed stdout or stderr (the reader of a pipe went away) end the
@@ -82,6 +85,7 @@ fn main() -> ExitCode {
         Command::Bench(a) => bench::run(a),
         Command::Run(a) => run::run(a),
         Command::Device => device::run(),
+        Command::Generate(a) => generate::run(a),
     };
     match result {
         Ok(code) => code,

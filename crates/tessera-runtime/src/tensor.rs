@@ -188,6 +188,32 @@ impl Tensor {
         }
     }
 
+    /// A tensor of `shape` over this one's first `shape.product()` elements: the same
+    /// memory (nothing copied, nothing allocated), as a reshape when the counts are equal
+    /// or as the leading rows of a buffer made once for the largest call. The two alias,
+    /// and launches refuse them together where an op forbids aliasing. A shape with more
+    /// elements than this tensor holds is refused.
+    pub fn view(&self, shape: &[usize]) -> Result<Tensor> {
+        let n = element_count(shape)?;
+        if n > self.len() {
+            return Err(RuntimeError::InvalidShape {
+                shape: shape.to_vec(),
+                reason: format!(
+                    "a view of {n} elements over a {}{:?} tensor of {}",
+                    self.dtype,
+                    self.shape,
+                    self.len()
+                ),
+            });
+        }
+        Ok(Tensor {
+            backend: self.backend.clone(),
+            buffer: self.buffer.clone(),
+            dtype: self.dtype,
+            shape: shape.to_vec(),
+        })
+    }
+
     /// True if this tensor lives on `backend`.
     pub(crate) fn is_on(&self, backend: &Arc<dyn Backend>) -> bool {
         std::ptr::addr_eq(Arc::as_ptr(&self.backend), Arc::as_ptr(backend))
