@@ -13,7 +13,7 @@ use crate::linear::{gate_up_silu, linear};
 use tessera_runtime::{Context, Tensor};
 use tessera_std::attention::{
     paged_kv_append_ragged, sdpa_decode_paged, sdpa_prefill_paged, DecodeOptions, PageTable,
-    PagedKv, PagedPrefillWorkspace, PagedQueries, PagedWorkspace, SlotCheck,
+    PagedKv, PagedPrefillWorkspace, PagedQueries, PagedWorkspace, PreparedPages, SlotCheck,
 };
 use tessera_std::elementwise::{embedding, EmbeddingCheck};
 use tessera_std::norm::{rms_norm, rms_norm_residual};
@@ -172,8 +172,26 @@ impl Qwen3 {
         )?;
         rms_norm(ctx, &v.residual, &self.layers[0].input_norm, &v.normed, eps)?;
         let proj = act.proj.view(&[t, h])?;
+        // Decode: every layer reads the same block table through its own pools, so the
+        // table is reduced and checked once for the step.
+        let pages = if pass.decode {
+            let (k_cache, v_cache) = cache.pools(0);
+            let kv = PagedKv {
+                k_cache,
+                v_cache,
+                layout: cache.layout(),
+                table: PageTable::Blocks {
+                    block_table: pass.block_table,
+                    seq_lens: pass.lens_after,
+                },
+            };
+            Some(ws.decode.prepare(ctx, &kv, 1, false)?)
+        } else {
+            None
+        };
         for (i, layer) in self.layers.iter().enumerate() {
-            self.attention(ctx, i, pass, cache, act, ws, &v.normed, &proj)?;
+            let tables = (pass, pages.as_ref());
+            self.attention(ctx, i, tables, cache, act, ws, &v.normed, &proj)?;
             self.add_norm(ctx, &proj, &layer.post_attention_norm, &mut v)?;
             let inter = self.config.intermediate_size;
             let gate_up = act.gate_up.view(&[t, 2 * inter])?;
@@ -202,13 +220,13 @@ impl Qwen3 {
     }
 
     /// Layer `i`'s attention block from the normalised input `x [t, hidden]` into
-    /// `out [t, hidden]` (o_proj's output).
+    /// `out [t, hidden]` (o_proj's output); a decode pass reads the step's prepared table.
     #[allow(clippy::too_many_arguments)]
     fn attention(
         &self,
         ctx: &Context,
         i: usize,
-        pass: &Pass,
+        (pass, pages): (&Pass, Option<&PreparedPages>),
         cache: &PagedCache,
         act: &Activations,
         ws: &Workspaces,
@@ -259,15 +277,13 @@ impl Qwen3 {
             },
         };
         let attn = act.attn.view(&[t, hq, d])?;
-        if pass.decode {
-            sdpa_decode_paged(
-                ctx,
-                &q_rot,
-                &kv,
-                &attn,
-                &DecodeOptions::default(),
-                &ws.decode,
-            )?;
+        if let Some(pages) = pages {
+            let kv = PagedKv {
+                table: PageTable::Prepared(pages),
+                ..kv
+            };
+            let opts = DecodeOptions::default();
+            sdpa_decode_paged(ctx, &q_rot, &kv, &attn, &opts, &ws.decode)?;
         } else {
             let queries = PagedQueries {
                 cu_seqlens_q: pass.cu_seqlens,
