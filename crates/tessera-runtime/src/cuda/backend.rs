@@ -475,6 +475,16 @@ impl Backend for CudaBackend {
         Ok(Arc::new(buf.map_err(err)?))
     }
 
+    unsafe fn borrow_vouched_memory(
+        &self,
+        address: u64,
+        bytes: usize,
+    ) -> Result<Arc<dyn DeviceBuffer>> {
+        // SAFETY: the caller's contract (memory of this device) is the buffer's.
+        let buf = unsafe { CudaBuffer::vouched(&self.ctx, address, bytes) };
+        Ok(Arc::new(buf))
+    }
+
     fn upload(&self, dst: &dyn DeviceBuffer, offset: usize, src: &[u8]) -> Result<()> {
         self.not_capturing("an upload")?;
         let buf = downcast_buffer::<CudaBuffer>(dst, KIND)?;
