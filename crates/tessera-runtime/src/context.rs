@@ -349,14 +349,18 @@ impl Context {
     }
 
     /// Builds, optimises and compiles `def` for `spec`, or takes it from the cache.
-    pub(crate) fn compiled(&self, def: &KernelDef, spec: &Specialization) -> Result<CacheEntry> {
+    pub(crate) fn compiled(
+        &self,
+        def: &KernelDef,
+        spec: Specialization,
+    ) -> Result<Arc<CacheEntry>> {
         let key = CacheKey::new(def, spec, self.kind());
         if let Some(e) = self.inner.cache.get(&key) {
             return Ok(e);
         }
-        let kernel = def.build(spec)?;
+        let kernel = def.build(&key.spec)?;
         let names: Vec<&str> = def.signature.params.iter().map(|p| p.name()).collect();
-        let entry = self.compile(kernel, true, &names)?;
+        let entry = Arc::new(self.compile(kernel, true, &names)?);
         self.inner.cache.insert(key, entry.clone());
         Ok(entry)
     }
