@@ -244,23 +244,46 @@ fn declared_dtype(rule: DtypeRule, got: DType) -> DType {
     got
 }
 
-/// One tensor of the call, read; `None` where the path declines it.
-fn view(torch: &Torch, x: &Bound<'_, PyAny>) -> Option<TensorView> {
+/// One tensor of the call as the path takes it.
+struct Given {
+    device: usize,
+    dtype: DType,
+    address: u64,
+    shape: Vec<usize>,
+}
+
+/// One tensor of the call, read; `None` where the path declines it (not exactly a tensor,
+/// not CUDA memory, a dtype Tessera does not run, not row-major contiguous, not 16-byte
+/// aligned: the general path copies or refuses those).
+fn read(torch: &Torch, x: &Bound<'_, PyAny>) -> Option<Given> {
     let py = x.py();
     let ty = x.get_type();
     if !(ty.is(torch.tensor.bind(py)) || ty.is(torch.parameter.bind(py))) {
         return None;
     }
     let capsule = torch.to_dlpack.bind(py).call1((x,)).ok()?;
-    let v = dlpack::read(&capsule)?;
-    (v.cuda_device.is_some() && v.dtype.is_some() && v.contiguous && v.address % 16 == 0)
-        .then_some(v)
+    let TensorView {
+        address,
+        cuda_device,
+        dtype,
+        shape,
+        contiguous,
+    } = dlpack::read(&capsule)?;
+    (contiguous && address % 16 == 0).then_some(Given {
+        device: cuda_device?,
+        dtype: dtype?,
+        address,
+        shape,
+    })
 }
 
 /// Whether the `torch.library` op would only run the eager call: no dispatch or function
 /// mode, no JIT trace, no functorch wrapper, no input that needs a gradient.
-fn plain_eager(torch: &Torch, inputs: &[(&str, Bound<'_, PyAny>)]) -> Option<bool> {
-    let py = inputs.first()?.1.py();
+fn plain_eager<'a, 'py: 'a>(
+    py: Python<'py>,
+    torch: &Torch,
+    inputs: impl Iterator<Item = &'a Bound<'py, PyAny>>,
+) -> Option<bool> {
     if torch
         .dispatch_modes
         .bind(py)
@@ -280,7 +303,7 @@ fn plain_eager(torch: &Torch, inputs: &[(&str, Bound<'_, PyAny>)]) -> Option<boo
         return Some(false);
     }
     let grad = torch.grad_enabled.bind(py).call0().ok()?.is_truthy().ok()?;
-    for (_, x) in inputs {
+    for x in inputs {
         if grad && x.getattr("requires_grad").ok()?.is_truthy().ok()? {
             return Some(false);
         }
@@ -328,45 +351,36 @@ pub fn call_torch<'py>(
     if inputs.len() != eager.inputs.len() || outputs.len() != op.outputs.len() {
         return Ok(None);
     }
+    // Every tensor read first: the path declines before it does anything.
     let mut device = None;
-    let mut same_device = |v: &TensorView| {
-        let d = v.cuda_device;
-        *device.get_or_insert(d) == d
-    };
+    let mut same_device = |g: &Given| *device.get_or_insert(g.device) == g.device;
     let mut given_in = Vec::with_capacity(inputs.len());
     for (name, x) in eager.inputs.iter().zip(inputs.iter()) {
         if x.is_none() {
             continue;
         }
-        let Some(v) = view(torch, &x) else {
-            return Ok(None);
-        };
-        if !same_device(&v) {
-            return Ok(None);
+        match read(torch, &x) {
+            Some(g) if same_device(&g) => given_in.push((*name, x, g)),
+            _ => return Ok(None),
         }
-        given_in.push((*name, x, v));
     }
     let mut given_out = Vec::with_capacity(outputs.len());
-    for (decl, o) in op.outputs.iter().zip(outputs.iter()) {
+    for (i, o) in outputs.iter().enumerate() {
         if o.is_none() {
             continue;
         }
-        let Some(v) = view(torch, &o) else {
-            return Ok(None);
-        };
-        if !same_device(&v) {
-            return Ok(None);
+        match read(torch, &o) {
+            Some(g) if same_device(&g) => given_out.push((i, o, g)),
+            _ => return Ok(None),
         }
-        given_out.push((decl, o, v));
     }
-    let Some(Some(ordinal)) = device else {
+    let Some(ordinal) = device else {
         return Ok(None);
     };
-    if given_out.is_empty() {
-        let tensors: Vec<_> = given_in.iter().map(|(n, x, _)| (*n, x.clone())).collect();
-        if plain_eager(torch, &tensors) != Some(true) {
-            return Ok(None);
-        }
+    if given_out.is_empty()
+        && plain_eager(py, torch, given_in.iter().map(|(_, x, _)| x)) != Some(true)
+    {
+        return Ok(None);
     }
     let Some(set) = param_set(torch, op, params) else {
         return Ok(None);
@@ -377,26 +391,22 @@ pub fn call_torch<'py>(
     let ctx = crate::cuda::context_on(ordinal, stream)?;
 
     let mut ins = BTreeMap::new();
-    for (name, _, v) in &given_in {
-        let decl = op.input(name).map_or(DtypeRule::OneOf(&[]), |d| d.dtype);
-        let dtype = declared_dtype(decl, v.dtype.unwrap_or(DType::F32));
-        let t = borrow(&ctx, "input", name, v.address, dtype, &v.shape)?;
+    for (name, _, g) in &given_in {
+        let rule = op.input(name).map_or(DtypeRule::OneOf(&[]), |d| d.dtype);
+        let dtype = declared_dtype(rule, g.dtype);
+        let t = borrow(&ctx, "input", name, g.address, dtype, &g.shape)?;
         ins.insert(name.to_string(), t);
     }
     let mut outs = BTreeMap::new();
     let mut returned: Vec<Option<Bound<'py, PyAny>>> = vec![None; op.outputs.len()];
-    for (decl, o, v) in &given_out {
-        let dtype = declared_dtype(decl.dtype, v.dtype.unwrap_or(DType::F32));
-        let t = borrow(&ctx, "output", decl.name, v.address, dtype, &v.shape)?;
+    for (i, o, g) in given_out {
+        let decl = &op.outputs[i];
+        let dtype = declared_dtype(decl.dtype, g.dtype);
+        let t = borrow(&ctx, "output", decl.name, g.address, dtype, &g.shape)?;
         outs.insert(decl.name.to_string(), t);
-        let i = op
-            .outputs
-            .iter()
-            .position(|d| d.name == decl.name)
-            .unwrap_or(0);
-        returned[i] = Some(o.clone());
+        returned[i] = Some(o);
     }
-    if given_out.len() < op.outputs.len() {
+    if returned.iter().any(Option::is_none) {
         let specs = op.output_specs(&ins, &parsed.values).map_err(op_error)?;
         for (i, decl) in op.outputs.iter().enumerate() {
             if returned[i].is_some() {

@@ -2,7 +2,9 @@
 declarations: inputs first (required ones positional, optional ones defaulting to None),
 then the parameters as keywords with their declared defaults (a parameter the op decides
 defaults to None, a required one has none), then each output as a keyword: an array to
-write in place, or None to have it made. The docstring is the declaration's."""
+write in place, or None to have it made. The docstring is the declaration's. Outside
+torch.compile each function first offers the call to the native eager path
+(``_tessera.call_torch``, CUDA tensors in one call); what it declines takes ``_call``."""
 
 import keyword
 
