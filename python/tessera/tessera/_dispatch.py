@@ -3,7 +3,9 @@ backend (copied in, outputs copied out or written back into the arrays given), C
 tensors in place on PyTorch's current stream (outputs not given are allocated with
 PyTorch, so its caching allocator and graph pools own them). With PyTorch installed, a
 call on tensors with no output given goes through the ``torch.library`` op, so
-``torch.compile`` sees it."""
+``torch.compile`` sees it. Plain eager calls on CUDA tensors usually never reach this
+module: the generated functions first offer them to the native eager path
+(``_tessera.call_torch``, enabled below), and only what it declines comes here."""
 
 import numpy as np
 
