@@ -124,6 +124,9 @@ pub fn read(capsule: &Bound<'_, PyAny>) -> Option<TensorView> {
         }
     };
     let ndim = usize::try_from(t.ndim).ok()?;
+    if ndim > 0 && t.shape.is_null() {
+        return None;
+    }
     // SAFETY: `shape` holds `ndim` sizes and `strides`, when not null, `ndim` strides (the
     // DLPack contract); both live as long as the capsule.
     let (shape, strides) = unsafe {
