@@ -1,7 +1,9 @@
 """Per-call cost of tessera.ops from Python on CUDA: the wall time of an eager call
 (Python, argument checks, launch) against the kernel's own time (the same calls replayed
 from a CUDA graph), for RMSNorm and decode attention at decode shapes, through the
-generated function and through the native call alone.
+generated function, through the eager path's native call alone (``call_torch``, which
+reads the tensors itself) and through the general path's native call with descriptors
+prepared once (``invoke_cuda``).
 
     python python/tessera/bench_overhead.py [--calls 2000]
 """
@@ -57,6 +59,21 @@ def native(op, ins, out, params=()):
     return lambda: _tessera.invoke_cuda(op, dev, stream, ins, outs, list(params))
 
 
+def eager_native(op, inputs, out):
+    """The eager path's native call alone, with its argument tuples made once: inputs in
+    the generated function's order (required, then optional), parameters at their
+    defaults."""
+    decl = tessera.declarations()[op]
+    order = [t["name"] for t in sorted(decl["inputs"], key=lambda t: t["optional"])]
+    handle = _tessera.EagerOp(op, order)
+    ins = tuple(inputs.get(n) for n in order)
+    params = (None,) * len(decl["params"])
+    call = lambda: _tessera.call_torch(handle, ins, params, (out,))  # noqa: E731
+    if call() is None:
+        raise SystemExit(f"{op}: the eager path declined the call (see tessera/_dispatch.py)")
+    return call
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--calls", type=int, default=2000)
@@ -69,17 +86,20 @@ def main():
     out_n, out_a = torch.empty_like(x), torch.empty_like(q)
     cases = [
         ("rms_norm [1, 4096] bf16", lambda: ops.rms_norm(x, w, out=out_n),
-         lambda: ops.rms_norm(x, w), native("rms_norm", [("x", x, "bf16"), ("w", w, "bf16")], ("out", out_n, "bf16"))),
+         lambda: ops.rms_norm(x, w),
+         eager_native("rms_norm", {"x": x, "w": w}, out_n),
+         native("rms_norm", [("x", x, "bf16"), ("w", w, "bf16")], ("out", out_n, "bf16"))),
         ("sdpa_decode 32/8 heads, 4096 keys, d128 bf16", lambda: ops.sdpa_decode(q, k, v, out=out_a),
          lambda: ops.sdpa_decode(q, k, v),
+         eager_native("sdpa_decode", {"q": q, "k": k, "v": v}, out_a),
          native("sdpa_decode", [("q", q, "bf16"), ("k", k, "bf16"), ("v", v, "bf16")], ("out", out_a, "bf16"))),
     ]
     print(f"tessera {tessera.__version__} on {torch.cuda.get_device_name()}, {args.calls} calls each")
-    print(f"{'op':48} {'kernel':>8} {'eager out=':>11} {'eager alloc':>12} {'native':>8}  (µs per call)")
-    for name, with_out, alloc, raw in cases:
+    print(f"{'op':48} {'kernel':>8} {'eager out=':>11} {'eager alloc':>12} {'call_torch':>11} {'invoke_cuda':>12}  (µs per call)")
+    for name, with_out, alloc, eager, raw in cases:
         kernel = graph_us(with_out, min(args.calls, 500))
         print(f"{name:48} {kernel:8.2f} {wall_us(with_out, args.calls):11.2f} "
-              f"{wall_us(alloc, args.calls):12.2f} {wall_us(raw, args.calls):8.2f}")
+              f"{wall_us(alloc, args.calls):12.2f} {wall_us(eager, args.calls):11.2f} {wall_us(raw, args.calls):12.2f}")
     print("added per call = eager − kernel where the launches do not overlap the Python work")
 
 

@@ -23,7 +23,7 @@ type DeviceIn = (String, u64, String, Vec<usize>, Vec<isize>);
 /// The context of device `ordinal` on the stream `stream` (a `CUstream` as an integer),
 /// made once per (device, stream) and kept: a view is a few words, and making it again
 /// would be the only per-call cost besides the launches.
-fn context_on(ordinal: usize, stream: usize) -> PyResult<Context> {
+pub fn context_on(ordinal: usize, stream: usize) -> PyResult<Context> {
     static BASES: OnceLock<Mutex<HashMap<usize, Context>>> = OnceLock::new();
     static VIEWS: OnceLock<Mutex<HashMap<(usize, usize), Context>>> = OnceLock::new();
     let views = VIEWS.get_or_init(Default::default);

@@ -206,6 +206,22 @@ pub trait Backend: Send + Sync {
         })
     }
 
+    /// [`Backend::borrow_memory`] where the caller has already established that the
+    /// memory is this device's (its owner says so), so the backend need not ask its driver.
+    /// Backends that check nothing there use the default, [`Backend::borrow_memory`].
+    ///
+    /// # Safety
+    ///
+    /// That of [`Backend::borrow_memory`], and `address` must be this device's memory.
+    unsafe fn borrow_vouched_memory(
+        &self,
+        address: u64,
+        bytes: usize,
+    ) -> Result<Arc<dyn DeviceBuffer>> {
+        // SAFETY: the caller's contract covers `borrow_memory`'s.
+        unsafe { self.borrow_memory(address, bytes) }
+    }
+
     /// Copies `src` into `dst` starting at byte `offset`.
     fn upload(&self, dst: &dyn DeviceBuffer, offset: usize, src: &[u8]) -> Result<()>;
 

@@ -1,36 +1,79 @@
 //! The in-memory compile cache: building, optimising and backend compilation happen once
-//! per (kernel definition, specialisation, backend, compiler version).
+//! per (kernel definition, specialisation, backend, compiler version). Every launch looks
+//! its kernel up here, so the lookup is kept cheap: the key is hashed by the definition's
+//! builder address and the specialisation (not its strings), and an entry is shared, not
+//! copied.
 
 use crate::backend::{BackendKind, CompiledKernel};
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::sync::{Arc, Mutex};
 use tessera_ir::{KernelDef, Specialization};
 
 /// Cache key: the kernel's full identity. Two kernels of one name in different modules
 /// differ in `path`; hand-built definitions (no path) differ in their build function.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+/// Equality compares every field, the builder first (it differs first).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct CacheKey {
-    /// The Rust path `#[kernel]` records for the definition.
-    pub path: &'static str,
-    pub name: &'static str,
     /// The address of the definition's IR builder.
     pub build: usize,
     pub spec: Specialization,
     pub backend: BackendKind,
+    /// The Rust path `#[kernel]` records for the definition.
+    pub path: &'static str,
+    pub name: &'static str,
     /// The version of the compiler that produced the code.
     pub compiler: &'static str,
 }
 
+/// Hashes what tells keys apart in practice (the builder and the specialisation); keys
+/// that are equal hash alike, since equality compares these too.
+impl Hash for CacheKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.build.hash(state);
+        self.spec.hash(state);
+        self.backend.hash(state);
+    }
+}
+
 impl CacheKey {
-    pub fn new(def: &KernelDef, spec: &Specialization, backend: BackendKind) -> CacheKey {
+    /// The key of `def` specialised as `spec` (taken, not copied) on `backend`.
+    pub fn new(def: &KernelDef, spec: Specialization, backend: BackendKind) -> CacheKey {
         CacheKey {
+            build: def.build as usize,
+            spec,
+            backend,
             path: def.signature.path,
             name: def.signature.name,
-            build: def.build as usize,
-            spec: spec.clone(),
-            backend,
             compiler: env!("CARGO_PKG_VERSION"),
         }
+    }
+}
+
+/// A multiply-rotate hasher for the cache's small keys: the map is process-internal (no
+/// hostile keys), and SipHash's cost showed in every launch.
+#[derive(Default)]
+pub(crate) struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(word));
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
     }
 }
 
@@ -49,11 +92,11 @@ pub(crate) struct CacheEntry {
 
 #[derive(Default)]
 pub(crate) struct CompileCache {
-    entries: Mutex<HashMap<CacheKey, CacheEntry>>,
+    entries: Mutex<HashMap<CacheKey, Arc<CacheEntry>, BuildHasherDefault<KeyHasher>>>,
 }
 
 impl CompileCache {
-    pub fn get(&self, key: &CacheKey) -> Option<CacheEntry> {
+    pub fn get(&self, key: &CacheKey) -> Option<Arc<CacheEntry>> {
         self.entries
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -61,7 +104,7 @@ impl CompileCache {
             .cloned()
     }
 
-    pub fn insert(&self, key: CacheKey, entry: CacheEntry) {
+    pub fn insert(&self, key: CacheKey, entry: Arc<CacheEntry>) {
         self.entries
             .lock()
             .unwrap_or_else(|p| p.into_inner())

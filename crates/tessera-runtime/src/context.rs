@@ -228,6 +228,37 @@ impl Context {
         dtype: DType,
         shape: &[usize],
     ) -> Result<Tensor> {
+        // SAFETY: the caller's contract is this function's.
+        unsafe { self.borrow(address, dtype, shape, false) }
+    }
+
+    /// [`Context::borrow_device_memory`] for memory whose owner has already said it is
+    /// this context's device memory (a PyTorch CUDA tensor on this device): the driver is
+    /// not asked again, which saves a driver call per tensor per call. The alignment is
+    /// still checked.
+    ///
+    /// # Safety
+    ///
+    /// The contract of [`Context::borrow_device_memory`], and `address` must be device
+    /// memory of this context's GPU (not host memory, not another GPU's).
+    pub unsafe fn borrow_device_memory_vouched(
+        &self,
+        address: u64,
+        dtype: DType,
+        shape: &[usize],
+    ) -> Result<Tensor> {
+        // SAFETY: the caller's contract is this function's.
+        unsafe { self.borrow(address, dtype, shape, true) }
+    }
+
+    /// Both borrows; `vouched`: the caller vouches for the device.
+    unsafe fn borrow(
+        &self,
+        address: u64,
+        dtype: DType,
+        shape: &[usize],
+        vouched: bool,
+    ) -> Result<Tensor> {
         let bytes = tensor::size_in_bytes(dtype, shape)?;
         if !address.is_multiple_of(16) {
             return Err(RuntimeError::Backend {
@@ -239,7 +270,13 @@ impl Context {
             });
         }
         // SAFETY: the caller's contract is the backend's.
-        let buffer = unsafe { self.inner.backend.borrow_memory(address, bytes) }?;
+        let buffer = unsafe {
+            if vouched {
+                self.inner.backend.borrow_vouched_memory(address, bytes)
+            } else {
+                self.inner.backend.borrow_memory(address, bytes)
+            }
+        }?;
         Ok(Tensor::from_buffer(
             &self.inner.backend,
             buffer,
@@ -312,14 +349,18 @@ impl Context {
     }
 
     /// Builds, optimises and compiles `def` for `spec`, or takes it from the cache.
-    pub(crate) fn compiled(&self, def: &KernelDef, spec: &Specialization) -> Result<CacheEntry> {
+    pub(crate) fn compiled(
+        &self,
+        def: &KernelDef,
+        spec: Specialization,
+    ) -> Result<Arc<CacheEntry>> {
         let key = CacheKey::new(def, spec, self.kind());
         if let Some(e) = self.inner.cache.get(&key) {
             return Ok(e);
         }
-        let kernel = def.build(spec)?;
+        let kernel = def.build(&key.spec)?;
         let names: Vec<&str> = def.signature.params.iter().map(|p| p.name()).collect();
-        let entry = self.compile(kernel, true, &names)?;
+        let entry = Arc::new(self.compile(kernel, true, &names)?);
         self.inner.cache.insert(key, entry.clone());
         Ok(entry)
     }

@@ -438,11 +438,12 @@ impl<'a> Core<'a> {
     fn specialization(
         &self,
         params: &[ParamView],
-        bindings: &Bindings<'a, '_>,
+        args: &[BoundArg<'a>],
+        mut dtypes: Vec<Option<(DType, DtypeFrom<'_>)>>,
+        constexprs: Vec<Literal>,
     ) -> Result<Specialization> {
         let generics = self.generics();
-        let mut dtypes = bindings.dtypes.clone();
-        for (i, (p, b)) in params.iter().zip(&bindings.args).enumerate() {
+        for (i, (p, b)) in params.iter().zip(args).enumerate() {
             let TypeSig::Generic(g) = p.ty else { continue };
             let got = arg_dtype(b);
             match dtypes[g] {
@@ -467,9 +468,9 @@ impl<'a> Core<'a> {
             }
         }
         let mut resolved = Vec::with_capacity(dtypes.len());
-        for (g, d) in dtypes.into_iter().enumerate() {
+        for (g, d) in dtypes.iter().enumerate() {
             match d {
-                Some((dt, _)) => resolved.push(dt),
+                Some((dt, _)) => resolved.push(*dt),
                 None => {
                     return Err(self.reject(format!(
                         "cannot infer generic `{}`: no argument of that type is bound; give it \
@@ -480,7 +481,7 @@ impl<'a> Core<'a> {
             }
         }
         if let Source::Def(d) = &self.source {
-            for (c, v) in d.signature.constexprs.iter().zip(&bindings.constexprs) {
+            for (c, v) in d.signature.constexprs.iter().zip(&constexprs) {
                 if v.ty() != c.ty {
                     return Err(self.reject(format!(
                         "constexpr `{}` must be {}, got {v} ({}); pass a {} value",
@@ -492,7 +493,7 @@ impl<'a> Core<'a> {
                 }
             }
         }
-        Ok(Specialization::new(resolved, bindings.constexprs.clone()))
+        Ok(Specialization::new(resolved, constexprs))
     }
 
     fn check_types(
@@ -592,30 +593,37 @@ impl<'a> Core<'a> {
 
     /// Checks the bound arguments, compiles (or takes from the cache) and runs.
     fn execute(&self, params: &[ParamView], bindings: Bindings<'a, '_>) -> Result<()> {
-        self.check_kinds(params, &bindings.args)?;
-        let spec = self.specialization(params, &bindings)?;
-        self.check_types(params, &bindings.args, &spec)?;
+        let Bindings {
+            args,
+            constexprs,
+            dtypes,
+        } = bindings;
+        self.check_kinds(params, &args)?;
+        let spec = self.specialization(params, &args, dtypes, constexprs)?;
+        self.check_types(params, &args, &spec)?;
         let entry = match &self.source {
-            Source::Def(d) => self.ctx.compiled(d, &spec)?,
-            Source::Ir(k) => self.ctx.compile_ir((*k).clone(), self.optimize)?,
+            Source::Def(d) => self.ctx.compiled(d, spec)?,
+            Source::Ir(k) => std::sync::Arc::new(self.ctx.compile_ir((*k).clone(), self.optimize)?),
         };
         let (grid, gs) = self.check_geometry(&entry)?;
         // The compiled kernel's parameters, as positions in the signature (resolved once,
         // when the kernel was compiled).
-        let mut args = Vec::with_capacity(entry.arg_order.len());
+        let mut kernel_args = Vec::with_capacity(entry.arg_order.len());
         for &pos in &entry.arg_order {
-            args.push(match bindings.args.get(pos) {
+            kernel_args.push(match args.get(pos) {
                 Some(BoundArg::Tensor(t)) => KernelArg::Buffer(&**t.buffer()),
                 Some(BoundArg::Scalar(l)) => KernelArg::Scalar(*l),
                 None => {
                     return Err(self.reject(format!(
                         "internal: the compiled kernel takes parameter {pos}, the launch binds {}",
-                        bindings.args.len()
+                        args.len()
                     )))
                 }
             });
         }
-        self.ctx.backend().launch(&*entry.compiled, &args, grid, gs)
+        self.ctx
+            .backend()
+            .launch(&*entry.compiled, &kernel_args, grid, gs)
     }
 }
 

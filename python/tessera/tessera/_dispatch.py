@@ -3,7 +3,9 @@ backend (copied in, outputs copied out or written back into the arrays given), C
 tensors in place on PyTorch's current stream (outputs not given are allocated with
 PyTorch, so its caching allocator and graph pools own them). With PyTorch installed, a
 call on tensors with no output given goes through the ``torch.library`` op, so
-``torch.compile`` sees it."""
+``torch.compile`` sees it. Plain eager calls on CUDA tensors usually never reach this
+module: the generated functions first offer them to the native eager path
+(``_tessera.call_torch``, enabled below), and only what it declines comes here."""
 
 import numpy as np
 
@@ -205,7 +207,7 @@ def _call_cuda(op, decl, inputs, params, outputs):
         o = outputs.get(d["name"])
         if o is None:
             dt, shape = specs[d["name"]]
-            o = torch.zeros(shape, dtype=torch_dtype(dt), device=first.device)
+            o = torch.empty(shape, dtype=torch_dtype(dt), device=first.device)
         else:
             dt = tessera_dtype_of_torch(o, d)
             o = _device_view(o, op, "output", d["name"], False)
@@ -226,3 +228,35 @@ _current_stream = (
     if torch is not None
     else None
 )
+
+
+def _eager_path():
+    """`_tessera.call_torch`, the eager call on CUDA tensors in one native call, given the
+    PyTorch objects it calls; None (every call takes the general path) where this PyTorch
+    lacks one of them."""
+    if torch is None:
+        return None
+    hooks = {
+        "tensor": torch.Tensor,
+        "parameter": torch.nn.Parameter,
+        "default": Default,
+        "to_dlpack": _probe("_C._to_dlpack", None),
+        "current_stream": _probe("_C._cuda_getCurrentRawStream", None),
+        "empty": torch.empty,
+        "dtypes": {name: torch_dtype(name) for name in ("f32", "f16", "bf16", "u32", "i32", "u8", "i8", "bool")},
+        "grad_enabled": torch.is_grad_enabled,
+        "dispatch_modes": _probe("_C._len_torch_dispatch_stack", None),
+        "function_modes": _probe("_C._is_torch_function_mode_enabled", None),
+        "tracing_state": _probe("_C._get_tracing_state", None),
+        "wrapped": _probe("_C._functorch.is_functorch_wrapped_tensor", None),
+    }
+    compiling = _probe("compiler.is_compiling", None)
+    if compiling is None or any(v is None for v in hooks.values()):
+        return None
+    _tessera.enable_torch_eager(hooks)
+    return compiling
+
+
+# torch.compiler.is_compiling where the eager path is on (the generated functions take it
+# only outside compilation, so torch.compile traces the general path), else None.
+EAGER_COMPILING = _eager_path()

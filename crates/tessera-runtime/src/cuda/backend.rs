@@ -475,6 +475,16 @@ impl Backend for CudaBackend {
         Ok(Arc::new(buf.map_err(err)?))
     }
 
+    unsafe fn borrow_vouched_memory(
+        &self,
+        address: u64,
+        bytes: usize,
+    ) -> Result<Arc<dyn DeviceBuffer>> {
+        // SAFETY: the caller's contract (memory of this device) is the buffer's.
+        let buf = unsafe { CudaBuffer::vouched(&self.ctx, address, bytes) };
+        Ok(Arc::new(buf))
+    }
+
     fn upload(&self, dst: &dyn DeviceBuffer, offset: usize, src: &[u8]) -> Result<()> {
         self.not_capturing("an upload")?;
         let buf = downcast_buffer::<CudaBuffer>(dst, KIND)?;
@@ -539,18 +549,33 @@ impl Backend for CudaBackend {
             )));
         }
         // Each argument's bits in a u64: the driver copies as many bytes as the parameter has
-        // (little-endian, so the low bytes are the value).
-        let mut values: Vec<u64> = Vec::with_capacity(args.len());
-        for a in args {
-            values.push(match a {
+        // (little-endian, so the low bytes are the value). Kept on the stack for the usual
+        // few arguments (no allocation per launch).
+        const ON_STACK: usize = 32;
+        let n = args.len();
+        let (mut values_stack, mut values_heap) = ([0u64; ON_STACK], Vec::new());
+        let values: &mut [u64] = if n <= ON_STACK {
+            &mut values_stack[..n]
+        } else {
+            values_heap.resize(n, 0);
+            &mut values_heap
+        };
+        for (v, a) in values.iter_mut().zip(args) {
+            *v = match a {
                 KernelArg::Buffer(b) => downcast_buffer::<CudaBuffer>(*b, KIND)?.ptr,
                 KernelArg::Scalar(l) => l.to_bits() as u64,
-            });
+            };
         }
-        let mut params: Vec<*mut c_void> = values
-            .iter_mut()
-            .map(|v| (v as *mut u64).cast::<c_void>())
-            .collect();
+        let (mut params_stack, mut params_heap) = ([std::ptr::null_mut(); ON_STACK], Vec::new());
+        let params: &mut [*mut c_void] = if n <= ON_STACK {
+            &mut params_stack[..n]
+        } else {
+            params_heap.resize(n, std::ptr::null_mut());
+            &mut params_heap
+        };
+        for (p, v) in params.iter_mut().zip(values.iter_mut()) {
+            *p = (v as *mut u64).cast::<c_void>();
+        }
         // From sm_90 every launch may overlap the end of the kernel before it: the emitted
         // kernel waits for that grid (`griddepcontrol.wait`) before touching memory.
         // SAFETY: a plain-old-data union; zero is a valid value of each field.

@@ -102,6 +102,26 @@ impl CudaBuffer {
             owner: None,
         })
     }
+
+    /// Wraps `size` bytes of a caller's memory at `ptr` that the caller has already
+    /// established is device memory of this context (its owner said so): the driver is
+    /// not asked.
+    ///
+    /// # Safety
+    ///
+    /// That of [`CudaBuffer::borrowed`], and `ptr` must be this context's device memory.
+    pub(crate) unsafe fn vouched(
+        ctx: &Arc<CudaContext>,
+        ptr: sys::CUdeviceptr,
+        size: usize,
+    ) -> CudaBuffer {
+        CudaBuffer {
+            ptr,
+            size,
+            ctx: ctx.clone(),
+            owner: None,
+        }
+    }
 }
 
 impl Drop for CudaBuffer {

@@ -1,0 +1,480 @@
+//! The eager path of `tessera.ops.<name>` on PyTorch CUDA tensors, in one native call:
+//! each tensor read from PyTorch in one call (its DLPack description: address, device,
+//! dtype, shape, strides), the stream from `torch._C._cuda_getCurrentRawStream`, the
+//! parameters taken as Python values (parsed once per distinct set, see [`ParamKey`]),
+//! missing outputs made with `torch.empty`, and the op called as [`crate::cuda`] calls it.
+//!
+//! The path declines — returns `None`, and the Python side takes the general path, which
+//! raises or converts as before — whenever it is not plainly this case: a value that is
+//! not exactly a `torch.Tensor` (or `Parameter`) on one CUDA device, a dtype Tessera does
+//! not run, strides that are not row-major, an address that is not 16-byte aligned, a
+//! parameter of another Python type than its schema's, or, when it would make an output, a
+//! call the `torch.library` op must see (a dispatch or function mode, a JIT trace, a
+//! functorch wrapper, an input that needs a gradient). Everything the op and the runtime
+//! check on a call is checked on every call; only the driver is not asked where the
+//! memory lives, since PyTorch already says it is this device's.
+
+use crate::call::{check_inputs, params_of, ParamText};
+use crate::dlpack::{self, TensorView};
+use crate::errors::{invalid, op_error};
+use pyo3::prelude::*;
+use pyo3::sync::GILOnceCell;
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use tessera_runtime::{DType, Tensor};
+use tessera_std::decl::{DtypeRule, ParamKind, ParamValues};
+use tessera_std::OpDecl;
+
+/// The PyTorch objects the path calls, handed over once when the package imports torch.
+struct Torch {
+    tensor: Py<PyType>,
+    parameter: Py<PyType>,
+    /// `tessera._decl.Default`: a parameter left at its declared default.
+    default: Py<PyType>,
+    to_dlpack: PyObject,
+    current_stream: PyObject,
+    empty: PyObject,
+    /// The torch dtype an output of each Tessera dtype is made as.
+    dtypes: Vec<(DType, PyObject)>,
+    grad_enabled: PyObject,
+    dispatch_modes: PyObject,
+    function_modes: PyObject,
+    tracing_state: PyObject,
+    wrapped: PyObject,
+}
+
+static TORCH: GILOnceCell<Torch> = GILOnceCell::new();
+
+/// Hands the path the PyTorch objects it calls (`hooks`: a dict by name). Called once by
+/// the package when PyTorch imports; without it every call declines.
+#[pyfunction]
+pub fn enable_torch_eager(py: Python<'_>, hooks: &Bound<'_, PyDict>) -> PyResult<()> {
+    let get = |k: &str| -> PyResult<Bound<'_, PyAny>> {
+        hooks
+            .get_item(k)?
+            .ok_or_else(|| invalid(format!("enable_torch_eager: no `{k}`")))
+    };
+    let ty = |k: &str| -> PyResult<Py<PyType>> { Ok(get(k)?.downcast_into::<PyType>()?.unbind()) };
+    let mut dtypes = Vec::new();
+    for (name, value) in get("dtypes")?.downcast::<PyDict>()?.iter() {
+        let name: String = name.extract()?;
+        dtypes.push((crate::errors::dtype(&name)?, value.unbind()));
+    }
+    let torch = Torch {
+        tensor: ty("tensor")?,
+        parameter: ty("parameter")?,
+        default: ty("default")?,
+        to_dlpack: get("to_dlpack")?.unbind(),
+        current_stream: get("current_stream")?.unbind(),
+        empty: get("empty")?.unbind(),
+        dtypes,
+        grad_enabled: get("grad_enabled")?.unbind(),
+        dispatch_modes: get("dispatch_modes")?.unbind(),
+        function_modes: get("function_modes")?.unbind(),
+        tracing_state: get("tracing_state")?.unbind(),
+        wrapped: get("wrapped")?.unbind(),
+    };
+    // A second call (a reload) keeps the first objects: they are the same torch.
+    let _ = TORCH.set(py, torch);
+    Ok(())
+}
+
+/// One op as its generated Python function passes its arguments: inputs in the function's
+/// order, parameters and outputs in declaration order.
+#[pyclass(frozen, module = "tessera._tessera")]
+pub struct EagerOp {
+    op: &'static OpDecl,
+    inputs: Vec<&'static str>,
+}
+
+#[pymethods]
+impl EagerOp {
+    /// `inputs`: the op's input names in the order the function passes them.
+    #[new]
+    fn new(op: &str, inputs: Vec<String>) -> PyResult<EagerOp> {
+        let op = crate::call::op_named(op)?;
+        let mut names = Vec::with_capacity(inputs.len());
+        for n in &inputs {
+            let decl = op
+                .input(n)
+                .ok_or_else(|| invalid(format!("`{}` has no input `{n}`", op.name)))?;
+            names.push(decl.name);
+        }
+        if names.len() != op.inputs.len() {
+            return Err(invalid(format!(
+                "`{}` takes {} inputs, {} named",
+                op.name,
+                op.inputs.len(),
+                names.len()
+            )));
+        }
+        Ok(EagerOp { op, inputs: names })
+    }
+}
+
+/// A parameter as given, by its Python value: what decides its text.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum ParamKey {
+    Bool(bool),
+    Int(i64),
+    /// The value's bits (so -0.0 and 0.0, or two NaNs, are told apart as their texts are).
+    Float(u64),
+    Str(String),
+    List(Vec<i64>),
+}
+
+/// The given parameters, by declaration index, of one call.
+type ParamSet = Vec<(usize, ParamKey)>;
+
+/// A parameter set's `tessera run` text and its parse.
+struct Parsed {
+    text: ParamText,
+    values: Arc<ParamValues>,
+}
+
+/// More distinct parameter sets than this empty the cache rather than grow it.
+const MAX_PARAM_SETS: usize = 4096;
+
+type ParsedCache = HashMap<(usize, ParamSet), Arc<Parsed>>;
+
+/// The parameters' key, or `None` where one has another type than its schema's.
+fn param_set(torch: &Torch, op: &OpDecl, values: &Bound<'_, PyTuple>) -> Option<ParamSet> {
+    if values.len() != op.params.len() {
+        return None;
+    }
+    let default = torch.default.bind(values.py());
+    let mut set = Vec::new();
+    for (i, (p, v)) in op.params.iter().zip(values.iter()).enumerate() {
+        if v.is_none() || v.get_type().is(default) {
+            continue;
+        }
+        let key = match p.kind {
+            ParamKind::Bool if v.is_exact_instance_of::<PyBool>() => {
+                ParamKey::Bool(v.is_truthy().ok()?)
+            }
+            ParamKind::UInt { .. } if v.is_exact_instance_of::<PyInt>() => {
+                ParamKey::Int(v.extract().ok()?)
+            }
+            ParamKind::Float if v.is_exact_instance_of::<PyFloat>() => {
+                ParamKey::Float(v.extract::<f64>().ok()?.to_bits())
+            }
+            ParamKind::Choice(_) if v.is_exact_instance_of::<PyString>() => {
+                ParamKey::Str(v.extract().ok()?)
+            }
+            ParamKind::UIntList
+                if v.is_exact_instance_of::<PyList>() || v.is_exact_instance_of::<PyTuple>() =>
+            {
+                let mut items = Vec::new();
+                for item in v.try_iter().ok()? {
+                    let item = item.ok()?;
+                    if !item.is_exact_instance_of::<PyInt>() {
+                        return None;
+                    }
+                    items.push(item.extract().ok()?);
+                }
+                ParamKey::List(items)
+            }
+            _ => return None,
+        };
+        set.push((i, key));
+    }
+    Some(set)
+}
+
+/// The text `tessera._decl.param_text` gives the same values (a float as its `repr`).
+fn param_text(op: &OpDecl, set: &ParamSet, values: &Bound<'_, PyTuple>) -> PyResult<ParamText> {
+    let mut text = Vec::with_capacity(set.len());
+    for (i, key) in set {
+        let value = match key {
+            ParamKey::Bool(b) => (if *b { "true" } else { "false" }).to_string(),
+            ParamKey::Int(n) => n.to_string(),
+            ParamKey::Float(_) => values.get_item(*i)?.repr()?.to_string(),
+            ParamKey::Str(s) => s.clone(),
+            ParamKey::List(items) => {
+                let items: Vec<String> = items.iter().map(i64::to_string).collect();
+                items.join(",")
+            }
+        };
+        text.push((op.params[*i].name.to_string(), value));
+    }
+    Ok(text)
+}
+
+/// The parsed parameters of this set, parsed on its first call (errors are not kept).
+fn parsed(
+    op: &'static OpDecl,
+    set: ParamSet,
+    values: &Bound<'_, PyTuple>,
+) -> PyResult<Arc<Parsed>> {
+    static CACHE: Mutex<Option<ParsedCache>> = Mutex::new(None);
+    let key = (op as *const OpDecl as usize, set);
+    if let Some(p) = CACHE
+        .lock()
+        .ok()
+        .and_then(|c| c.as_ref().and_then(|c| c.get(&key).cloned()))
+    {
+        return Ok(p);
+    }
+    let text = param_text(op, &key.1, values)?;
+    let values = params_of(op, text.clone())?;
+    let p = Arc::new(Parsed { text, values });
+    if let Ok(mut c) = CACHE.lock() {
+        let c = c.get_or_insert_with(HashMap::new);
+        if c.len() >= MAX_PARAM_SETS {
+            c.clear();
+        }
+        c.insert(key, p.clone());
+    }
+    Ok(p)
+}
+
+/// The dtype Tessera reads a tensor of this declared rule as: int32 is u32 where the rule
+/// takes u32 and not i32 (as `tessera._arrays.tessera_dtype_of_torch` reads it).
+fn declared_dtype(rule: DtypeRule, got: DType) -> DType {
+    if got == DType::I32 {
+        if let DtypeRule::OneOf(list) = rule {
+            let ints = [DType::U32, DType::I32, DType::U8, DType::I8];
+            let takes_ints = list.iter().any(|d| ints.contains(d));
+            if takes_ints && !list.contains(&DType::I32) && list.contains(&DType::U32) {
+                return DType::U32;
+            }
+        }
+    }
+    got
+}
+
+/// One tensor of the call as the path takes it.
+struct Given {
+    device: usize,
+    dtype: DType,
+    address: u64,
+    shape: Vec<usize>,
+}
+
+/// One tensor of the call, read; `None` where the path declines it (not exactly a tensor,
+/// not CUDA memory, a dtype Tessera does not run, not row-major contiguous, not 16-byte
+/// aligned: the general path copies or refuses those).
+fn read(torch: &Torch, x: &Bound<'_, PyAny>) -> Option<Given> {
+    let py = x.py();
+    let ty = x.get_type();
+    if !(ty.is(torch.tensor.bind(py)) || ty.is(torch.parameter.bind(py))) {
+        return None;
+    }
+    let capsule = torch.to_dlpack.bind(py).call1((x,)).ok()?;
+    let TensorView {
+        address,
+        cuda_device,
+        dtype,
+        shape,
+        contiguous,
+    } = dlpack::read(&capsule)?;
+    (contiguous && address % 16 == 0).then_some(Given {
+        device: cuda_device?,
+        dtype: dtype?,
+        address,
+        shape,
+    })
+}
+
+/// Whether the `torch.library` op would only run the eager call: no dispatch or function
+/// mode, no JIT trace, no functorch wrapper, no input that needs a gradient.
+fn plain_eager<'a, 'py: 'a>(
+    py: Python<'py>,
+    torch: &Torch,
+    inputs: impl Iterator<Item = &'a Bound<'py, PyAny>>,
+) -> Option<bool> {
+    if torch
+        .dispatch_modes
+        .bind(py)
+        .call0()
+        .ok()?
+        .is_truthy()
+        .ok()?
+        || torch
+            .function_modes
+            .bind(py)
+            .call0()
+            .ok()?
+            .is_truthy()
+            .ok()?
+        || !torch.tracing_state.bind(py).call0().ok()?.is_none()
+    {
+        return Some(false);
+    }
+    let grad = torch.grad_enabled.bind(py).call0().ok()?.is_truthy().ok()?;
+    for x in inputs {
+        if grad && x.getattr("requires_grad").ok()?.is_truthy().ok()? {
+            return Some(false);
+        }
+        if torch.wrapped.bind(py).call1((x,)).ok()?.is_truthy().ok()? {
+            return Some(false);
+        }
+    }
+    Some(true)
+}
+
+/// Borrows a tensor PyTorch says is a contiguous CUDA tensor of the call's device.
+fn borrow(
+    ctx: &tessera_runtime::Context,
+    what: &str,
+    name: &str,
+    address: u64,
+    dtype: DType,
+    shape: &[usize],
+) -> PyResult<Tensor> {
+    // SAFETY: PyTorch describes `address` as `shape` elements of `dtype`, contiguous, in
+    // CUDA memory of the context's device, held by the caller's tensor for the whole call;
+    // the work is issued on PyTorch's current stream, in whose order its caching allocator
+    // reuses the memory. The tensor made here is dropped before the call returns.
+    unsafe { ctx.borrow_device_memory_vouched(address, dtype, shape) }
+        .map_err(|e| invalid(format!("{what} `{name}`: {e}")))
+}
+
+/// Runs `op` on PyTorch CUDA tensors and returns its outputs (one alone, else a tuple),
+/// or `None` where the general path must take the call (see the module docs).
+/// `inputs` in the [`EagerOp`]'s order (None: not given), `params` and `outputs` in
+/// declaration order (None or `Default`: not given).
+#[pyfunction]
+pub fn call_torch<'py>(
+    py: Python<'py>,
+    op: &Bound<'py, EagerOp>,
+    inputs: &Bound<'py, PyTuple>,
+    params: &Bound<'py, PyTuple>,
+    outputs: &Bound<'py, PyTuple>,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    let Some(torch) = TORCH.get(py) else {
+        return Ok(None);
+    };
+    let eager = op.get();
+    let op = eager.op;
+    if inputs.len() != eager.inputs.len() || outputs.len() != op.outputs.len() {
+        return Ok(None);
+    }
+    // Every tensor read first: the path declines before it does anything.
+    let mut device = None;
+    let mut same_device = |g: &Given| *device.get_or_insert(g.device) == g.device;
+    let mut given_in = Vec::with_capacity(inputs.len());
+    for (name, x) in eager.inputs.iter().zip(inputs.iter()) {
+        if x.is_none() {
+            continue;
+        }
+        match read(torch, &x) {
+            Some(g) if same_device(&g) => given_in.push((*name, x, g)),
+            _ => return Ok(None),
+        }
+    }
+    let mut given_out = Vec::with_capacity(outputs.len());
+    for (i, o) in outputs.iter().enumerate() {
+        if o.is_none() {
+            continue;
+        }
+        match read(torch, &o) {
+            Some(g) if same_device(&g) => given_out.push((i, o, g)),
+            _ => return Ok(None),
+        }
+    }
+    let Some(ordinal) = device else {
+        return Ok(None);
+    };
+    if given_out.is_empty()
+        && plain_eager(py, torch, given_in.iter().map(|(_, x, _)| x)) != Some(true)
+    {
+        return Ok(None);
+    }
+    let Some(set) = param_set(torch, op, params) else {
+        return Ok(None);
+    };
+    let parsed = parsed(op, set, params)?;
+    check_inputs(op, given_in.iter().map(|(n, _, _)| *n))?;
+    let stream: usize = torch.current_stream.bind(py).call1((ordinal,))?.extract()?;
+    let ctx = crate::cuda::context_on(ordinal, stream)?;
+
+    let mut ins = BTreeMap::new();
+    for (name, _, g) in &given_in {
+        let rule = op.input(name).map_or(DtypeRule::OneOf(&[]), |d| d.dtype);
+        let dtype = declared_dtype(rule, g.dtype);
+        let t = borrow(&ctx, "input", name, g.address, dtype, &g.shape)?;
+        ins.insert(name.to_string(), t);
+    }
+    let mut outs = BTreeMap::new();
+    let mut returned: Vec<Option<Bound<'py, PyAny>>> = vec![None; op.outputs.len()];
+    for (i, o, g) in given_out {
+        let decl = &op.outputs[i];
+        let dtype = declared_dtype(decl.dtype, g.dtype);
+        let t = borrow(&ctx, "output", decl.name, g.address, dtype, &g.shape)?;
+        outs.insert(decl.name.to_string(), t);
+        returned[i] = Some(o);
+    }
+    if returned.iter().any(Option::is_none) {
+        let specs = op.output_specs(&ins, &parsed.values).map_err(op_error)?;
+        for (i, decl) in op.outputs.iter().enumerate() {
+            if returned[i].is_some() {
+                continue;
+            }
+            let Some(s) = specs.iter().find(|s| s.name == decl.name) else {
+                return Err(invalid(format!(
+                    "`{}`: no spec for output `{}`",
+                    op.name, decl.name
+                )));
+            };
+            let Some((_, tdt)) = torch.dtypes.iter().find(|(d, _)| *d == s.dtype) else {
+                return Err(invalid(format!(
+                    "`{}`: output `{}` is {}, which PyTorch cannot hold",
+                    op.name, decl.name, s.dtype
+                )));
+            };
+            let kwargs = PyDict::new(py);
+            kwargs.set_item("dtype", tdt.bind(py))?;
+            kwargs.set_item("device", ordinal)?;
+            let o = torch
+                .empty
+                .bind(py)
+                .call((PyTuple::new(py, &s.shape)?,), Some(&kwargs))?;
+            let address: u64 = o.call_method0("data_ptr")?.extract()?;
+            let t = borrow(&ctx, "output", decl.name, address, s.dtype, &s.shape)?;
+            outs.insert(decl.name.to_string(), t);
+            returned[i] = Some(o);
+        }
+    }
+    py.allow_threads(|| {
+        crate::cache::invoke(
+            op,
+            &ctx,
+            (ordinal, stream),
+            &ins,
+            &outs,
+            &parsed.values,
+            &parsed.text,
+        )
+    })
+    .map_err(op_error)?;
+    let mut returned: Vec<Bound<'py, PyAny>> = returned.into_iter().flatten().collect();
+    Ok(Some(if returned.len() == 1 {
+        returned.remove(0)
+    } else {
+        PyTuple::new(py, returned)?.into_any()
+    }))
+}
+
+/// `(address, CUDA device index or None, dtype name or None, shape, contiguous)`.
+type Description = (u64, Option<usize>, Option<String>, Vec<usize>, bool);
+
+/// The description the eager path reads of a tensor, `None` for a value it does not
+/// read. For tests of the reader, on any device.
+#[pyfunction]
+pub fn describe_tensor(py: Python<'_>, x: &Bound<'_, PyAny>) -> PyResult<Option<Description>> {
+    let Some(torch) = TORCH.get(py) else {
+        return Ok(None);
+    };
+    let capsule = torch.to_dlpack.bind(py).call1((x,))?;
+    Ok(dlpack::read(&capsule).map(|v| {
+        (
+            v.address,
+            v.cuda_device,
+            v.dtype.map(|d| d.name().to_string()),
+            v.shape,
+            v.contiguous,
+        )
+    }))
+}
