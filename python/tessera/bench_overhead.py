@@ -100,6 +100,14 @@ def main():
         kernel = graph_us(with_out, min(args.calls, 500))
         print(f"{name:48} {kernel:8.2f} {wall_us(with_out, args.calls):11.2f} "
               f"{wall_us(alloc, args.calls):12.2f} {wall_us(eager, args.calls):11.2f} {wall_us(raw, args.calls):12.2f}")
+    # PyTorch's own eager ops on the same host, for scale: what a call of theirs costs here.
+    y = torch.empty_like(x)
+    peers = [
+        ("torch.add(x, x, out=y)", lambda: torch.add(x, x, out=y)),
+        ("F.rms_norm(x, (4096,), w)", lambda: torch.nn.functional.rms_norm(x, (4096,), w)),
+    ]
+    for name, fn in peers:
+        print(f"{name:48} {graph_us(fn, min(args.calls, 500)):8.2f} {wall_us(fn, args.calls):11.2f}  (peer: kernel, eager)")
     print("added per call = eager − kernel where the launches do not overlap the Python work")
 
 
