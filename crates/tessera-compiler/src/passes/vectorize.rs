@@ -207,6 +207,12 @@ impl Vectorizer {
                 | Op::FragLoad { .. }
                 | Op::FragStore { .. }
                 | Op::FragMma { .. }
+                | Op::FragRowReduce { .. }
+                | Op::FragRowMap { .. }
+                | Op::FragMask { .. }
+                | Op::FragRows { .. }
+                | Op::FragRowsRaise { .. }
+                | Op::FragConvert { .. }
                 | Op::CopyAsync { .. }
                 | Op::CommitCopies
                 | Op::WaitCopies(_) => {
