@@ -1127,6 +1127,22 @@ impl Builder {
         Ok(())
     }
 
+    /// `d = a + b` on accumulators.
+    pub fn frag_add(&mut self, d: Frag, a: Frag, b: Frag) -> R<()> {
+        for f in [d, a, b] {
+            self.frag_role(f, FragRole::Acc, "matrix_add", "every argument")?;
+        }
+        self.push(
+            Op::FragAdd {
+                d: d.index,
+                a: a.index,
+                b: b.index,
+            },
+            vec![],
+        );
+        Ok(())
+    }
+
     /// Operand `dst` (role A) = accumulator `src`, rounded to `dst`'s type.
     pub fn frag_convert(&mut self, dst: Frag, src: Frag) -> R<()> {
         self.frag_role(dst, FragRole::A, "matrix_convert", "the result")?;

@@ -696,6 +696,12 @@ pub enum Op {
         b: u32,
         margin: ValueId,
     },
+    /// `d = a + b` elementwise on accumulators (`d` may be `a` or `b`). No result.
+    FragAdd {
+        d: u32,
+        a: u32,
+        b: u32,
+    },
     /// Converts accumulator `src` into operand fragment `dst` of role A: element `(r, c)`
     /// rounded to nearest even to `dst`'s f16 or bf16. No result.
     FragConvert {
@@ -749,6 +755,7 @@ impl Op {
             | Op::FragRowReduce { .. }
             | Op::FragRowMap { .. }
             | Op::FragRows { .. }
+            | Op::FragAdd { .. }
             | Op::FragConvert { .. } => {
                 vec![]
             }
@@ -804,6 +811,7 @@ impl Op {
             | Op::FragRowReduce { .. }
             | Op::FragRowMap { .. }
             | Op::FragRows { .. }
+            | Op::FragAdd { .. }
             | Op::FragConvert { .. } => {}
             Op::FragMask {
                 diag, cap, value, ..
@@ -931,6 +939,7 @@ impl Op {
                 | Op::FragMask { .. }
                 | Op::FragRows { .. }
                 | Op::FragRowsRaise { .. }
+                | Op::FragAdd { .. }
                 | Op::FragConvert { .. }
         )
     }
@@ -947,7 +956,9 @@ impl Op {
             Op::FragRowReduce { rows, frag, .. } | Op::FragRowMap { frag, rows, .. } => {
                 vec![rows, frag]
             }
-            Op::FragRows { d, a, b, .. } | Op::FragRowsRaise { d, a, b, .. } => vec![d, a, b],
+            Op::FragRows { d, a, b, .. }
+            | Op::FragRowsRaise { d, a, b, .. }
+            | Op::FragAdd { d, a, b } => vec![d, a, b],
             Op::FragConvert { dst, src } => vec![dst, src],
             _ => vec![],
         }
@@ -965,7 +976,9 @@ impl Op {
             Op::FragRowReduce { rows, frag, .. } | Op::FragRowMap { frag, rows, .. } => {
                 vec![*rows, *frag]
             }
-            Op::FragRows { d, a, b, .. } | Op::FragRowsRaise { d, a, b, .. } => vec![*d, *a, *b],
+            Op::FragRows { d, a, b, .. }
+            | Op::FragRowsRaise { d, a, b, .. }
+            | Op::FragAdd { d, a, b } => vec![*d, *a, *b],
             Op::FragConvert { dst, src } => vec![*dst, *src],
             _ => vec![],
         }

@@ -200,6 +200,12 @@ impl Printer<'_> {
                 self.frag(*a),
                 self.frag(*b)
             ),
+            Op::FragAdd { d, a, b } => format!(
+                "matrix_add {} = {} + {}",
+                self.frag(*d),
+                self.frag(*a),
+                self.frag(*b)
+            ),
             Op::FragConvert { dst, src } => {
                 format!("frag_convert {} = {}", self.frag(*dst), self.frag(*src))
             }

@@ -742,6 +742,7 @@ impl<'a> Verifier<'a> {
             | Op::FragMask { .. }
             | Op::FragRows { .. }
             | Op::FragRowsRaise { .. }
+            | Op::FragAdd { .. }
             | Op::FragConvert { .. } => self.frag_op(s, inst, ops),
             Op::Simd(op, _) => {
                 let t = scalar(ops[0])?;
@@ -962,6 +963,11 @@ impl<'a> Verifier<'a> {
                     }
                 }
             }
+            Op::FragAdd { d, a, b } => {
+                for f in [d, a, b] {
+                    role(*f, FragRole::Acc, "every operand")?;
+                }
+            }
             Op::FragConvert { dst, src } => {
                 role(*dst, FragRole::A, "the result")?;
                 role(*src, FragRole::Acc, "the source")?;
@@ -1064,6 +1070,7 @@ pub fn op_name(op: &Op) -> &'static str {
         Op::FragMask { .. } => "matrix_mask",
         Op::FragRows { op, .. } => op.name(),
         Op::FragRowsRaise { .. } => "matrix_rows_raise",
+        Op::FragAdd { .. } => "matrix_add",
         Op::FragConvert { .. } => "frag_convert",
     }
 }
@@ -1152,6 +1159,7 @@ impl Analysis<'_> {
             | Op::FragMask { .. }
             | Op::FragRows { .. }
             | Op::FragRowsRaise { .. }
+            | Op::FragAdd { .. }
             | Op::FragConvert { .. } => Threadgroup,
             Op::Simd(op, _) => match op {
                 SimdOp::PrefixSum | SimdOp::PrefixExclusiveSum => Varying,

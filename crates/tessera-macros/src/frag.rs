@@ -30,6 +30,7 @@ pub const FRAG_STATEMENTS: &[&str] = &[
     "matrix_rows_max",
     "matrix_rows_raise",
     "matrix_convert",
+    "matrix_add",
 ];
 
 /// The fragment arguments of one statement: each argument's code (a `Frag`), and the
@@ -228,6 +229,13 @@ impl Lower<'_> {
                     quote!(#ir::Value::Float(0.0))
                 };
                 quote!(let __m = #margin; #b.frag_rows_raise(#d, #a, #bb, __m)?;)
+            }
+            "matrix_add" => {
+                want(3, "(d, a, b): d = a + b on accumulators")?;
+                let d = fa.arg(self, &c.args[0])?;
+                let a = fa.arg(self, &c.args[1])?;
+                let bb = fa.arg(self, &c.args[2])?;
+                quote!(#b.frag_add(#d, #a, #bb)?;)
             }
             "matrix_convert" => {
                 want(2, "(a, acc): the accumulator rounded into an A operand")?;

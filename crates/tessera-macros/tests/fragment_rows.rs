@@ -1,5 +1,5 @@
 //! Row operations on accumulator fragments and fragment arrays, written in the DSL: one
-//! step of an online softmax (masked scores, row max with a lazy margin, rescale factor,
+//! step of an online softmax (scores summed from two accumulators, masked, row max with a lazy margin, rescale factor,
 //! `exp2` weights, row sums, weights converted to an A operand for `P·V`, outputs held in a
 //! fragment array and normalised by a row division) against an f64 reference written
 //! from the math, on the CPU and under the Metal emulator (and on CUDA where a GPU is
@@ -16,7 +16,8 @@ use tessera_runtime::{Context, DType};
 const OBSERVED: usize = 6;
 
 /// One online-softmax step per simdgroup `q` (two per threadgroup): the previous block's
-/// 16×16 scores `prev` give the old max and sum; the new 16×32 scores `s` are masked
+/// 16×16 scores `prev` give the old max and sum; the new 16×32 scores `2s` (`s` added to
+/// itself as two accumulators) are masked
 /// (`c − r ≥ diag − 16t` or `c ≥ cap − 16t` in tile `t`), weighted against the raised max
 /// and multiplied into `v` (32 keys × 32 dims) on top of the rescaled old outputs `o_in`;
 /// `out` gets the normalised outputs (the second column tile doubled, by a constant
@@ -34,6 +35,7 @@ fn softmax_step<T>(
     margin: f32,
 ) {
     let q = group_id_x() * 2 + simd_id();
+    let tile = matrix_acc();
     let old = matrix_acc();
     matrix_load(old, prev[q * 256], 16);
     // rv: 0 new scores' max, 1 raised max, 2 rescale factor, 3 running sum, 4 old max +
@@ -49,7 +51,10 @@ fn softmax_step<T>(
     let sc = [matrix_acc(); 2];
     matrix_fill(rv[0], neg_infinity());
     for t in 0..2 {
+        // The scores are `s` twice over: two partial sums added.
         matrix_load(sc[t], s[q * 512 + t * 16], 32);
+        matrix_load(tile, s[q * 512 + t * 16], 32);
+        matrix_add(sc[t], sc[t], tile);
         let shift = (16 * t).cast::<i32>();
         matrix_mask(sc[t], diag - shift, cap - shift, neg_infinity());
         matrix_row_max(rv[0], sc[t]);
@@ -87,7 +92,6 @@ fn softmax_step<T>(
         matrix_row_scale(o[f], inv);
         matrix_store(o[f], out[q * 512 + f * 16], 32);
     }
-    let tile = matrix_acc();
     for k in 0..6 {
         matrix_fill(tile, 1.0);
         matrix_row_scale(tile, rv[k]);
@@ -140,7 +144,7 @@ fn reference(
             let m_old = pr.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
             let l_old: f64 = pr.iter().map(|&x| (x - m_old).exp2()).sum();
             let score = |c: usize| {
-                let x = s[q * 512 + r * 32 + c];
+                let x = 2.0 * s[q * 512 + r * 32 + c];
                 let cc = c as i64 % 16;
                 let shift = 16 * (c as i64 / 16);
                 if cc - r as i64 >= diag - shift || cc >= cap - shift {

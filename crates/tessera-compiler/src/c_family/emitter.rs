@@ -626,6 +626,10 @@ impl<D: Fragments> Emitter<'_, D> {
                 let m = self.val(*margin)?;
                 D::frag_rows_raise(self, d, a, b, &m);
             }
+            Op::FragAdd { d, a, b } => {
+                let (d, a, b) = (self.frag(*d)?, self.frag(*a)?, self.frag(*b)?);
+                D::frag_add(self, d, a, b);
+            }
             Op::FragConvert { dst, src } => {
                 let (d, s) = (self.frag(*dst)?, self.frag(*src)?);
                 D::frag_convert(self, d, s);
@@ -687,6 +691,7 @@ fn op_name(op: &Op) -> String {
         | Op::FragMask { .. }
         | Op::FragRows { .. }
         | Op::FragRowsRaise { .. }
+        | Op::FragAdd { .. }
         | Op::FragConvert { .. }) => tessera_ir::verify::op_name(op).into(),
     }
 }

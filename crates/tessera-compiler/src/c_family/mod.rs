@@ -199,6 +199,8 @@ pub(crate) trait Fragments: Dialect {
     fn frag_rows(e: &mut Emitter<Self>, op: RowsOp, d: usize, a: usize, b: usize);
     /// `d = b > a + margin ? b : a` on row vectors.
     fn frag_rows_raise(e: &mut Emitter<Self>, d: usize, a: usize, b: usize, margin: &str);
+    /// `d = a + b` on accumulators.
+    fn frag_add(e: &mut Emitter<Self>, d: usize, a: usize, b: usize);
     /// Operand `dst` (role A) = accumulator `src`, rounded.
     fn frag_convert(e: &mut Emitter<Self>, dst: usize, src: usize);
 }

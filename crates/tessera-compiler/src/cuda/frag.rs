@@ -267,6 +267,14 @@ for (int ts_i = 0; ts_i < 8; ++ts_i) {x} = {y};"
         }
     }
 
+    fn frag_add(e: &mut Emitter<Cuda>, d: usize, a: usize, b: usize) {
+        let fr = &e.names.frags;
+        let (dn, an, bn) = (fr[d].clone(), fr[a].clone(), fr[b].clone());
+        e.line(&format!(
+            "for (int ts_i = 0; ts_i < 8; ++ts_i) {dn}[ts_i] = {an}[ts_i] + {bn}[ts_i];"
+        ));
+    }
+
     fn frag_convert(e: &mut Emitter<Cuda>, dst: usize, src: usize) {
         let (dn, _, elem) = Self::frag_decl(e, dst);
         let sn = e.names.frags[src].clone();

@@ -899,7 +899,8 @@ pub fn fragments() -> R<Sample> {
 
 /// One online-softmax step on fragments, with every row op and fragment arrays indexed
 /// by a loop: 16×32 scores `s` masked per tile `t` (`c − r ≥ 5 − 16t` or `c ≥ 27 − 16t`),
-/// their row max raised over the max of `prev` when past it by more than `margin`, the
+/// their row max raised over the max of `2 prev` (added as two accumulators) when past it
+/// by more than `margin`, the
 /// weights `exp2(x − max)` converted to bf16 A operands and multiplied into `v` (32×16
 /// bf16), the output divided by the row sums; the row vectors (new max, raised max,
 /// rescale factor, sum) as 16×16 tiles in `rows`. One simdgroup.
@@ -925,6 +926,8 @@ pub fn fragment_rows() -> R<Sample> {
     let ninf = Value::Float(f64::NEG_INFINITY);
     let (zero, sixteen) = (Value::Int(0), Value::Int(16));
     b.frag_load(old, prev, zero, sixteen, false)?;
+    b.frag_load(tile, prev, zero, sixteen, false)?;
+    b.frag_add(old, old, tile)?;
     b.frag_fill(m_old, ninf)?;
     b.frag_row_reduce(RowReduce::Max, m_old, old)?;
     b.frag_row_map(RowMap::Exp2Sub, old, m_old)?;

@@ -76,6 +76,13 @@ impl Fragments for Msl {
         ));
     }
 
+    fn frag_add(e: &mut Emitter<Msl>, d: usize, a: usize, b: usize) {
+        let fr = &e.names.frags;
+        let (dn, an, bn) = (fr[d].clone(), fr[a].clone(), fr[b].clone());
+        e.d.helpers.insert(Helper::SgRows);
+        e.line(&format!("tsr_frag_add({dn}, {an}, {bn});"));
+    }
+
     fn frag_convert(e: &mut Emitter<Msl>, dst: usize, src: usize) {
         let (dn, sn) = (e.names.frags[dst].clone(), e.names.frags[src].clone());
         let t = scalar(e.k.body.frags[dst].elem);

@@ -138,6 +138,10 @@ inline void tsr_frag_mask(thread simdgroup_matrix<float, 8, 8>* m, int diag, int
         }
     }
 }
+inline void tsr_frag_add(thread simdgroup_matrix<float, 8, 8>* d, thread simdgroup_matrix<float, 8, 8>* a, thread simdgroup_matrix<float, 8, 8>* b) {
+    for (int i = 0; i < 4; ++i)
+        for (int k = 0; k < 2; ++k) d[i].thread_elements()[k] = a[i].thread_elements()[k] + b[i].thread_elements()[k];
+}
 #else
 #define TSR_ROWS 16
 struct tsr_rows { float v[16]; };
@@ -163,6 +167,10 @@ inline void tsr_frag_mask(thread simdgroup_matrix<float, 8, 8>* m, int diag, int
     for (int row = 0; row < 16; ++row)
         for (int c = 0; c < 16; ++c)
             if (c - row >= diag || c >= cap) m[2 * (row >> 3) + (c >> 3)].e[(row & 7) * 8 + (c & 7)] = v;
+}
+inline void tsr_frag_add(thread simdgroup_matrix<float, 8, 8>* d, thread simdgroup_matrix<float, 8, 8>* a, thread simdgroup_matrix<float, 8, 8>* b) {
+    for (int i = 0; i < 4; ++i)
+        for (int k = 0; k < 64; ++k) d[i].e[k] = a[i].e[k] + b[i].e[k];
 }
 #endif
 ";

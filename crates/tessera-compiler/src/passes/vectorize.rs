@@ -212,6 +212,7 @@ impl Vectorizer {
                 | Op::FragMask { .. }
                 | Op::FragRows { .. }
                 | Op::FragRowsRaise { .. }
+                | Op::FragAdd { .. }
                 | Op::FragConvert { .. }
                 | Op::CopyAsync { .. }
                 | Op::CommitCopies

@@ -333,6 +333,18 @@ impl Group<'_> {
                     }
                     self.frag_set[*d as usize][g] = true;
                 }
+                Op::FragAdd { d, a, b } => {
+                    self.need_filled(inst, *a, g)?;
+                    self.need_filled(inst, *b, g)?;
+                    let sum: Vec<f32> = self
+                        .frag_slice(*a, g)
+                        .iter()
+                        .zip(self.frag_slice(*b, g))
+                        .map(|(x, y)| x + y)
+                        .collect();
+                    self.frags[*d as usize][g * TILE..(g + 1) * TILE].copy_from_slice(&sum);
+                    self.frag_set[*d as usize][g] = true;
+                }
                 Op::FragConvert { dst, src } => {
                     self.need_filled(inst, *src, g)?;
                     let elem = self.p.kernel.body.frags[*dst as usize].elem;

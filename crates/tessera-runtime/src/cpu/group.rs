@@ -552,6 +552,7 @@ impl<'a> Group<'a> {
             | Op::FragMask { .. }
             | Op::FragRows { .. }
             | Op::FragRowsRaise { .. }
+            | Op::FragAdd { .. }
             | Op::FragConvert { .. } => self.frag_op(inst, m),
             Op::Call { func, .. } => Err(self.unsupported(
                 inst,

@@ -10,11 +10,12 @@
 //! operand of `P·V` (`matrix_convert`), which adds into `head_dim / 16` accumulators held
 //! in a fragment array; a simdgroup skips the blocks past its rows' last visible key.
 //! Heads wider than 128 are split in two column parts: a pair of simdgroups shares 16 rows
-//! (32 rows per threadgroup, blocks of 16 keys), each scoring over the whole head (so the
-//! pair needs no exchange) and adding `P·V` into its half of the output. The running max
-//! is lazy: a row's output is rescaled only when its max passes the one its weights were
-//! taken against by more than 8 (so a weight stays below e⁸). Two threadgroup barriers per
-//! block, each after a wait for the tile it hands over.
+//! (32 rows per threadgroup, blocks of 16 keys), each scoring over its half of the dims,
+//! the two partial scores meeting in threadgroup memory (`matrix_add`), and each adding
+//! `P·V` into its half of the output. The running max is lazy: a row's output is rescaled
+//! only when its max passes the one its weights were taken against by more than 8 (so a
+//! weight stays below e⁸). Two threadgroup barriers per block (each after a wait for the
+//! tile it hands over), one more with two parts.
 //!
 //! A key masked for one of a simdgroup's rows but not all (causality inside its last
 //! blocks, or padding past `n_kv`) still sits in the V tile its `P·V` fragments multiply:
@@ -79,7 +80,6 @@ pub fn sdpa_prefill_mma_kernel<T, S>(
     let vecs = head_dim / 8;
     let lv = bk * vecs / 128;
     let nfr = dw / 16;
-    let nq = head_dim / 16;
     let tiles = bk / 16;
     let sst = 16;
     let pst = bk + 8;
@@ -115,9 +115,8 @@ pub fn sdpa_prefill_mma_kernel<T, S>(
     // outputs while a block is summed key by key) and of T (that block's weights).
     let fsh = threadgroup_array::<f32>(4 * 16 * sst);
     let psh = threadgroup_array::<T>(4 * 16 * pst);
-    // The queries over every dim (with two parts each of a pair scores over the whole
-    // head), the block's scores then weights, and the outputs over this part's dims.
-    let fq = [matrix_a::<T>(); nq];
+    // The queries and outputs over this part's dims, and the block's scores then weights.
+    let fq = [matrix_a::<T>(); nfr];
     let s = [matrix_acc(); tiles];
     let o = [matrix_acc(); nfr];
     let fp = matrix_a::<T>();
@@ -158,6 +157,8 @@ pub fn sdpa_prefill_mma_kernel<T, S>(
     // Scores in log2 units, so a weight is one `exp2`.
     let c2 = scale * 1.442695f32;
     let base_s = sg * 16 * sst;
+    // The partner's slice (two parts): its partial scores over the other half of the dims.
+    let base_partner = (rg * parts + (1 - sg % parts)) * 16 * sst;
     let base_p = sg * 16 * pst;
     // The query rows through the tiles' memory into each simdgroup's fragments, before
     // any copy targets the tiles.
@@ -171,8 +172,8 @@ pub fn sdpa_prefill_mma_kernel<T, S>(
         }
     }
     barrier();
-    for f in 0..nq {
-        matrix_load(fq[f], kvsh[rg * 16 * dp + f * 16], dp);
+    for f in 0..nfr {
+        matrix_load(fq[f], kvsh[rg * 16 * dp + d0 + f * 16], dp);
     }
     barrier();
     // Block 0's keys on their way into the K tile (a threadgroup with no keys to walk
@@ -206,23 +207,22 @@ pub fn sdpa_prefill_mma_kernel<T, S>(
         // A simdgroup skips the blocks past its rows.
         let work = b < sg_end;
         if work {
-            // Scores of the simdgroup's 16 rows against the block's key tiles, scaled,
-            // masked and folded into the block's row max.
-            matrix_fill(mx, neg_infinity());
+            // Scores of the simdgroup's 16 rows against the block's key tiles over its
+            // part of the dims (with two parts, also left for the partner).
             for t in 0..tiles {
                 matrix_fill(s[t], 0.0);
-                for f in 0..nq {
-                    matrix_load_t(fk, kvsh[t * 16 * dp + f * 16], dp);
+                for f in 0..nfr {
+                    matrix_load_t(fk, kvsh[t * 16 * dp + d0 + f * 16], dp);
                     matrix_mma(s[t], fq[f], fk, s[t]);
                 }
-                matrix_scale(s[t], c2);
-                let k0t = (b + t * 16).cast::<i32>();
-                matrix_mask(s[t], diag0 - k0t, n_kv.cast::<i32>() - k0t, neg_infinity());
-                matrix_row_max(mx, s[t]);
+                if parts > 1 {
+                    matrix_store(s[t], fsh[base_s + t * 16], sst);
+                }
             }
         }
-        // This block's values have landed and no simdgroup still reads the key tile (the
-        // next block's keys go into it during the softmax and P·V).
+        // This block's values have landed, no simdgroup still reads the key tile (the
+        // next block's keys go into it during the softmax and P·V), and with two parts
+        // the partner's scores are in.
         wait_copies(0);
         barrier();
         if blk + 1 < nblocks {
@@ -236,6 +236,25 @@ pub fn sdpa_prefill_mma_kernel<T, S>(
             }
         }
         commit_copies();
+        if work {
+            // The whole scores (two parts: plus the partner's), scaled, masked and folded
+            // into the block's row max.
+            matrix_fill(mx, neg_infinity());
+            for t in 0..tiles {
+                if parts > 1 {
+                    matrix_load(tile, fsh[base_partner + t * 16], sst);
+                    matrix_add(s[t], s[t], tile);
+                }
+                matrix_scale(s[t], c2);
+                let k0t = (b + t * 16).cast::<i32>();
+                matrix_mask(s[t], diag0 - k0t, n_kv.cast::<i32>() - k0t, neg_infinity());
+                matrix_row_max(mx, s[t]);
+            }
+        }
+        // Neither of a pair reuses its slice before the other has read it.
+        if parts > 1 {
+            barrier();
+        }
         if work {
             // Whether a key of the block masked for some row has a V that is not finite
             // (its 0 weight would make that row NaN on fragments).
