@@ -10,7 +10,10 @@ use crate::kernel::{
     Occupancy, Param, ParamKind, ValueId, MAX_GROUP_SIZE,
 };
 use crate::literal::Literal;
-use crate::ops::{AtomicOp, BinaryOp, Builtin, MemRef, Op, ReduceOp, ShuffleKind, SimdOp, UnaryOp};
+use crate::ops::{
+    AtomicOp, BinaryOp, Builtin, MemRef, Op, ReduceOp, RowMap, RowReduce, RowsOp, ShuffleKind,
+    SimdOp, UnaryOp,
+};
 use crate::types::{Scalar, Type};
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -32,6 +35,14 @@ pub struct Mem {
     pub mem: MemRef,
     pub elem: Scalar,
     pub writable: bool,
+}
+
+/// An array of matrix fragments of one role, `name[0]`, `name[1]`, … (see
+/// [`Builder::frag_array`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FragArray {
+    pub name: String,
+    pub frags: Vec<Frag>,
 }
 
 /// A matrix fragment declared in the kernel (see [`FragDecl`]).
@@ -821,16 +832,12 @@ impl Builder {
     // ── matrix fragments ─────────────────────────────────────────────────────
 
     /// Declares a 16×16 matrix fragment: an `A` or `B` operand of f16 / bf16, or an f32
-    /// accumulator.
+    /// accumulator; or an f32 row vector (role [`FragRole::Rows`]), one value per row.
     pub fn frag(&mut self, name: &str, role: FragRole, elem: Scalar) -> R<Frag> {
-        let ok = match role {
-            FragRole::A | FragRole::B => matches!(elem, Scalar::F16 | Scalar::BF16),
-            FragRole::Acc => elem == Scalar::F32,
-        };
-        if !ok {
+        if !role.holds(elem) {
             return Err(self.error(format!(
-                "matrix fragment `{name}`: {} operands hold f16 or bf16 and accumulators f32, \
-                 not {elem}",
+                "matrix fragment `{name}`: {} operands hold f16 or bf16, accumulators and row \
+                 vectors f32, not {elem}",
                 role.name()
             )));
         }
@@ -897,6 +904,12 @@ impl Builder {
 
     fn frag_mem(&mut self, f: Frag, m: Mem, index: Value, stride: Value) -> R<(ValueId, ValueId)> {
         let (fname, mname) = (self.frag_name(f), self.mem_name(m.mem));
+        if f.role == FragRole::Rows {
+            return Err(self.error(format!(
+                "`{fname}` is a row vector; it never moves to memory (the row ops read and \
+                 write it)"
+            )));
+        }
         if matches!(m.mem, MemRef::Local(_)) {
             return Err(self.error(format!(
                 "fragment `{fname}`: `{mname}` is a stack array; fragments move to and from \
@@ -1002,6 +1015,231 @@ impl Builder {
             },
             vec![],
         );
+        Ok(())
+    }
+
+    /// Fails unless `f` has role `want` (`what` names it in `verb`'s error).
+    fn frag_role(&self, f: Frag, want: FragRole, verb: &str, what: &str) -> R<()> {
+        if f.role == want {
+            return Ok(());
+        }
+        let have = match f.role {
+            FragRole::Rows => "a row vector (`matrix_rows()`)".to_string(),
+            r => format!("a `{}` fragment", r.name()),
+        };
+        let need = match want {
+            FragRole::Rows => "a row vector (`matrix_rows()`)".to_string(),
+            FragRole::Acc => "an accumulator (`matrix_acc()`)".to_string(),
+            r => format!("a `{}` fragment", r.name()),
+        };
+        Err(self.error(format!(
+            "`{verb}`: {what} must be {need}, `{}` is {have}",
+            self.frag_name(f)
+        )))
+    }
+
+    /// Folds each row of accumulator `f` into row vector `rows` (max or sum).
+    pub fn frag_row_reduce(&mut self, op: RowReduce, rows: Frag, f: Frag) -> R<()> {
+        self.frag_role(rows, FragRole::Rows, op.name(), "the first argument")?;
+        self.frag_role(f, FragRole::Acc, op.name(), "the second argument")?;
+        self.push(
+            Op::FragRowReduce {
+                op,
+                rows: rows.index,
+                frag: f.index,
+            },
+            vec![],
+        );
+        Ok(())
+    }
+
+    /// Maps each element of accumulator `f` with its row's value of `rows`.
+    pub fn frag_row_map(&mut self, op: RowMap, f: Frag, rows: Frag) -> R<()> {
+        self.frag_role(f, FragRole::Acc, op.name(), "the first argument")?;
+        self.frag_role(rows, FragRole::Rows, op.name(), "the second argument")?;
+        self.push(
+            Op::FragRowMap {
+                op,
+                frag: f.index,
+                rows: rows.index,
+            },
+            vec![],
+        );
+        Ok(())
+    }
+
+    /// Sets the elements `(r, c)` of accumulator `f` with `c − r ≥ diag` or `c ≥ cap` to
+    /// `value`.
+    pub fn frag_mask(&mut self, f: Frag, diag: Value, cap: Value, value: Value) -> R<()> {
+        self.frag_role(f, FragRole::Acc, "matrix_mask", "the first argument")?;
+        let diag = self.coerce(diag, Scalar::I32, "the diagonal of `matrix_mask`")?;
+        let cap = self.coerce(cap, Scalar::I32, "the column limit of `matrix_mask`")?;
+        let value = self.frag_f32(value, "the fill value of `matrix_mask`")?;
+        self.push(
+            Op::FragMask {
+                frag: f.index,
+                diag,
+                cap,
+                value,
+            },
+            vec![],
+        );
+        Ok(())
+    }
+
+    /// `d = a ∘ b` row by row.
+    pub fn frag_rows(&mut self, op: RowsOp, d: Frag, a: Frag, b: Frag) -> R<()> {
+        for f in [d, a, b] {
+            self.frag_role(f, FragRole::Rows, op.name(), "every argument")?;
+        }
+        self.push(
+            Op::FragRows {
+                op,
+                d: d.index,
+                a: a.index,
+                b: b.index,
+            },
+            vec![],
+        );
+        Ok(())
+    }
+
+    /// `d = b > a + margin ? b : a` row by row.
+    pub fn frag_rows_raise(&mut self, d: Frag, a: Frag, b: Frag, margin: Value) -> R<()> {
+        for f in [d, a, b] {
+            self.frag_role(
+                f,
+                FragRole::Rows,
+                "matrix_rows_max",
+                "every fragment argument",
+            )?;
+        }
+        let margin = self.frag_f32(margin, "the margin of `matrix_rows_max`")?;
+        self.push(
+            Op::FragRowsRaise {
+                d: d.index,
+                a: a.index,
+                b: b.index,
+                margin,
+            },
+            vec![],
+        );
+        Ok(())
+    }
+
+    /// `d = a + b` on accumulators.
+    pub fn frag_add(&mut self, d: Frag, a: Frag, b: Frag) -> R<()> {
+        for f in [d, a, b] {
+            self.frag_role(f, FragRole::Acc, "matrix_add", "every argument")?;
+        }
+        self.push(
+            Op::FragAdd {
+                d: d.index,
+                a: a.index,
+                b: b.index,
+            },
+            vec![],
+        );
+        Ok(())
+    }
+
+    /// Operand `dst` (role A) = accumulator `src`, rounded to `dst`'s type.
+    pub fn frag_convert(&mut self, dst: Frag, src: Frag) -> R<()> {
+        self.frag_role(dst, FragRole::A, "matrix_convert", "the result")?;
+        self.frag_role(src, FragRole::Acc, "matrix_convert", "the source")?;
+        self.push(
+            Op::FragConvert {
+                dst: dst.index,
+                src: src.index,
+            },
+            vec![],
+        );
+        Ok(())
+    }
+
+    /// Declares `len` fragments `name[0]`, `name[1]`, … of one role, picked by
+    /// [`Builder::frag_pick`]. `len` must be known when the kernel is built.
+    pub fn frag_array(
+        &mut self,
+        name: &str,
+        role: FragRole,
+        elem: Scalar,
+        len: Value,
+    ) -> R<FragArray> {
+        let n = self.array_len(len, &format!("fragment array `{name}`"))?;
+        let frags = (0..n)
+            .map(|i| self.frag(&format!("{name}[{i}]"), role, elem))
+            .collect::<R<Vec<_>>>()?;
+        Ok(FragArray {
+            name: name.to_string(),
+            frags,
+        })
+    }
+
+    /// Runs `op` on the fragments that `picks` (arrays and indices) select. An index known
+    /// when the kernel is built picks its fragment directly (one past the end is an error);
+    /// any other index becomes a chain of `if index == i` over the array, which the
+    /// compiler folds away once the loop that gives the index is unrolled. A runtime
+    /// index past the end of its array selects no fragment and `op` does not run.
+    pub fn frag_pick(
+        &mut self,
+        picks: &[(&FragArray, Value)],
+        op: &mut dyn FnMut(&mut Self, &[Frag]) -> R<()>,
+    ) -> R<()> {
+        let mut chosen = Vec::with_capacity(picks.len());
+        self.frag_pick_from(picks, &mut chosen, op)
+    }
+
+    fn frag_pick_from(
+        &mut self,
+        picks: &[(&FragArray, Value)],
+        chosen: &mut Vec<Frag>,
+        op: &mut dyn FnMut(&mut Self, &[Frag]) -> R<()>,
+    ) -> R<()> {
+        let Some(((arr, index), rest)) = picks.split_first() else {
+            return op(self, chosen);
+        };
+        let len = arr.frags.len();
+        // Picks later in the list with the same index (by identity) take the same branch.
+        if let Some(c) = self.known_const(*index) {
+            let i = c.as_i64().filter(|&i| (0..len as i64).contains(&i));
+            let Some(i) = i else {
+                return Err(self.error(format!(
+                    "fragment array `{}` has {len} fragments; index {c} is past its end",
+                    arr.name
+                )));
+            };
+            chosen.push(arr.frags[i as usize]);
+            self.frag_pick_from(rest, chosen, op)?;
+            chosen.pop();
+            return Ok(());
+        }
+        let idx = self.coerce(
+            *index,
+            Scalar::U32,
+            &format!("the index into `{}`", arr.name),
+        )?;
+        for (i, &f) in arr.frags.iter().enumerate() {
+            let cond = self.binary(BinaryOp::Eq, Value::Id(idx), Value::Int(i as i64))?;
+            self.begin_if(cond)?;
+            chosen.push(f);
+            // Later picks by the same index value resolve to the same position.
+            let same: Vec<(&FragArray, Value)> = rest
+                .iter()
+                .map(|&(a, v)| {
+                    if v == *index {
+                        (a, Value::Int(i as i64))
+                    } else {
+                        (a, v)
+                    }
+                })
+                .collect();
+            let r = self.frag_pick_from(&same, chosen, op);
+            chosen.pop();
+            r?;
+            self.begin_else(&[])?;
+            self.end_if(&[])?;
+        }
         Ok(())
     }
 

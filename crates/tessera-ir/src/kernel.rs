@@ -109,6 +109,10 @@ pub enum FragRole {
     B,
     /// The accumulator `C`/`D` (`M×N`), f32.
     Acc,
+    /// A row vector: one f32 per row of a fragment (the running max or sum of a softmax
+    /// over an accumulator's rows), spread over the lanes that hold each row. Filled with
+    /// `FragFill`, written and read only by the row ops.
+    Rows,
 }
 
 impl FragRole {
@@ -117,6 +121,16 @@ impl FragRole {
             FragRole::A => "a",
             FragRole::B => "b",
             FragRole::Acc => "acc",
+            FragRole::Rows => "rows",
+        }
+    }
+
+    /// Whether a fragment of this role may hold `elem`: operands f16 or bf16, accumulators
+    /// and row vectors f32.
+    pub fn holds(self, elem: Scalar) -> bool {
+        match self {
+            FragRole::A | FragRole::B => matches!(elem, Scalar::F16 | Scalar::BF16),
+            FragRole::Acc | FragRole::Rows => elem == Scalar::F32,
         }
     }
 

@@ -14,14 +14,17 @@ pub mod signature;
 pub mod types;
 pub mod verify;
 
-pub use builder::{Builder, CallArg, Frag, FunctionDepthGuard, Mem, Value};
+pub use builder::{Builder, CallArg, Frag, FragArray, FunctionDepthGuard, Mem, Value};
 pub use error::IrError;
 pub use kernel::{
     ArgKind, ArrayDecl, Block, Body, FragDecl, FragRole, Function, Inst, Kernel, Loc, MemArg,
     Occupancy, Param, ParamKind, ValueId, FRAG_DIM, MAX_GROUP_SIZE, MAX_STACK_BYTES,
 };
 pub use literal::Literal;
-pub use ops::{AtomicOp, BinaryOp, Builtin, MemRef, Op, ReduceOp, ShuffleKind, SimdOp, UnaryOp};
+pub use ops::{
+    AtomicOp, BinaryOp, Builtin, MemRef, Op, ReduceOp, RowMap, RowReduce, RowsOp, ShuffleKind,
+    SimdOp, UnaryOp,
+};
 pub use signature::{
     dsl_function, ConstexprSig, DslFunction, KernelDef, KernelSignature, ParamSig, Specialization,
     TypeSig,

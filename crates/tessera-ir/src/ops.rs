@@ -387,6 +387,79 @@ impl ReduceOp {
     }
 }
 
+/// A row reduction of an accumulator fragment into a row vector ([`Op::FragRowReduce`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RowReduce {
+    /// `rows[r] = max(rows[r], max_c x[r, c])`.
+    Max,
+    /// `rows[r] += Σ_c x[r, c]`.
+    Sum,
+}
+
+impl RowReduce {
+    pub fn name(self) -> &'static str {
+        match self {
+            RowReduce::Max => "matrix_row_max",
+            RowReduce::Sum => "matrix_row_sum",
+        }
+    }
+}
+
+/// An elementwise map of an accumulator with its row's value `m` ([`Op::FragRowMap`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RowMap {
+    /// `x · m`.
+    Scale,
+    /// `exp2(x − m)`, and exactly 0 where `x` is −∞ (even where `m` is −∞ too): the
+    /// weights of an online softmax in log2 units.
+    Exp2Sub,
+}
+
+impl RowMap {
+    pub fn name(self) -> &'static str {
+        match self {
+            RowMap::Scale => "matrix_row_scale",
+            RowMap::Exp2Sub => "matrix_row_exp2_sub",
+        }
+    }
+}
+
+/// An elementwise op between row vectors ([`Op::FragRows`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RowsOp {
+    /// `a + b`.
+    Add,
+    /// `a · b`.
+    Mul,
+    /// `a / b` (IEEE division: a zero `b` gives ±∞ or NaN).
+    Div,
+    /// `exp2(a − b)`, and exactly 1 where `a == b` (so also where both are −∞): the
+    /// rescale factor of an online softmax when its max moves from `a` to `b`.
+    Exp2Diff,
+}
+
+impl RowsOp {
+    pub fn name(self) -> &'static str {
+        match self {
+            RowsOp::Add => "matrix_rows_add",
+            RowsOp::Mul => "matrix_rows_mul",
+            RowsOp::Div => "matrix_rows_div",
+            RowsOp::Exp2Diff => "matrix_rows_exp2_diff",
+        }
+    }
+
+    /// The op on one row's values, as every backend computes it.
+    pub fn apply(self, a: f32, b: f32) -> f32 {
+        match self {
+            RowsOp::Add => a + b,
+            RowsOp::Mul => a * b,
+            RowsOp::Div => a / b,
+            RowsOp::Exp2Diff if a == b => 1.0,
+            RowsOp::Exp2Diff => (a - b).exp2(),
+        }
+    }
+}
+
 /// Read-modify-write atomics; the result is the value before the update.
 /// `Add` takes f32, u32 or i32; `Max`/`Min`/`And`/`Or` take u32 or i32; `Exchange` any 32-bit type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -580,6 +653,61 @@ pub enum Op {
         b: u32,
         c: u32,
     },
+    /// Folds every row of accumulator `frag` into row vector `rows` (see
+    /// [`crate::FragRole::Rows`]): `rows[r] = max(rows[r], max_c frag[r, c])` for
+    /// [`RowReduce::Max`] (NaN ignored where the other side is a number, as by `max`), `rows[r] +=
+    /// Σ_c frag[r, c]` (in f32, in an order the backend chooses) for [`RowReduce::Sum`].
+    /// Every lane holding part of a row takes part. No result.
+    FragRowReduce {
+        op: RowReduce,
+        rows: u32,
+        frag: u32,
+    },
+    /// Maps every element of accumulator `frag` with its row's value of row vector
+    /// `rows`; see [`RowMap`]. No result.
+    FragRowMap {
+        op: RowMap,
+        frag: u32,
+        rows: u32,
+    },
+    /// Sets element `(r, c)` of accumulator `frag` to `value` (f32) where `c − r ≥ diag`
+    /// or `c ≥ cap` (`diag` and `cap` i32, compared exactly): the causal and the length
+    /// mask of a score tile, on its logical rows and columns. No result.
+    FragMask {
+        frag: u32,
+        diag: ValueId,
+        cap: ValueId,
+        value: ValueId,
+    },
+    /// `d[r] = a[r] ∘ b[r]` on row vectors; see [`RowsOp`]. `d` may be `a` or `b`. No
+    /// result.
+    FragRows {
+        op: RowsOp,
+        d: u32,
+        a: u32,
+        b: u32,
+    },
+    /// `d[r] = b[r] > a[r] + margin ? b[r] : a[r]` on row vectors (`margin` f32): with a
+    /// margin of 0 the row max, with a positive one a max that moves only when passed by
+    /// more than the margin (lazy rescaling). No result.
+    FragRowsRaise {
+        d: u32,
+        a: u32,
+        b: u32,
+        margin: ValueId,
+    },
+    /// `d = a + b` elementwise on accumulators (`d` may be `a` or `b`). No result.
+    FragAdd {
+        d: u32,
+        a: u32,
+        b: u32,
+    },
+    /// Converts accumulator `src` into operand fragment `dst` of role A: element `(r, c)`
+    /// rounded to nearest even to `dst`'s f16 or bf16. No result.
+    FragConvert {
+        dst: u32,
+        src: u32,
+    },
     /// Starts an asynchronous copy of `width` consecutive elements from device memory
     /// `src[src_index..]` to threadgroup memory `dst[dst_index..]` (one element type; 4, 8
     /// or 16 bytes; both indices multiples of `width`). The copy belongs to the issuing
@@ -623,9 +751,18 @@ impl Op {
             | Op::SimdBarrier
             | Op::CommitCopies
             | Op::WaitCopies(_)
-            | Op::FragMma { .. } => {
+            | Op::FragMma { .. }
+            | Op::FragRowReduce { .. }
+            | Op::FragRowMap { .. }
+            | Op::FragRows { .. }
+            | Op::FragAdd { .. }
+            | Op::FragConvert { .. } => {
                 vec![]
             }
+            Op::FragMask {
+                diag, cap, value, ..
+            } => vec![*diag, *cap, *value],
+            Op::FragRowsRaise { margin, .. } => vec![*margin],
             Op::CopyAsync {
                 dst_index,
                 src_index,
@@ -670,7 +807,20 @@ impl Op {
             | Op::SimdBarrier
             | Op::CommitCopies
             | Op::WaitCopies(_)
-            | Op::FragMma { .. } => {}
+            | Op::FragMma { .. }
+            | Op::FragRowReduce { .. }
+            | Op::FragRowMap { .. }
+            | Op::FragRows { .. }
+            | Op::FragAdd { .. }
+            | Op::FragConvert { .. } => {}
+            Op::FragMask {
+                diag, cap, value, ..
+            } => {
+                *diag = f(*diag);
+                *cap = f(*cap);
+                *value = f(*value);
+            }
+            Op::FragRowsRaise { margin, .. } => *margin = f(*margin),
             Op::CopyAsync {
                 dst_index,
                 src_index,
@@ -784,7 +934,54 @@ impl Op {
                 | Op::FragLoad { .. }
                 | Op::FragStore { .. }
                 | Op::FragMma { .. }
+                | Op::FragRowReduce { .. }
+                | Op::FragRowMap { .. }
+                | Op::FragMask { .. }
+                | Op::FragRows { .. }
+                | Op::FragRowsRaise { .. }
+                | Op::FragAdd { .. }
+                | Op::FragConvert { .. }
         )
+    }
+
+    /// The matrix fragments (and row vectors) a fragment op names, to change them.
+    pub fn frags_mut(&mut self) -> Vec<&mut u32> {
+        match self {
+            Op::FragFill { frag, .. }
+            | Op::FragScale { frag, .. }
+            | Op::FragLoad { frag, .. }
+            | Op::FragStore { frag, .. }
+            | Op::FragMask { frag, .. } => vec![frag],
+            Op::FragMma { d, a, b, c } => vec![d, a, b, c],
+            Op::FragRowReduce { rows, frag, .. } | Op::FragRowMap { frag, rows, .. } => {
+                vec![rows, frag]
+            }
+            Op::FragRows { d, a, b, .. }
+            | Op::FragRowsRaise { d, a, b, .. }
+            | Op::FragAdd { d, a, b } => vec![d, a, b],
+            Op::FragConvert { dst, src } => vec![dst, src],
+            _ => vec![],
+        }
+    }
+
+    /// The matrix fragments (and row vectors) a fragment op names.
+    pub fn frags(&self) -> Vec<u32> {
+        match self {
+            Op::FragFill { frag, .. }
+            | Op::FragScale { frag, .. }
+            | Op::FragLoad { frag, .. }
+            | Op::FragStore { frag, .. }
+            | Op::FragMask { frag, .. } => vec![*frag],
+            Op::FragMma { d, a, b, c } => vec![*d, *a, *b, *c],
+            Op::FragRowReduce { rows, frag, .. } | Op::FragRowMap { frag, rows, .. } => {
+                vec![*rows, *frag]
+            }
+            Op::FragRows { d, a, b, .. }
+            | Op::FragRowsRaise { d, a, b, .. }
+            | Op::FragAdd { d, a, b } => vec![*d, *a, *b],
+            Op::FragConvert { dst, src } => vec![*dst, *src],
+            _ => vec![],
+        }
     }
 
     /// The memory an op reads or writes directly, if any, to change it (an asynchronous

@@ -172,6 +172,43 @@ impl Printer<'_> {
                 self.frag(*b),
                 self.frag(*c)
             ),
+            Op::FragRowReduce { op, rows, frag } => {
+                format!("{} {}, {}", op.name(), self.frag(*rows), self.frag(*frag))
+            }
+            Op::FragRowMap { op, frag, rows } => {
+                format!("{} {}, {}", op.name(), self.frag(*frag), self.frag(*rows))
+            }
+            Op::FragMask {
+                frag,
+                diag,
+                cap,
+                value,
+            } => format!(
+                "matrix_mask {}, diag {diag}, cap {cap}, {value}",
+                self.frag(*frag)
+            ),
+            Op::FragRows { op, d, a, b } => format!(
+                "{} {} = {}, {}",
+                op.name(),
+                self.frag(*d),
+                self.frag(*a),
+                self.frag(*b)
+            ),
+            Op::FragRowsRaise { d, a, b, margin } => format!(
+                "matrix_rows_raise {} = {}, {}, margin {margin}",
+                self.frag(*d),
+                self.frag(*a),
+                self.frag(*b)
+            ),
+            Op::FragAdd { d, a, b } => format!(
+                "matrix_add {} = {} + {}",
+                self.frag(*d),
+                self.frag(*a),
+                self.frag(*b)
+            ),
+            Op::FragConvert { dst, src } => {
+                format!("frag_convert {} = {}", self.frag(*dst), self.frag(*src))
+            }
             Op::If {
                 cond,
                 then_block,
@@ -223,6 +260,10 @@ impl Printer<'_> {
         }
         for f in &self.body.frags {
             let d = crate::kernel::FRAG_DIM;
+            if f.role == crate::kernel::FragRole::Rows {
+                let _ = writeln!(self.out, "  frag {}: rows {}{d}", f.name, f.elem);
+                continue;
+            }
             let _ = writeln!(
                 self.out,
                 "  frag {}: {} {}{d}x{d}",

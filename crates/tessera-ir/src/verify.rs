@@ -736,7 +736,14 @@ impl<'a> Verifier<'a> {
             | Op::FragScale { .. }
             | Op::FragLoad { .. }
             | Op::FragStore { .. }
-            | Op::FragMma { .. } => self.frag_op(s, inst, ops),
+            | Op::FragMma { .. }
+            | Op::FragRowReduce { .. }
+            | Op::FragRowMap { .. }
+            | Op::FragMask { .. }
+            | Op::FragRows { .. }
+            | Op::FragRowsRaise { .. }
+            | Op::FragAdd { .. }
+            | Op::FragConvert { .. } => self.frag_op(s, inst, ops),
             Op::Simd(op, _) => {
                 let t = scalar(ops[0])?;
                 let ok = match op {
@@ -825,16 +832,12 @@ impl<'a> Verifier<'a> {
         let name = op_name(&inst.op);
         let bad = |msg: String| self.err(loc, format!("`{name}`: {msg}"));
         for f in &s.body.frags {
-            let ok = match f.role {
-                FragRole::A | FragRole::B => matches!(f.elem, Scalar::F16 | Scalar::BF16),
-                FragRole::Acc => f.elem == Scalar::F32,
-            };
-            if !ok {
+            if !f.role.holds(f.elem) {
                 return Err(self.err(
                     loc,
                     format!(
                         "matrix fragment `{}` ({}) holds {}: operands are f16 or bf16, \
-                         accumulators f32",
+                         accumulators and row vectors f32",
                         f.name,
                         f.role.name(),
                         f.elem
@@ -855,6 +858,18 @@ impl<'a> Verifier<'a> {
             }
             Ok(())
         };
+        let role = |f: u32, want: FragRole, what: &str| -> R<()> {
+            let decl = self.frag(s, f, loc)?;
+            if decl.role != want {
+                return Err(bad(format!(
+                    "{what} must be a fragment of role {}, `{}` is {}",
+                    want.name(),
+                    decl.name,
+                    decl.role.name()
+                )));
+            }
+            Ok(())
+        };
         match &inst.op {
             Op::FragFill { frag, .. } => {
                 self.frag(s, *frag, loc)?;
@@ -864,6 +879,12 @@ impl<'a> Verifier<'a> {
             }
             Op::FragLoad { frag, mem, .. } => {
                 let f = self.frag(s, *frag, loc)?;
+                if f.role == FragRole::Rows {
+                    return Err(bad(format!(
+                        "`{}` is a row vector; only the row ops write it",
+                        f.name
+                    )));
+                }
                 let have = self.mem(s, *mem, loc, false)?;
                 memory(*mem, false, f.role.memory_elem(f.elem, have))?;
                 self.index_u32(ops[0], loc, name)?;
@@ -916,6 +937,40 @@ impl<'a> Verifier<'a> {
                 if fa.elem != fb.elem {
                     return Err(bad(format!("`a` holds {} but `b` {}", fa.elem, fb.elem)));
                 }
+            }
+            Op::FragRowReduce { rows, frag, .. } | Op::FragRowMap { frag, rows, .. } => {
+                role(*rows, FragRole::Rows, "the row vector")?;
+                role(*frag, FragRole::Acc, "the accumulator")?;
+            }
+            Op::FragMask { frag, .. } => {
+                role(*frag, FragRole::Acc, "the accumulator")?;
+                for (t, what) in [(ops[0], "diag"), (ops[1], "cap")] {
+                    if t != Type::Scalar(Scalar::I32) {
+                        return Err(bad(format!("`{what}` must be i32, got {t}")));
+                    }
+                }
+                if ops[2] != Type::Scalar(Scalar::F32) {
+                    return Err(bad(format!("the fill value must be f32, got {}", ops[2])));
+                }
+            }
+            Op::FragRows { d, a, b, .. } | Op::FragRowsRaise { d, a, b, .. } => {
+                for f in [d, a, b] {
+                    role(*f, FragRole::Rows, "every operand")?;
+                }
+                if let Some(t) = ops.first() {
+                    if *t != Type::Scalar(Scalar::F32) {
+                        return Err(bad(format!("the margin must be f32, got {t}")));
+                    }
+                }
+            }
+            Op::FragAdd { d, a, b } => {
+                for f in [d, a, b] {
+                    role(*f, FragRole::Acc, "every operand")?;
+                }
+            }
+            Op::FragConvert { dst, src } => {
+                role(*dst, FragRole::A, "the result")?;
+                role(*src, FragRole::Acc, "the source")?;
             }
             _ => return Ok(None),
         }
@@ -1010,6 +1065,13 @@ pub fn op_name(op: &Op) -> &'static str {
         Op::FragLoad { .. } => "frag_load",
         Op::FragStore { .. } => "frag_store",
         Op::FragMma { .. } => "frag_mma",
+        Op::FragRowReduce { op, .. } => op.name(),
+        Op::FragRowMap { op, .. } => op.name(),
+        Op::FragMask { .. } => "matrix_mask",
+        Op::FragRows { op, .. } => op.name(),
+        Op::FragRowsRaise { .. } => "matrix_rows_raise",
+        Op::FragAdd { .. } => "matrix_add",
+        Op::FragConvert { .. } => "frag_convert",
     }
 }
 
@@ -1091,7 +1153,14 @@ impl Analysis<'_> {
             | Op::FragScale { .. }
             | Op::FragLoad { .. }
             | Op::FragStore { .. }
-            | Op::FragMma { .. } => Threadgroup,
+            | Op::FragMma { .. }
+            | Op::FragRowReduce { .. }
+            | Op::FragRowMap { .. }
+            | Op::FragMask { .. }
+            | Op::FragRows { .. }
+            | Op::FragRowsRaise { .. }
+            | Op::FragAdd { .. }
+            | Op::FragConvert { .. } => Threadgroup,
             Op::Simd(op, _) => match op {
                 SimdOp::PrefixSum | SimdOp::PrefixExclusiveSum => Varying,
                 _ => Simdgroup.max(self.min_of(&inst.op.operands())),

@@ -185,8 +185,31 @@ impl Lower<'_> {
         }
     }
 
-    /// `matrix_a::<T>()` / `matrix_b::<T>()` / `matrix_acc()` in a `let` initializer.
+    /// `matrix_a::<T>()` / `matrix_b::<T>()` / `matrix_acc()` / `matrix_rows()` in a `let`
+    /// initializer, or an array of one of them: `[matrix_acc(); n]` (`n` known when the
+    /// kernel is built).
     fn frag_decl(&self, e: &syn::Expr, name: &syn::Ident) -> syn::Result<Option<TokenStream>> {
+        if let syn::Expr::Repeat(r) = e {
+            let Some((role, elem)) = self.frag_kind(&r.expr)? else {
+                return Ok(None);
+            };
+            let len = self.expr(&r.len)?;
+            let b = &self.b;
+            let name_str = name.to_string();
+            return Ok(Some(
+                quote!({ let __len = #len; #b.frag_array(#name_str, #role, #elem, __len)? }),
+            ));
+        }
+        let Some((role, elem)) = self.frag_kind(e)? else {
+            return Ok(None);
+        };
+        let b = &self.b;
+        let name_str = name.to_string();
+        Ok(Some(quote!(#b.frag(#name_str, #role, #elem)?)))
+    }
+
+    /// The role and element type code of a fragment declaration call, if `e` is one.
+    fn frag_kind(&self, e: &syn::Expr) -> syn::Result<Option<(TokenStream, TokenStream)>> {
         let Some((c, last)) = path_call(e) else {
             return Ok(None);
         };
@@ -195,6 +218,7 @@ impl Lower<'_> {
             "matrix_a" => quote!(#ir::FragRole::A),
             "matrix_b" => quote!(#ir::FragRole::B),
             "matrix_acc" => quote!(#ir::FragRole::Acc),
+            "matrix_rows" => quote!(#ir::FragRole::Rows),
             _ => return Ok(None),
         };
         let elem = match &last.arguments {
@@ -202,11 +226,13 @@ impl Lower<'_> {
                 syn::GenericArgument::Type(t) => self.scope.scalar_expr(t, ir)?,
                 other => return err(other.span(), "expected an element type: `::<f16>`"),
             },
-            syn::PathArguments::None if last.ident == "matrix_acc" => quote!(#ir::Scalar::F32),
+            syn::PathArguments::None if last.ident == "matrix_acc" || last.ident == "matrix_rows" => {
+                quote!(#ir::Scalar::F32)
+            }
             _ => {
                 return err(
                     last.span(),
-                    "give the operand type: `matrix_a::<T>()` / `matrix_b::<T>()` (f16 or bf16); `matrix_acc()` is f32",
+                    "give the operand type: `matrix_a::<T>()` / `matrix_b::<T>()` (f16 or bf16); `matrix_acc()` and `matrix_rows()` are f32",
                 )
             }
         };
@@ -216,9 +242,7 @@ impl Lower<'_> {
                 "a fragment declaration takes no arguments: every fragment is 16×16",
             );
         }
-        let b = &self.b;
-        let name_str = name.to_string();
-        Ok(Some(quote!(#b.frag(#name_str, #role, #elem)?)))
+        Ok(Some((role, elem)))
     }
 
     /// `threadgroup_array::<T>(n)` / `stack_array::<T>(n)` in a `let` initializer.

@@ -2,6 +2,7 @@
 //! calls — to builder calls that produce a `Value`.
 
 use crate::body::{err, Lower};
+use crate::frag::FRAG_STATEMENTS;
 use proc_macro2::{Span, TokenStream};
 use quote::quote;
 use syn::spanned::Spanned;
@@ -309,7 +310,7 @@ impl Lower<'_> {
     }
 
     /// `t[i]` as (memory variable, index code).
-    fn mem_index(&self, e: &syn::Expr, what: &str) -> syn::Result<(syn::Ident, TokenStream)> {
+    pub fn mem_index(&self, e: &syn::Expr, what: &str) -> syn::Result<(syn::Ident, TokenStream)> {
         match e {
             syn::Expr::Index(ix) => match &*ix.expr {
                 syn::Expr::Path(p) if p.path.get_ident().is_some() => {
@@ -321,19 +322,6 @@ impl Lower<'_> {
             other => err(
                 other.span(),
                 &format!("`{what}` takes an indexed memory location: `{what}(t[i], …)`"),
-            ),
-        }
-    }
-
-    /// A fragment argument: a name bound by `let f = matrix_…();`.
-    fn frag_arg(&self, e: &syn::Expr) -> syn::Result<syn::Ident> {
-        match e {
-            syn::Expr::Path(p) if p.path.get_ident().is_some() => {
-                Ok(p.path.get_ident().cloned().expect("checked"))
-            }
-            other => err(
-                other.span(),
-                "name a fragment declared with `let f = matrix_a::<T>();` (or matrix_b / matrix_acc)",
             ),
         }
     }
@@ -439,54 +427,7 @@ impl Lower<'_> {
                 self.args(c, 0, "simd_barrier")?;
                 Ok(quote!(#b.simd_barrier();))
             }
-            // A fragment and an f32: fill every element with it, or scale them all by it.
-            Some(n @ ("matrix_fill" | "matrix_scale")) => {
-                if c.args.len() != 2 {
-                    return err(c.span(), &format!("`{n}` takes (fragment, value)"));
-                }
-                let f = self.frag_arg(&c.args[0])?;
-                let v = self.expr(&c.args[1])?;
-                Ok(if n == "matrix_fill" {
-                    quote!({ let __v = #v; #b.frag_fill(#f, __v)?; })
-                } else {
-                    quote!({ let __v = #v; #b.frag_scale(#f, __v)?; })
-                })
-            }
-            Some(n @ ("matrix_load" | "matrix_load_t" | "matrix_store")) => {
-                if c.args.len() != 3 {
-                    return err(
-                        c.span(),
-                        &format!("`{n}` takes (fragment, t[index], row_stride)"),
-                    );
-                }
-                let f = self.frag_arg(&c.args[0])?;
-                let (mem, index) = self.mem_index(&c.args[1], n)?;
-                let stride = self.expr(&c.args[2])?;
-                Ok(match n {
-                    "matrix_store" => {
-                        quote!({ let __i = #index; let __s = #stride; #b.frag_store(#f, #mem, __i, __s)?; })
-                    }
-                    _ => {
-                        let t = n == "matrix_load_t";
-                        quote!({ let __i = #index; let __s = #stride; #b.frag_load(#f, #mem, __i, __s, #t)?; })
-                    }
-                })
-            }
-            Some("matrix_mma") => {
-                if c.args.len() != 4 {
-                    return err(
-                        c.span(),
-                        "`matrix_mma` takes (d, a, b, c) and computes d = a·b + c",
-                    );
-                }
-                let fs = c
-                    .args
-                    .iter()
-                    .map(|a| self.frag_arg(a))
-                    .collect::<syn::Result<Vec<_>>>()?;
-                let (d, a, bb, cc) = (&fs[0], &fs[1], &fs[2], &fs[3]);
-                Ok(quote!(#b.frag_mma(#d, #a, #bb, #cc)?;))
-            }
+            Some(n) if FRAG_STATEMENTS.contains(&n) => self.frag_stmt(c, n),
             _ if self.is_dsl_call(c) => {
                 let call = self.dsl_call(c, true)?;
                 Ok(quote!(let _ = #call;))
@@ -590,8 +531,7 @@ impl Lower<'_> {
                 self.args(c, 0, n)?;
                 Ok(quote!(#ir::Value::Float(f64::NEG_INFINITY)))
             }
-            "store" | "barrier" | "simd_barrier" | "matrix_fill" | "matrix_scale" | "matrix_load" | "matrix_load_t"
-            | "matrix_store" | "matrix_mma" | "copy_async" | "copy_async_or_zero" | "commit_copies"
+            "store" | "barrier" | "simd_barrier" | "copy_async" | "copy_async_or_zero" | "commit_copies"
             | "wait_copies" => err(
                 c.span(),
                 &format!("`{n}` has no value; use it as a statement"),
@@ -600,7 +540,11 @@ impl Lower<'_> {
                 c.span(),
                 &format!("`{n}` declares an array and must be the whole value of a `let`: `let a = {n}::<f32>(32);`"),
             ),
-            "matrix_a" | "matrix_b" | "matrix_acc" => err(
+            n if FRAG_STATEMENTS.contains(&n) => err(
+                c.span(),
+                &format!("`{n}` has no value; use it as a statement"),
+            ),
+            "matrix_a" | "matrix_b" | "matrix_acc" | "matrix_rows" => err(
                 c.span(),
                 &format!("`{n}` declares a matrix fragment and must be the whole value of a `let`: `let f = {n}::<f16>();`"),
             ),
@@ -691,12 +635,7 @@ const OTHER_BUILTINS: &[&str] = &[
     "matrix_a",
     "matrix_b",
     "matrix_acc",
-    "matrix_fill",
-    "matrix_scale",
-    "matrix_load",
-    "matrix_load_t",
-    "matrix_store",
-    "matrix_mma",
+    "matrix_rows",
     "copy_async",
     "copy_async_or_zero",
     "commit_copies",
@@ -712,4 +651,5 @@ fn is_builtin_name(n: &str) -> bool {
         || ReduceOp::parse(n).is_some()
         || AtomicOp::parse(n).is_some()
         || OTHER_BUILTINS.contains(&n)
+        || FRAG_STATEMENTS.contains(&n)
 }

@@ -5,6 +5,7 @@
 mod assigned;
 mod body;
 mod expr;
+mod frag;
 mod func;
 #[cfg(test)]
 mod fuzz_frontend;

@@ -599,6 +599,41 @@ impl<D: Fragments> Emitter<'_, D> {
                 );
                 D::frag_mma(self, d, a, b, c);
             }
+            Op::FragRowReduce { op, rows, frag } => {
+                let (r, f) = (self.frag(*rows)?, self.frag(*frag)?);
+                D::frag_row_reduce(self, *op, r, f);
+            }
+            Op::FragRowMap { op, frag, rows } => {
+                let (f, r) = (self.frag(*frag)?, self.frag(*rows)?);
+                D::frag_row_map(self, *op, f, r);
+            }
+            Op::FragMask {
+                frag,
+                diag,
+                cap,
+                value,
+            } => {
+                let f = self.frag(*frag)?;
+                let (d, c, v) = (self.val(*diag)?, self.val(*cap)?, self.val(*value)?);
+                D::frag_mask(self, f, &d, &c, &v);
+            }
+            Op::FragRows { op, d, a, b } => {
+                let (d, a, b) = (self.frag(*d)?, self.frag(*a)?, self.frag(*b)?);
+                D::frag_rows(self, *op, d, a, b);
+            }
+            Op::FragRowsRaise { d, a, b, margin } => {
+                let (d, a, b) = (self.frag(*d)?, self.frag(*a)?, self.frag(*b)?);
+                let m = self.val(*margin)?;
+                D::frag_rows_raise(self, d, a, b, &m);
+            }
+            Op::FragAdd { d, a, b } => {
+                let (d, a, b) = (self.frag(*d)?, self.frag(*a)?, self.frag(*b)?);
+                D::frag_add(self, d, a, b);
+            }
+            Op::FragConvert { dst, src } => {
+                let (d, s) = (self.frag(*dst)?, self.frag(*src)?);
+                D::frag_convert(self, d, s);
+            }
             Op::If {
                 cond,
                 then_block,
@@ -651,5 +686,12 @@ fn op_name(op: &Op) -> String {
         Op::FragLoad { .. } => "frag_load".into(),
         Op::FragStore { .. } => "frag_store".into(),
         Op::FragMma { .. } => "frag_mma".into(),
+        op @ (Op::FragRowReduce { .. }
+        | Op::FragRowMap { .. }
+        | Op::FragMask { .. }
+        | Op::FragRows { .. }
+        | Op::FragRowsRaise { .. }
+        | Op::FragAdd { .. }
+        | Op::FragConvert { .. }) => tessera_ir::verify::op_name(op).into(),
     }
 }

@@ -15,7 +15,7 @@ pub(crate) use emitter::{Emitter, Mem, Space, Val};
 pub use error::EmitError;
 
 use tessera_ir::{AtomicOp, BinaryOp, Builtin, Kernel, Literal, Scalar, ShuffleKind, SimdOp};
-use tessera_ir::{UnaryOp, ValueId};
+use tessera_ir::{RowMap, RowReduce, RowsOp, UnaryOp, ValueId};
 
 /// Result of an emitter step.
 pub(crate) type R<T> = Result<T, EmitError>;
@@ -188,4 +188,19 @@ pub(crate) trait Fragments: Dialect {
     fn frag_store(e: &mut Emitter<Self>, f: usize, mem: &Mem, index: &str, stride: &str);
     /// `d = a × b + c` on fragments.
     fn frag_mma(e: &mut Emitter<Self>, d: usize, a: usize, b: usize, c: usize);
+    /// Folds each row of accumulator `f` into row vector `rows`.
+    fn frag_row_reduce(e: &mut Emitter<Self>, op: RowReduce, rows: usize, f: usize);
+    /// Maps each element of accumulator `f` with its row's value of `rows`.
+    fn frag_row_map(e: &mut Emitter<Self>, op: RowMap, f: usize, rows: usize);
+    /// Sets the elements `(r, c)` of accumulator `f` with `c − r ≥ diag` or `c ≥ cap`
+    /// (i32) to `value`.
+    fn frag_mask(e: &mut Emitter<Self>, f: usize, diag: &str, cap: &str, value: &str);
+    /// `d = a ∘ b` on row vectors.
+    fn frag_rows(e: &mut Emitter<Self>, op: RowsOp, d: usize, a: usize, b: usize);
+    /// `d = b > a + margin ? b : a` on row vectors.
+    fn frag_rows_raise(e: &mut Emitter<Self>, d: usize, a: usize, b: usize, margin: &str);
+    /// `d = a + b` on accumulators.
+    fn frag_add(e: &mut Emitter<Self>, d: usize, a: usize, b: usize);
+    /// Operand `dst` (role A) = accumulator `src`, rounded.
+    fn frag_convert(e: &mut Emitter<Self>, dst: usize, src: usize);
 }

@@ -3,14 +3,19 @@
 //! A 16×16 operand A is four packed 16-bit pairs (rows `g`, `g + 8`; columns `2t`, `2t + 8`),
 //! B is two 16×8 halves of two pairs each (rows `2t`, `2t + 8`; column `g`), an
 //! accumulator two 16×8 halves of four f32. A multiply-accumulate is two `mma.sync`
-//! instructions, one per half of B and D. An A or B operand in threadgroup memory is
+//! instructions, one per half of B and D. A row vector is two f32 per lane, rows `g` and
+//! `g + 8`, which the four lanes of a group share: a row op reduces an accumulator's row
+//! over its lane's four elements and the group's lanes (two butterflies). The accumulator
+//! layout of one 16×8 half is the A layout of one 16×8 column half of K, so an
+//! accumulator becomes an A operand in registers, pair by pair.
+//! An A or B operand in threadgroup memory is
 //! loaded with one `ldmatrix.x4` when its rows are 16-byte aligned; an accumulator moves
 //! in 8-byte column pairs when its index and stride are even; anything else is an
 //! element gather.
 
 use super::dialect::Cuda;
 use crate::c_family::{Emitter, Fragments, Mem, Space};
-use tessera_ir::{FragRole, Scalar};
+use tessera_ir::{FragRole, RowMap, RowReduce, RowsOp, Scalar};
 
 /// The lane decomposition every fragment op starts from.
 const LANE: &str =
@@ -31,6 +36,10 @@ impl Cuda {
             .zip(&e.names.frags)
             .map(|(f, n)| match f.role {
                 FragRole::Acc => format!("float {n}[8]; // {} accumulator 16x16", f.name),
+                FragRole::Rows => format!(
+                    "float {n}[2]; // {} rows ts_g and ts_g + 8 of 16x16",
+                    f.name
+                ),
                 r => format!(
                     "unsigned int {n}[4]; // {} {} operand 16x16",
                     f.name,
@@ -164,13 +173,133 @@ impl Cuda {
     }
 }
 
+/// The C expression of accumulator register `i`'s row and column.
+const ACC_ROW: &str = "(ts_g + 8u * ((ts_i >> 1) & 1))";
+const ACC_COL: &str = "(8u * (ts_i >> 2) + 2u * ts_t + (ts_i & 1))";
+
 impl Fragments for Cuda {
+    fn frag_row_reduce(e: &mut Emitter<Cuda>, op: RowReduce, rows: usize, f: usize) {
+        let (r, n) = (e.names.frags[rows].clone(), e.names.frags[f].clone());
+        let join = |a: &str, b: &str| match op {
+            RowReduce::Max => format!("fmaxf({a}, {b})"),
+            RowReduce::Sum => format!("({a} + {b})"),
+        };
+        e.line("{");
+        e.depth += 1;
+        for h in 0..2 {
+            // Row `g + 8h`: registers 2h, 2h + 1 (columns 0–7) and 2h + 4, 2h + 5 (8–15).
+            let (a, b, c, d) = (2 * h, 2 * h + 1, 2 * h + 4, 2 * h + 5);
+            let x = join(
+                &join(&format!("{n}[{a}]"), &format!("{n}[{b}]")),
+                &join(&format!("{n}[{c}]"), &format!("{n}[{d}]")),
+            );
+            e.line(&format!("float ts_x{h} = {x};"));
+            for m in [1, 2] {
+                let y = join(
+                    &format!("ts_x{h}"),
+                    &format!("__shfl_xor_sync(0xffffffffu, ts_x{h}, {m})"),
+                );
+                e.line(&format!("ts_x{h} = {y};"));
+            }
+            let y = join(&format!("{r}[{h}]"), &format!("ts_x{h}"));
+            e.line(&format!("{r}[{h}] = {y};"));
+        }
+        e.depth -= 1;
+        e.line("}");
+    }
+
+    fn frag_row_map(e: &mut Emitter<Cuda>, op: RowMap, f: usize, rows: usize) {
+        let (n, r) = (e.names.frags[f].clone(), e.names.frags[rows].clone());
+        let m = format!("{r}[(ts_i >> 1) & 1]");
+        let x = format!("{n}[ts_i]");
+        let y = match op {
+            RowMap::Scale => format!("{x} * {m}"),
+            RowMap::Exp2Sub => {
+                format!("({x} == __int_as_float(0xff800000) ? 0.0f : exp2f({x} - {m}))")
+            }
+        };
+        e.line(&format!(
+            "#pragma unroll
+for (int ts_i = 0; ts_i < 8; ++ts_i) {x} = {y};"
+        ));
+    }
+
+    fn frag_mask(e: &mut Emitter<Cuda>, f: usize, diag: &str, cap: &str, value: &str) {
+        let n = e.names.frags[f].clone();
+        e.line("{");
+        e.depth += 1;
+        e.line(LANE);
+        e.line("#pragma unroll");
+        e.line("for (int ts_i = 0; ts_i < 8; ++ts_i) {");
+        e.line(&format!(
+            "  const int ts_r = (int){ACC_ROW}, ts_c = (int){ACC_COL};"
+        ));
+        e.line(&format!(
+            "  if (ts_c - ts_r >= ({diag}) || ts_c >= ({cap})) {n}[ts_i] = {value};"
+        ));
+        e.line("}");
+        e.depth -= 1;
+        e.line("}");
+    }
+
+    fn frag_rows(e: &mut Emitter<Cuda>, op: RowsOp, d: usize, a: usize, b: usize) {
+        let fr = &e.names.frags;
+        let (dn, an, bn) = (fr[d].clone(), fr[a].clone(), fr[b].clone());
+        for h in 0..2 {
+            let (x, y) = (format!("{an}[{h}]"), format!("{bn}[{h}]"));
+            let v = match op {
+                RowsOp::Add => format!("{x} + {y}"),
+                RowsOp::Mul => format!("{x} * {y}"),
+                RowsOp::Div => format!("{x} / {y}"),
+                RowsOp::Exp2Diff => format!("({x} == {y} ? 1.0f : exp2f({x} - {y}))"),
+            };
+            e.line(&format!("{dn}[{h}] = {v};"));
+        }
+    }
+
+    fn frag_rows_raise(e: &mut Emitter<Cuda>, d: usize, a: usize, b: usize, margin: &str) {
+        let fr = &e.names.frags;
+        let (dn, an, bn) = (fr[d].clone(), fr[a].clone(), fr[b].clone());
+        for h in 0..2 {
+            e.line(&format!(
+                "{dn}[{h}] = {bn}[{h}] > {an}[{h}] + ({margin}) ? {bn}[{h}] : {an}[{h}];"
+            ));
+        }
+    }
+
+    fn frag_add(e: &mut Emitter<Cuda>, d: usize, a: usize, b: usize) {
+        let fr = &e.names.frags;
+        let (dn, an, bn) = (fr[d].clone(), fr[a].clone(), fr[b].clone());
+        e.line(&format!(
+            "for (int ts_i = 0; ts_i < 8; ++ts_i) {dn}[ts_i] = {an}[ts_i] + {bn}[ts_i];"
+        ));
+    }
+
+    fn frag_convert(e: &mut Emitter<Cuda>, dst: usize, src: usize) {
+        let (dn, _, elem) = Self::frag_decl(e, dst);
+        let sn = e.names.frags[src].clone();
+        let conv = match elem {
+            Scalar::BF16 => "ts_bf16_from_f32",
+            _ => "ts_f16_from_f32",
+        };
+        // A register `i` holds row half `i & 1`, column half `i >> 1`: the accumulator
+        // pair `4 (i >> 1) + 2 (i & 1)`, `+ 1`.
+        for i in 0..4 {
+            let k = 4 * (i >> 1) + 2 * (i & 1);
+            e.line(&format!(
+                "{dn}[{i}] = (unsigned int){conv}({sn}[{k}]).bits | ((unsigned int){conv}({sn}[{}]).bits << 16);",
+                k + 1
+            ));
+        }
+    }
+
     fn frag_fill(e: &mut Emitter<Cuda>, f: usize, v: &str) {
         let (n, role, elem) = Self::frag_decl(e, f);
         match role {
             FragRole::Acc => e.line(&format!(
                 "for (int ts_i = 0; ts_i < 8; ++ts_i) {n}[ts_i] = {v};"
             )),
+            FragRole::Rows => e.line(&format!("{n}[0] = {v}; {n}[1] = {v};")),
             _ => {
                 let conv = match elem {
                     Scalar::BF16 => "ts_bf16_from_f32",
@@ -219,6 +348,8 @@ impl Fragments for Cuda {
                 e.line("}");
             }
             FragRole::Acc => Self::acc_access(e, &n, m, elem, i, s, transpose, false),
+            // Rejected by the verifier and the builder: row vectors never touch memory.
+            FragRole::Rows => {}
         }
         if ldmatrix {
             e.line("}");

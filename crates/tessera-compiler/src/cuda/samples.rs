@@ -7,7 +7,7 @@
 
 use tessera_ir::{
     AtomicOp, BinaryOp, Builder, Builtin, FragRole, Inst, IrError, Kernel, Literal, MemRef, Op,
-    Scalar, ShuffleKind, SimdOp, Type, UnaryOp, Value,
+    RowMap, RowReduce, RowsOp, Scalar, ShuffleKind, SimdOp, Type, UnaryOp, Value,
 };
 
 /// How a tensor argument starts.
@@ -84,6 +84,7 @@ pub fn all() -> R<Vec<Sample>> {
         vector_access()?,
         dynamic_shared()?,
         fragments()?,
+        fragment_rows()?,
         fragment_rounding()?,
         async_copy()?,
     ])
@@ -891,6 +892,101 @@ pub fn fragments() -> R<Sample> {
         check: Check::Close {
             abs: 1e-3,
             rel: 1e-3,
+        },
+        host_reference: None,
+    })
+}
+
+/// One online-softmax step on fragments, with every row op and fragment arrays indexed
+/// by a loop: 16×32 scores `s` masked per tile `t` (`c − r ≥ 5 − 16t` or `c ≥ 27 − 16t`),
+/// their row max raised over the max of `2 prev` (added as two accumulators) when past it
+/// by more than `margin`, the
+/// weights `exp2(x − max)` converted to bf16 A operands and multiplied into `v` (32×16
+/// bf16), the output divided by the row sums; the row vectors (new max, raised max,
+/// rescale factor, sum) as 16×16 tiles in `rows`. One simdgroup.
+pub fn fragment_rows() -> R<Sample> {
+    let mut b = Builder::kernel("fragment_rows");
+    let s = b.tensor_param("s", Scalar::F32, false);
+    let prev = b.tensor_param("prev", Scalar::F32, false);
+    let v = b.tensor_param("v", Scalar::BF16, false);
+    let margin = b.scalar_param("margin", Scalar::F32);
+    let out = b.tensor_param("out", Scalar::F32, true);
+    let rows = b.tensor_param("rows", Scalar::F32, true);
+    let old = b.frag("old", FragRole::Acc, Scalar::F32)?;
+    let rv = b.frag_array("rv", FragRole::Rows, Scalar::F32, Value::Int(4))?;
+    let m_old = b.frag("m_old", FragRole::Rows, Scalar::F32)?;
+    let l = b.frag("l", FragRole::Rows, Scalar::F32)?;
+    let one = b.frag("one", FragRole::Rows, Scalar::F32)?;
+    let inv = b.frag("inv", FragRole::Rows, Scalar::F32)?;
+    let sc = b.frag_array("sc", FragRole::Acc, Scalar::F32, Value::Int(2))?;
+    let fp = b.frag("fp", FragRole::A, Scalar::BF16)?;
+    let fv = b.frag("fv", FragRole::B, Scalar::BF16)?;
+    let o = b.frag("o", FragRole::Acc, Scalar::F32)?;
+    let tile = b.frag("tile", FragRole::Acc, Scalar::F32)?;
+    let ninf = Value::Float(f64::NEG_INFINITY);
+    let (zero, sixteen) = (Value::Int(0), Value::Int(16));
+    b.frag_load(old, prev, zero, sixteen, false)?;
+    b.frag_load(tile, prev, zero, sixteen, false)?;
+    b.frag_add(old, old, tile)?;
+    b.frag_fill(m_old, ninf)?;
+    b.frag_row_reduce(RowReduce::Max, m_old, old)?;
+    b.frag_row_map(RowMap::Exp2Sub, old, m_old)?;
+    b.frag_fill(l, Value::Float(0.0))?;
+    b.frag_row_reduce(RowReduce::Sum, l, old)?;
+    b.frag_fill(one, Value::Float(1.0))?;
+    let mx = rv.frags[0];
+    b.frag_fill(mx, ninf)?;
+    let (ti, _) = b.begin_for(zero, Value::Int(2), Value::Int(1), &[])?;
+    let at = b.binary(BinaryOp::Mul, ti, sixteen)?;
+    let shift = b.cast(at, Scalar::I32)?;
+    let diag = b.binary(BinaryOp::Sub, Value::Int(5), shift)?;
+    let cap = b.binary(BinaryOp::Sub, Value::Int(27), shift)?;
+    b.frag_pick(&[(&sc, ti)], &mut |b, f| {
+        b.frag_load(f[0], s, at, Value::Int(32), false)?;
+        b.frag_mask(f[0], diag, cap, ninf)?;
+        b.frag_row_reduce(RowReduce::Max, mx, f[0])
+    })?;
+    b.end_for(&[])?;
+    let (mn, fr, sum) = (rv.frags[1], rv.frags[2], rv.frags[3]);
+    b.frag_rows_raise(mn, m_old, mx, margin)?;
+    b.frag_rows(RowsOp::Exp2Diff, fr, m_old, mn)?;
+    b.frag_rows(RowsOp::Mul, l, l, fr)?;
+    b.frag_fill(o, Value::Float(0.0))?;
+    let (ti, _) = b.begin_for(zero, Value::Int(2), Value::Int(1), &[])?;
+    let at = b.binary(BinaryOp::Mul, ti, Value::Int(256))?;
+    b.frag_pick(&[(&sc, ti)], &mut |b, f| {
+        b.frag_row_map(RowMap::Exp2Sub, f[0], mn)?;
+        b.frag_row_reduce(RowReduce::Sum, l, f[0])?;
+        b.frag_convert(fp, f[0])?;
+        b.frag_load(fv, v, at, sixteen, false)?;
+        b.frag_mma(o, fp, fv, o)
+    })?;
+    b.end_for(&[])?;
+    b.frag_rows(RowsOp::Add, sum, l, l)?;
+    b.frag_rows(RowsOp::Div, inv, one, l)?;
+    b.frag_row_map(RowMap::Scale, o, inv)?;
+    b.frag_store(o, out, zero, sixteen)?;
+    for (k, &r) in rv.frags.iter().enumerate() {
+        b.frag_fill(tile, Value::Float(1.0))?;
+        b.frag_row_map(RowMap::Scale, tile, r)?;
+        b.frag_store(tile, rows, Value::Int(256 * k as i64), sixteen)?;
+    }
+    Ok(Sample {
+        name: "fragment_rows",
+        kernel: b.finish_kernel()?,
+        args: vec![
+            t(512, Init::Uniform(-4.0, 4.0)),
+            t(256, Init::Uniform(-4.0, 4.0)),
+            rand(512),
+            SampleArg::Scalar(Literal::F32(0.5)),
+            t(256, Init::Zero),
+            t(1024, Init::Zero),
+        ],
+        grid: [1, 1, 1],
+        group_size: 32,
+        check: Check::Close {
+            abs: 1e-3,
+            rel: 1e-2,
         },
         host_reference: None,
     })

@@ -28,7 +28,7 @@ pub(crate) struct Msl {
 const GLOBAL_ID: &str = "tsr_gid";
 
 impl Msl {
-    fn builtin(&mut self, b: MslBuiltin) -> &'static str {
+    pub(super) fn builtin(&mut self, b: MslBuiltin) -> &'static str {
         self.builtins.insert(b);
         b.var()
     }

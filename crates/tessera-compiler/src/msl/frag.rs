@@ -1,18 +1,27 @@
 //! Matrix fragments in MSL: a 16×16 fragment is a 2×2 array of `simdgroup_matrix<T, 8, 8>`
 //! (block `(i, j)` at index `2i + j`); loads and stores move each 8×8 block with
 //! `simdgroup_load` / `simdgroup_store` (the transposed load with Metal's own flag), and a
-//! multiply-accumulate is eight `simdgroup_multiply_accumulate`.
+//! multiply-accumulate is eight `simdgroup_multiply_accumulate`. A row vector is a
+//! `tsr_rows` and the row ops are helpers on the lane's `thread_elements()` (see
+//! [`Helper::SgRows`]); an accumulator becomes an A operand block by block
+//! (`tsr_sg_convert`, the layout unchanged).
 
 use super::dialect::Msl;
 use super::helpers::Helper;
+use super::source::MslBuiltin;
 use super::types::scalar;
 use crate::c_family::{Emitter, Fragments, Mem};
-use tessera_ir::Scalar;
+use tessera_ir::{FragRole, RowMap, RowReduce, RowsOp, Scalar};
 
 impl Msl {
     /// Declares every fragment at the top of the body.
     pub(super) fn frag_decls(e: &mut Emitter<Msl>) {
-        for (f, name) in e.k.body.frags.iter().zip(e.names.frags.clone()) {
+        for (f, name) in e.k.body.frags.clone().iter().zip(e.names.frags.clone()) {
+            if f.role == FragRole::Rows {
+                e.d.helpers.insert(Helper::SgRows);
+                e.line(&format!("tsr_rows {name};"));
+                continue;
+            }
             let elem = scalar(f.elem);
             e.line(&format!("simdgroup_matrix<{elem}, 8, 8> {name}[4];"));
         }
@@ -20,8 +29,77 @@ impl Msl {
 }
 
 impl Fragments for Msl {
+    fn frag_row_reduce(e: &mut Emitter<Msl>, op: RowReduce, rows: usize, f: usize) {
+        let (r, n) = (e.names.frags[rows].clone(), e.names.frags[f].clone());
+        e.d.helpers.insert(Helper::SgRows);
+        let sum = op == RowReduce::Sum;
+        e.line(&format!("tsr_row_reduce({r}, {n}, {sum});"));
+    }
+
+    fn frag_row_map(e: &mut Emitter<Msl>, op: RowMap, f: usize, rows: usize) {
+        let (n, r) = (e.names.frags[f].clone(), e.names.frags[rows].clone());
+        e.d.helpers.insert(Helper::SgRows);
+        let exp2_sub = op == RowMap::Exp2Sub;
+        e.line(&format!("tsr_row_map({n}, {r}, {exp2_sub});"));
+    }
+
+    fn frag_mask(e: &mut Emitter<Msl>, f: usize, diag: &str, cap: &str, value: &str) {
+        let n = e.names.frags[f].clone();
+        e.d.helpers.insert(Helper::SgRows);
+        let lane = e.d.builtin(MslBuiltin::ThreadIndexInSimdgroup);
+        e.line(&format!(
+            "tsr_frag_mask({n}, {diag}, {cap}, {value}, ushort({lane}));"
+        ));
+    }
+
+    fn frag_rows(e: &mut Emitter<Msl>, op: RowsOp, d: usize, a: usize, b: usize) {
+        let fr = &e.names.frags;
+        let (dn, an, bn) = (fr[d].clone(), fr[a].clone(), fr[b].clone());
+        let v = match op {
+            RowsOp::Add => "tsr_a + tsr_b",
+            RowsOp::Mul => "tsr_a * tsr_b",
+            RowsOp::Div => "tsr_a / tsr_b",
+            RowsOp::Exp2Diff => "(tsr_a == tsr_b ? 1.0f : exp2(tsr_a - tsr_b))",
+        };
+        e.line(&format!(
+            "for (int tsr_i = 0; tsr_i < TSR_ROWS; ++tsr_i) {{ float tsr_a = {an}.v[tsr_i], \
+             tsr_b = {bn}.v[tsr_i]; {dn}.v[tsr_i] = {v}; }}"
+        ));
+    }
+
+    fn frag_rows_raise(e: &mut Emitter<Msl>, d: usize, a: usize, b: usize, margin: &str) {
+        let fr = &e.names.frags;
+        let (dn, an, bn) = (fr[d].clone(), fr[a].clone(), fr[b].clone());
+        e.line(&format!(
+            "for (int tsr_i = 0; tsr_i < TSR_ROWS; ++tsr_i) {{ float tsr_a = {an}.v[tsr_i], \
+             tsr_b = {bn}.v[tsr_i]; {dn}.v[tsr_i] = tsr_b > tsr_a + ({margin}) ? tsr_b : tsr_a; }}"
+        ));
+    }
+
+    fn frag_add(e: &mut Emitter<Msl>, d: usize, a: usize, b: usize) {
+        let fr = &e.names.frags;
+        let (dn, an, bn) = (fr[d].clone(), fr[a].clone(), fr[b].clone());
+        e.d.helpers.insert(Helper::SgRows);
+        e.line(&format!("tsr_frag_add({dn}, {an}, {bn});"));
+    }
+
+    fn frag_convert(e: &mut Emitter<Msl>, dst: usize, src: usize) {
+        let (dn, sn) = (e.names.frags[dst].clone(), e.names.frags[src].clone());
+        let t = scalar(e.k.body.frags[dst].elem);
+        e.d.helpers.insert(Helper::SgConvert);
+        e.line(&format!(
+            "for (uint tsr_b = 0; tsr_b < 4; ++tsr_b) {dn}[tsr_b] = tsr_sg_convert<{t}>({sn}[tsr_b]);"
+        ));
+    }
+
     fn frag_fill(e: &mut Emitter<Msl>, f: usize, v: &str) {
         let n = &e.names.frags[f];
+        if e.k.body.frags[f].role == FragRole::Rows {
+            let text =
+                format!("for (int tsr_i = 0; tsr_i < TSR_ROWS; ++tsr_i) {n}.v[tsr_i] = {v};");
+            e.line(&text);
+            return;
+        }
         let elem = scalar(e.k.body.frags[f].elem);
         let text = format!(
             "for (uint tsr_b = 0; tsr_b < 4; ++tsr_b) {n}[tsr_b] = \

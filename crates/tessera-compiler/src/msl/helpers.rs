@@ -20,6 +20,9 @@ pub enum Helper {
     SgConvert,
     /// A float simdgroup matrix times a scalar.
     SgScale,
+    /// Row vectors of 16×16 fragments (`tsr_rows`) and the row ops on 2×2 arrays of
+    /// float simdgroup matrices.
+    SgRows,
 }
 
 impl Helper {
@@ -91,6 +94,83 @@ impl Helper {
                  m.thread_elements()[1] *= s;\n    \
                  return m;\n}\n#endif\n"
             }
+            Helper::SgRows => SG_ROWS,
         }
     }
 }
+
+/// Row vectors and row ops. On Metal lane `l` holds elements `(fm, fn)` and `(fm, fn + 1)`
+/// of each 8×8 matrix (`thread_elements()`), `fm = (l / 4 & 4) + (l / 2) % 4` and `fn =
+/// (l / 4 & 2) · 2 + (l % 2) · 2`; the lanes of a row differ in bits 0 and 3, so a row
+/// reduction is the lane's pair, then `simd_shuffle_xor` by 1 and by 8, and a row vector is
+/// the lane's two rows `fm` and `fm + 8`. The Linux emulator holds whole matrices per
+/// thread: there a row vector holds all 16 rows.
+const SG_ROWS: &str = "#ifndef TESSERA_SG_ELEMENTWISE
+#define TSR_ROWS 2
+struct tsr_rows { float v[2]; };
+inline void tsr_row_reduce(thread tsr_rows& r, thread simdgroup_matrix<float, 8, 8>* m, bool sum) {
+    for (int h = 0; h < 2; ++h) {
+        float a0 = m[2 * h].thread_elements()[0], a1 = m[2 * h].thread_elements()[1];
+        float b0 = m[2 * h + 1].thread_elements()[0], b1 = m[2 * h + 1].thread_elements()[1];
+        float x = sum ? (a0 + a1) + (b0 + b1) : fmax(fmax(a0, a1), fmax(b0, b1));
+        float y = simd_shuffle_xor(x, 1);
+        x = sum ? x + y : fmax(x, y);
+        y = simd_shuffle_xor(x, 8);
+        x = sum ? x + y : fmax(x, y);
+        r.v[h] = sum ? r.v[h] + x : fmax(r.v[h], x);
+    }
+}
+inline void tsr_row_map(thread simdgroup_matrix<float, 8, 8>* m, tsr_rows r, bool exp2_sub) {
+    for (int b = 0; b < 4; ++b) {
+        float mr = r.v[b >> 1];
+        for (int k = 0; k < 2; ++k) {
+            float x = m[b].thread_elements()[k];
+            m[b].thread_elements()[k] = exp2_sub ? (x == -INFINITY ? 0.0f : exp2(x - mr)) : x * mr;
+        }
+    }
+}
+inline void tsr_frag_mask(thread simdgroup_matrix<float, 8, 8>* m, int diag, int cap, float v, ushort lane) {
+    int fm = int(((lane >> 2) & 4) + ((lane >> 1) & 3)), fn = int(((lane >> 2) & 2) * 2 + (lane & 1) * 2);
+    for (int b = 0; b < 4; ++b) {
+        for (int k = 0; k < 2; ++k) {
+            int r = 8 * (b >> 1) + fm, c = 8 * (b & 1) + fn + k;
+            if (c - r >= diag || c >= cap) m[b].thread_elements()[k] = v;
+        }
+    }
+}
+inline void tsr_frag_add(thread simdgroup_matrix<float, 8, 8>* d, thread simdgroup_matrix<float, 8, 8>* a, thread simdgroup_matrix<float, 8, 8>* b) {
+    for (int i = 0; i < 4; ++i)
+        for (int k = 0; k < 2; ++k) d[i].thread_elements()[k] = a[i].thread_elements()[k] + b[i].thread_elements()[k];
+}
+#else
+#define TSR_ROWS 16
+struct tsr_rows { float v[16]; };
+inline void tsr_row_reduce(thread tsr_rows& r, thread simdgroup_matrix<float, 8, 8>* m, bool sum) {
+    for (int row = 0; row < 16; ++row) {
+        float x = r.v[row];
+        for (int c = 0; c < 16; ++c) {
+            float e = m[2 * (row >> 3) + (c >> 3)].e[(row & 7) * 8 + (c & 7)];
+            x = sum ? x + e : fmax(x, e);
+        }
+        r.v[row] = x;
+    }
+}
+inline void tsr_row_map(thread simdgroup_matrix<float, 8, 8>* m, tsr_rows r, bool exp2_sub) {
+    for (int row = 0; row < 16; ++row)
+        for (int c = 0; c < 16; ++c) {
+            thread float& x = m[2 * (row >> 3) + (c >> 3)].e[(row & 7) * 8 + (c & 7)];
+            x = exp2_sub ? (x == -INFINITY ? 0.0f : exp2(x - r.v[row])) : x * r.v[row];
+        }
+}
+inline void tsr_frag_mask(thread simdgroup_matrix<float, 8, 8>* m, int diag, int cap, float v, ushort lane) {
+    (void)lane;
+    for (int row = 0; row < 16; ++row)
+        for (int c = 0; c < 16; ++c)
+            if (c - row >= diag || c >= cap) m[2 * (row >> 3) + (c >> 3)].e[(row & 7) * 8 + (c & 7)] = v;
+}
+inline void tsr_frag_add(thread simdgroup_matrix<float, 8, 8>* d, thread simdgroup_matrix<float, 8, 8>* a, thread simdgroup_matrix<float, 8, 8>* b) {
+    for (int i = 0; i < 4; ++i)
+        for (int k = 0; k < 64; ++k) d[i].e[k] = a[i].e[k] + b[i].e[k];
+}
+#endif
+";

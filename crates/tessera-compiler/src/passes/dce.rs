@@ -80,6 +80,7 @@ impl Dce<'_> {
             | Op::FragLoad { .. }
             | Op::FragStore { .. }
             | Op::FragMma { .. } => true,
+            op if op.is_frag() => true,
             Op::Binary(BinaryOp::Div | BinaryOp::Rem, _, d) => {
                 let int = self
                     .types

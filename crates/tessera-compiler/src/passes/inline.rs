@@ -109,17 +109,8 @@ fn rebase_frags(block: &mut Block, base: u32) {
         return;
     }
     for inst in &mut block.insts {
-        match &mut inst.op {
-            Op::FragFill { frag, .. }
-            | Op::FragScale { frag, .. }
-            | Op::FragLoad { frag, .. }
-            | Op::FragStore { frag, .. } => *frag += base,
-            Op::FragMma { d, a, b, c } => {
-                for f in [d, a, b, c] {
-                    *f += base;
-                }
-            }
-            _ => {}
+        for f in inst.op.frags_mut() {
+            *f += base;
         }
         for b in inst.op.blocks_mut() {
             rebase_frags(b, base);

@@ -207,6 +207,13 @@ impl Vectorizer {
                 | Op::FragLoad { .. }
                 | Op::FragStore { .. }
                 | Op::FragMma { .. }
+                | Op::FragRowReduce { .. }
+                | Op::FragRowMap { .. }
+                | Op::FragMask { .. }
+                | Op::FragRows { .. }
+                | Op::FragRowsRaise { .. }
+                | Op::FragAdd { .. }
+                | Op::FragConvert { .. }
                 | Op::CopyAsync { .. }
                 | Op::CommitCopies
                 | Op::WaitCopies(_) => {

@@ -1,6 +1,6 @@
 //! Matrix fragments on the CPU: each simdgroup holds every fragment as a whole 16×16 tile
 //! of f32 (operand values are exact in f32), loaded, stored and multiplied with plain
-//! loops. Every op checks that the whole simdgroup takes part, that its index and stride
+//! loops; a row vector is the first 16 values of its tile, row `r` at `r`. Every op checks that the whole simdgroup takes part, that its index and stride
 //! agree on every lane, that every element is in bounds and that no never-written
 //! threadgroup element enters a fragment.
 
@@ -10,7 +10,7 @@ use super::memops::{dev_load, dev_store};
 use super::scalar::{f32d, f32e};
 use crate::error::{Result, Violation};
 use half::{bf16, f16};
-use tessera_ir::{Inst, MemRef, Op, Scalar, ValueId, FRAG_DIM};
+use tessera_ir::{Inst, MemRef, Op, RowMap, RowReduce, Scalar, ValueId, FRAG_DIM};
 
 const D: usize = FRAG_DIM as usize;
 /// Elements of one fragment tile.
@@ -260,6 +260,101 @@ impl Group<'_> {
                     }
                     self.frags[*d as usize][g * TILE..(g + 1) * TILE].copy_from_slice(&out);
                     self.frag_set[*d as usize][g] = true;
+                }
+                Op::FragRowReduce { op, rows, frag } => {
+                    self.need_filled(inst, *rows, g)?;
+                    self.need_filled(inst, *frag, g)?;
+                    let tile = self.frag_slice(*frag, g).to_vec();
+                    let acc = &mut self.frags[*rows as usize][g * TILE..g * TILE + D];
+                    for (r, out) in acc.iter_mut().enumerate() {
+                        let row = &tile[r * D..(r + 1) * D];
+                        *out = match op {
+                            RowReduce::Max => row.iter().fold(*out, |m, &x| m.max(x)),
+                            RowReduce::Sum => *out + row.iter().sum::<f32>(),
+                        };
+                    }
+                }
+                Op::FragRowMap { op, frag, rows } => {
+                    self.need_filled(inst, *rows, g)?;
+                    self.need_filled(inst, *frag, g)?;
+                    let m: Vec<f32> = self.frag_slice(*rows, g)[..D].to_vec();
+                    let tile = &mut self.frags[*frag as usize][g * TILE..(g + 1) * TILE];
+                    for (i, x) in tile.iter_mut().enumerate() {
+                        let mr = m[i / D];
+                        *x = match op {
+                            RowMap::Scale => *x * mr,
+                            RowMap::Exp2Sub if *x == f32::NEG_INFINITY => 0.0,
+                            RowMap::Exp2Sub => (*x - mr).exp2(),
+                        };
+                    }
+                }
+                Op::FragMask {
+                    frag,
+                    diag,
+                    cap,
+                    value,
+                } => {
+                    self.need_filled(inst, *frag, g)?;
+                    let diag = self.uniform_u32(inst, g, *diag, "diagonal")? as i32 as i64;
+                    let cap = self.uniform_u32(inst, g, *cap, "column limit")? as i32 as i64;
+                    let x = f32d(self.uniform_u32(inst, g, *value, "fill value")?);
+                    let tile = &mut self.frags[*frag as usize][g * TILE..(g + 1) * TILE];
+                    for (i, e) in tile.iter_mut().enumerate() {
+                        let (r, c) = ((i / D) as i64, (i % D) as i64);
+                        if c - r >= diag || c >= cap {
+                            *e = x;
+                        }
+                    }
+                }
+                Op::FragRows { op, d, a, b } => {
+                    self.need_filled(inst, *a, g)?;
+                    self.need_filled(inst, *b, g)?;
+                    let (va, vb) = (
+                        self.frag_slice(*a, g)[..D].to_vec(),
+                        self.frag_slice(*b, g)[..D].to_vec(),
+                    );
+                    let out = &mut self.frags[*d as usize][g * TILE..g * TILE + D];
+                    for r in 0..D {
+                        out[r] = op.apply(va[r], vb[r]);
+                    }
+                    self.frag_set[*d as usize][g] = true;
+                }
+                Op::FragRowsRaise { d, a, b, margin } => {
+                    self.need_filled(inst, *a, g)?;
+                    self.need_filled(inst, *b, g)?;
+                    let margin = f32d(self.uniform_u32(inst, g, *margin, "margin")?);
+                    let (va, vb) = (
+                        self.frag_slice(*a, g)[..D].to_vec(),
+                        self.frag_slice(*b, g)[..D].to_vec(),
+                    );
+                    let out = &mut self.frags[*d as usize][g * TILE..g * TILE + D];
+                    for r in 0..D {
+                        out[r] = if vb[r] > va[r] + margin { vb[r] } else { va[r] };
+                    }
+                    self.frag_set[*d as usize][g] = true;
+                }
+                Op::FragAdd { d, a, b } => {
+                    self.need_filled(inst, *a, g)?;
+                    self.need_filled(inst, *b, g)?;
+                    let sum: Vec<f32> = self
+                        .frag_slice(*a, g)
+                        .iter()
+                        .zip(self.frag_slice(*b, g))
+                        .map(|(x, y)| x + y)
+                        .collect();
+                    self.frags[*d as usize][g * TILE..(g + 1) * TILE].copy_from_slice(&sum);
+                    self.frag_set[*d as usize][g] = true;
+                }
+                Op::FragConvert { dst, src } => {
+                    self.need_filled(inst, *src, g)?;
+                    let elem = self.p.kernel.body.frags[*dst as usize].elem;
+                    let tile: Vec<f32> = self
+                        .frag_slice(*src, g)
+                        .iter()
+                        .map(|&x| round_to(elem, x))
+                        .collect();
+                    self.frags[*dst as usize][g * TILE..(g + 1) * TILE].copy_from_slice(&tile);
+                    self.frag_set[*dst as usize][g] = true;
                 }
                 _ => {}
             }

@@ -546,7 +546,14 @@ impl<'a> Group<'a> {
             | Op::FragScale { .. }
             | Op::FragLoad { .. }
             | Op::FragStore { .. }
-            | Op::FragMma { .. } => self.frag_op(inst, m),
+            | Op::FragMma { .. }
+            | Op::FragRowReduce { .. }
+            | Op::FragRowMap { .. }
+            | Op::FragMask { .. }
+            | Op::FragRows { .. }
+            | Op::FragRowsRaise { .. }
+            | Op::FragAdd { .. }
+            | Op::FragConvert { .. } => self.frag_op(inst, m),
             Op::Call { func, .. } => Err(self.unsupported(
                 inst,
                 m,

@@ -166,10 +166,9 @@ impl Program {
                 self.check_mem(k, *mem)?;
                 self.check_frag(k, *frag)?;
             }
-            Op::FragFill { frag, .. } | Op::FragScale { frag, .. } => self.check_frag(k, *frag)?,
-            Op::FragMma { d, a, b, c } => {
-                for f in [d, a, b, c] {
-                    self.check_frag(k, *f)?;
+            op if op.is_frag() => {
+                for f in op.frags() {
+                    self.check_frag(k, f)?;
                 }
             }
             Op::Extract(v, lane) if *lane >= self.values[v.index()].width => {

@@ -4,23 +4,25 @@
 //! keys reach padded threadgroup tiles by asynchronous 16-byte copies, pipelined across
 //! the two tiles: a block's values are copied while its scores are taken, and the next
 //! block's keys while its softmax and `P·V` run. Per block a simdgroup computes its 16 × 32
-//! scores as fragments, takes
-//! the row softmax through its own slice of threadgroup memory, and adds `P·V` into
-//! `head_dim / 16` accumulator fragments (with one part, a simdgroup skips the blocks past
-//! its rows' last visible key). Heads wider than 128 are split in two column parts: a pair of simdgroups
-//! shares 16 rows (32 rows per threadgroup, blocks of 16 keys), each scoring over its half
-//! of the dims, the two partial scores meeting in threadgroup memory, and each adding `P·V`
-//! into its half of the output. The running max is lazy: a row's output is rescaled only
-//! when its max passes the one its weights were taken against by more than 8 (so a weight
-//! stays below e⁸). Two threadgroup barriers per block (each after a wait for the tile it
-//! hands over), one more with two parts; the rest is ordered by simdgroup barriers.
+//! scores as accumulator fragments and keeps the online softmax in registers: the scores
+//! are scaled, masked (`matrix_mask`) and reduced to row maxima (`matrix_row_max`), the
+//! weights taken in place (`matrix_row_exp2_sub`), summed per row and converted to the A
+//! operand of `P·V` (`matrix_convert`), which adds into `head_dim / 16` accumulators held
+//! in a fragment array; a simdgroup skips the blocks past its rows' last visible key.
+//! Heads wider than 128 are split in two column parts: a pair of simdgroups shares 16 rows
+//! (32 rows per threadgroup, blocks of 16 keys), each scoring over its half of the dims,
+//! the two partial scores meeting in threadgroup memory (`matrix_add`), and each adding
+//! `P·V` into its half of the output. The running max is lazy: a row's output is rescaled
+//! only when its max passes the one its weights were taken against by more than 8 (so a
+//! weight stays below e⁸). Two threadgroup barriers per block (each after a wait for the
+//! tile it hands over), one more with two parts.
 //!
 //! A key masked for one of a simdgroup's rows but not all (causality inside its last
 //! blocks, or padding past `n_kv`) still sits in the V tile its `P·V` fragments multiply:
 //! a weight of exactly 0 times an infinite or NaN V is NaN. So in the blocks holding such
 //! keys a simdgroup first reads their V; when one is not finite it sums that block's `P·V`
-//! key by key, each row over its visible keys only, instead of on fragments. Other blocks
-//! hold no masked key and skip the check.
+//! key by key through its threadgroup slices, each row over its visible keys only, instead
+//! of on fragments. Other blocks hold no masked key and skip the check.
 
 use super::prefill_paged::{prefill_kv_row, prefill_page_scalars};
 use super::prefill_varlen::varlen_rows;
@@ -68,8 +70,8 @@ pub fn sdpa_prefill_mma_kernel<T, S>(
     let p_scale = select(wide, 5.960_464_5e-8f32, 1.0f32);
     let unscale = select(wide, 16_777_216.0f32, 1.0f32);
     // Column parts; query rows per threadgroup; keys per block (the K and V tiles, which
-    // hold the queries before the walk, and the score and weight slices fit the 32 KiB of
-    // threadgroup memory a portable kernel may use); dims per part.
+    // hold the queries before the walk, and the output and weight slices fit the 32 KiB
+    // of threadgroup memory a portable kernel may use); dims per part.
     let parts = (head_dim + 127) / 128;
     let rows = 64 / parts;
     let bk = 32 / parts;
@@ -79,8 +81,7 @@ pub fn sdpa_prefill_mma_kernel<T, S>(
     let lv = bk * vecs / 128;
     let nfr = dw / 16;
     let tiles = bk / 16;
-    let kpl = bk / 2;
-    let sst = bk + 4;
+    let sst = 16;
     let pst = bk + 8;
     let vo = bk * dp;
     let tid = thread_id();
@@ -110,39 +111,32 @@ pub fn sdpa_prefill_mma_kernel<T, S>(
 
     // K tile then V tile, each `bk` rows of `dp`; before the walk, the `rows` query rows.
     let kvsh = threadgroup_array::<T>(2 * bk * dp);
+    // Per simdgroup: 16 rows of f32 (the outputs and row sums on their way out, and the
+    // outputs while a block is summed key by key) and of T (that block's weights).
     let fsh = threadgroup_array::<f32>(4 * 16 * sst);
     let psh = threadgroup_array::<T>(4 * 16 * pst);
-    let sv = stack_array::<f32>(kpl);
-    let fq0 = matrix_a::<T>();
-    let fq1 = matrix_a::<T>();
-    let fq2 = matrix_a::<T>();
-    let fq3 = matrix_a::<T>();
-    let fq4 = matrix_a::<T>();
-    let fq5 = matrix_a::<T>();
-    let fq6 = matrix_a::<T>();
-    let fq7 = matrix_a::<T>();
+    // The queries and outputs over this part's dims, and the block's scores then weights.
+    let fq = [matrix_a::<T>(); nfr];
+    let s = [matrix_acc(); tiles];
+    let o = [matrix_acc(); nfr];
     let fp = matrix_a::<T>();
     let fk = matrix_b::<T>();
-    let sacc = matrix_acc();
-    let o0 = matrix_acc();
-    let o1 = matrix_acc();
-    let o2 = matrix_acc();
-    let o3 = matrix_acc();
-    let o4 = matrix_acc();
-    let o5 = matrix_acc();
-    let o6 = matrix_acc();
-    let o7 = matrix_acc();
-    matrix_fill(o0, 0.0);
-    matrix_fill(o1, 0.0);
-    matrix_fill(o2, 0.0);
-    matrix_fill(o3, 0.0);
-    matrix_fill(o4, 0.0);
-    matrix_fill(o5, 0.0);
-    matrix_fill(o6, 0.0);
-    matrix_fill(o7, 0.0);
+    let tile = matrix_acc();
+    // The running max (log2 units) and sum of each row, the block's max, the max it
+    // moves to and the rescale factor.
+    let m = matrix_rows();
+    let l = matrix_rows();
+    let mx = matrix_rows();
+    let mn = matrix_rows();
+    let fr = matrix_rows();
+    matrix_fill(m, neg_infinity());
+    matrix_fill(l, 0.0);
+    for f in 0..nfr {
+        matrix_fill(o[f], 0.0);
+    }
 
-    // This lane's softmax row (`sr` of its simdgroup's 16) and half of each block's keys;
-    // `l` is its half's share of the row sum. A padding row past `n_q` repeats the last.
+    // This lane's row (`sr` of its simdgroup's 16) and half of each row's columns, for
+    // the key-by-key sums and the output. A padding row past `n_q` repeats the last.
     let sr = lane / 2;
     let half = lane % 2;
     let row = min(block + rg * 16 + sr, n_q - 1);
@@ -153,14 +147,19 @@ pub fn sdpa_prefill_mma_kernel<T, S>(
     // Its first row's last visible key + 1: keys from it on are masked for some row.
     let first_row = min(block + rg * 16, n_q - 1);
     let first_end = select(causal != 0, first_row + offset + 1, n_kv);
+    // Key `k0 + c` is visible to row `r` of the simdgroup when `c − r` is below this
+    // (causal; rows past `n_q` see every key below `n_kv`, the cap, as the last row does).
+    let diag0 = select(
+        causal != 0,
+        (block + rg * 16 + offset + 1).cast::<i32>(),
+        2_000_000_000i32,
+    );
     // Scores in log2 units, so a weight is one `exp2`.
     let c2 = scale * 1.442695f32;
     let base_s = sg * 16 * sst;
-    // The partner's score slice (two parts): the other half of the same rows' dims.
+    // The partner's slice (two parts): its partial scores over the other half of the dims.
     let base_partner = (rg * parts + (1 - sg % parts)) * 16 * sst;
     let base_p = sg * 16 * pst;
-    let mut m = neg_infinity();
-    let mut l = 0.0f32;
     // The query rows through the tiles' memory into each simdgroup's fragments, before
     // any copy targets the tiles.
     for i in 0..(rows * vecs / 128) {
@@ -174,31 +173,7 @@ pub fn sdpa_prefill_mma_kernel<T, S>(
     }
     barrier();
     for f in 0..nfr {
-        let at = rg * 16 * dp + d0 + f * 16;
-        if f == 0 {
-            matrix_load(fq0, kvsh[at], dp);
-        }
-        if f == 1 {
-            matrix_load(fq1, kvsh[at], dp);
-        }
-        if f == 2 {
-            matrix_load(fq2, kvsh[at], dp);
-        }
-        if f == 3 {
-            matrix_load(fq3, kvsh[at], dp);
-        }
-        if f == 4 {
-            matrix_load(fq4, kvsh[at], dp);
-        }
-        if f == 5 {
-            matrix_load(fq5, kvsh[at], dp);
-        }
-        if f == 6 {
-            matrix_load(fq6, kvsh[at], dp);
-        }
-        if f == 7 {
-            matrix_load(fq7, kvsh[at], dp);
-        }
+        matrix_load(fq[f], kvsh[rg * 16 * dp + d0 + f * 16], dp);
     }
     barrier();
     // Block 0's keys on their way into the K tile (a threadgroup with no keys to walk
@@ -229,42 +204,20 @@ pub fn sdpa_prefill_mma_kernel<T, S>(
             copy_async(kvsh[vo + (vi / vecs) * dp + (vi % vecs) * 8], v[src], 8);
         }
         commit_copies();
-        // A simdgroup skips the blocks past its rows; with two parts the pair still meets
-        // the other groups at the barriers between the sections.
-        let work = b < sg_end || parts > 1;
+        // A simdgroup skips the blocks past its rows.
+        let work = b < sg_end;
         if work {
-            // Scores of the simdgroup's 16 rows against the block's key tiles, over
-            // its part of the dims.
+            // Scores of the simdgroup's 16 rows against the block's key tiles over its
+            // part of the dims (with two parts, also left for the partner).
             for t in 0..tiles {
-                matrix_fill(sacc, 0.0);
+                matrix_fill(s[t], 0.0);
                 for f in 0..nfr {
                     matrix_load_t(fk, kvsh[t * 16 * dp + d0 + f * 16], dp);
-                    if f == 0 {
-                        matrix_mma(sacc, fq0, fk, sacc);
-                    }
-                    if f == 1 {
-                        matrix_mma(sacc, fq1, fk, sacc);
-                    }
-                    if f == 2 {
-                        matrix_mma(sacc, fq2, fk, sacc);
-                    }
-                    if f == 3 {
-                        matrix_mma(sacc, fq3, fk, sacc);
-                    }
-                    if f == 4 {
-                        matrix_mma(sacc, fq4, fk, sacc);
-                    }
-                    if f == 5 {
-                        matrix_mma(sacc, fq5, fk, sacc);
-                    }
-                    if f == 6 {
-                        matrix_mma(sacc, fq6, fk, sacc);
-                    }
-                    if f == 7 {
-                        matrix_mma(sacc, fq7, fk, sacc);
-                    }
+                    matrix_mma(s[t], fq[f], fk, s[t]);
                 }
-                matrix_store(sacc, fsh[base_s + t * 16], sst);
+                if parts > 1 {
+                    matrix_store(s[t], fsh[base_s + t * 16], sst);
+                }
             }
         }
         // This block's values have landed, no simdgroup still reads the key tile (the
@@ -283,31 +236,26 @@ pub fn sdpa_prefill_mma_kernel<T, S>(
             }
         }
         commit_copies();
-        let mut mx = neg_infinity();
-        // (Indices as `row start + i`, so the reads become 16-byte loads.)
-        let srow = base_s + sr * sst + half * kpl;
-        let prow = base_partner + sr * sst + half * kpl;
-        let key0 = b + half * kpl;
         if work {
-            for i in 0..kpl {
-                let mut s = load(fsh[srow + i]);
+            // The whole scores (two parts: plus the partner's), scaled, masked and folded
+            // into the block's row max.
+            matrix_fill(mx, neg_infinity());
+            for t in 0..tiles {
                 if parts > 1 {
-                    s += load(fsh[prow + i]);
+                    matrix_load(tile, fsh[base_partner + t * 16], sst);
+                    matrix_add(s[t], s[t], tile);
                 }
-                let sc = select(key0 + i < row_end, s * c2, neg_infinity());
-                store(sv[i], sc);
-                mx = max(mx, sc);
+                matrix_scale(s[t], c2);
+                let k0t = (b + t * 16).cast::<i32>();
+                matrix_mask(s[t], diag0 - k0t, n_kv.cast::<i32>() - k0t, neg_infinity());
+                matrix_row_max(mx, s[t]);
             }
         }
-        // Both of a pair take the same softmax; neither reuses its slice before the
-        // other has read it.
+        // Neither of a pair reuses its slice before the other has read it.
         if parts > 1 {
             barrier();
         }
         if work {
-            mx = max(mx, simd_shuffle_xor(mx, 1));
-            // Every row sees key 0, so after the first block `m` is finite. (A margin of 8
-            // in natural units.)
             // Whether a key of the block masked for some row has a V that is not finite
             // (its 0 weight would make that row NaN on fragments).
             let masked0 = select(first_end > b, first_end - b, 0);
@@ -319,66 +267,37 @@ pub fn sdpa_prefill_mma_kernel<T, S>(
                 }
             }
             let exact = simd_any(odd);
-            let grow = mx > m + 11.541561f32;
-            let mn = select(grow, mx, m);
-            let fr = select(grow, exp2(m - mn), 1.0f32);
-            l *= fr;
-            m = mn;
-            let mut ls = 0.0f32;
-            for i in 0..kpl {
-                // A −∞ score (masked, or a −∞ logit) weighs nothing even while `m` is
+            // Every row sees key 0, so after the first block `m` is finite. The max moves
+            // only past the one the weights were taken against by more than 8 in natural
+            // units (so a weight stays below e⁸); rows whose max moved rescale.
+            matrix_rows_raise(mn, m, mx, 11.541561f32);
+            matrix_rows_exp2_diff(fr, m, mn);
+            matrix_rows_mul(l, l, fr);
+            matrix_rows_max(m, m, mn);
+            for t in 0..tiles {
+                // A −∞ score (masked, or a −∞ logit) weighs nothing even while the max is
                 // still −∞ (a row whose every logit so far is −∞).
-                let x = load(sv[i]);
-                let p = select(x == neg_infinity(), 0.0f32, exp2(x - m));
-                ls += p;
-                store(
-                    psh[base_p + sr * pst + half * kpl + i],
-                    (p * p_scale).cast::<T>(),
-                );
+                matrix_row_exp2_sub(s[t], mn);
+                matrix_row_sum(l, s[t]);
+                matrix_scale(s[t], p_scale);
             }
-            l += ls;
-            simd_barrier();
-            // Rows whose max moved rescale their outputs through the score slice; with
-            // `exact`, each row also adds the block's P·V over its visible keys there.
-            if simd_any(fr < 1.0f32) || exact {
+            for f in 0..nfr {
+                matrix_row_scale(o[f], fr);
+            }
+            if exact {
+                // Each row adds the block's P·V over its visible keys only, through the
+                // simdgroup's slices (rare).
+                for t in 0..tiles {
+                    matrix_store(s[t], psh[base_p + t * 16], pst);
+                }
                 for f in 0..nfr {
-                    if f > 0 {
-                        simd_barrier();
-                    }
-                    if f == 0 {
-                        matrix_store(o0, fsh[base_s], 16);
-                    }
-                    if f == 1 {
-                        matrix_store(o1, fsh[base_s], 16);
-                    }
-                    if f == 2 {
-                        matrix_store(o2, fsh[base_s], 16);
-                    }
-                    if f == 3 {
-                        matrix_store(o3, fsh[base_s], 16);
-                    }
-                    if f == 4 {
-                        matrix_store(o4, fsh[base_s], 16);
-                    }
-                    if f == 5 {
-                        matrix_store(o5, fsh[base_s], 16);
-                    }
-                    if f == 6 {
-                        matrix_store(o6, fsh[base_s], 16);
-                    }
-                    if f == 7 {
-                        matrix_store(o7, fsh[base_s], 16);
-                    }
                     simd_barrier();
-                    // Lane pair `sr` scales its own row `sr`, eight columns each.
+                    matrix_store(o[f], fsh[base_s], 16);
+                    simd_barrier();
+                    // Lane pair `sr` adds to its own row `sr`, eight columns each.
                     let at = base_s + sr * 16 + half * 8;
-                    for i in 0..8 {
-                        store(fsh[at + i], load(fsh[at + i]) * fr);
-                    }
-                    // With `exact`, the block's P·V over the row's visible keys: a
-                    // loop left rolled (rare), so this one still unrolls.
                     let col = vo + d0 + f * 16 + half * 8;
-                    for e in range(0, select(exact, 8 * bk, 0), 1) {
+                    for e in range(0, 8 * bk, 1) {
                         let i = e / bk;
                         let j = e % bk;
                         let p = load(psh[base_p + sr * pst + j]).cast::<f32>();
@@ -387,104 +306,39 @@ pub fn sdpa_prefill_mma_kernel<T, S>(
                         store(fsh[at + i], x);
                     }
                     simd_barrier();
-                    if f == 0 {
-                        matrix_load(o0, fsh[base_s], 16);
-                    }
-                    if f == 1 {
-                        matrix_load(o1, fsh[base_s], 16);
-                    }
-                    if f == 2 {
-                        matrix_load(o2, fsh[base_s], 16);
-                    }
-                    if f == 3 {
-                        matrix_load(o3, fsh[base_s], 16);
-                    }
-                    if f == 4 {
-                        matrix_load(o4, fsh[base_s], 16);
-                    }
-                    if f == 5 {
-                        matrix_load(o5, fsh[base_s], 16);
-                    }
-                    if f == 6 {
-                        matrix_load(o6, fsh[base_s], 16);
-                    }
-                    if f == 7 {
-                        matrix_load(o7, fsh[base_s], 16);
-                    }
+                    matrix_load(o[f], fsh[base_s], 16);
                 }
-            }
-            // O += P·V over the block's key tiles (summed above where `exact`).
-            if !exact {
+            } else {
+                // O += P·V over the block's key tiles, the weights straight from the
+                // score registers.
                 for t in 0..tiles {
-                    matrix_load(fp, psh[base_p + t * 16], pst);
+                    matrix_convert(fp, s[t]);
                     for f in 0..nfr {
                         matrix_load(fk, kvsh[vo + t * 16 * dp + d0 + f * 16], dp);
-                        if f == 0 {
-                            matrix_mma(o0, fp, fk, o0);
-                        }
-                        if f == 1 {
-                            matrix_mma(o1, fp, fk, o1);
-                        }
-                        if f == 2 {
-                            matrix_mma(o2, fp, fk, o2);
-                        }
-                        if f == 3 {
-                            matrix_mma(o3, fp, fk, o3);
-                        }
-                        if f == 4 {
-                            matrix_mma(o4, fp, fk, o4);
-                        }
-                        if f == 5 {
-                            matrix_mma(o5, fp, fk, o5);
-                        }
-                        if f == 6 {
-                            matrix_mma(o6, fp, fk, o6);
-                        }
-                        if f == 7 {
-                            matrix_mma(o7, fp, fk, o7);
-                        }
+                        matrix_mma(o[f], fp, fk, o[f]);
                     }
                 }
             }
         }
     }
 
-    // The row sums, then O / l for the real rows: lane pair `sr` writes row `sr`, eight
-    // columns (16 bytes) each.
-    l += simd_shuffle_xor(l, 1);
+    // The row sums to their lanes, then O / l for the real rows: lane pair `sr` writes row
+    // `sr`, eight columns (16 bytes) each.
+    matrix_fill(tile, 1.0);
+    matrix_row_scale(tile, l);
+    matrix_store(tile, fsh[base_s], 16);
+    simd_barrier();
+    let lr = load(fsh[base_s + sr * 16]);
     let qrow = block + rg * 16 + sr;
     for f in 0..nfr {
         simd_barrier();
-        if f == 0 {
-            matrix_store(o0, fsh[base_s], 16);
-        }
-        if f == 1 {
-            matrix_store(o1, fsh[base_s], 16);
-        }
-        if f == 2 {
-            matrix_store(o2, fsh[base_s], 16);
-        }
-        if f == 3 {
-            matrix_store(o3, fsh[base_s], 16);
-        }
-        if f == 4 {
-            matrix_store(o4, fsh[base_s], 16);
-        }
-        if f == 5 {
-            matrix_store(o5, fsh[base_s], 16);
-        }
-        if f == 6 {
-            matrix_store(o6, fsh[base_s], 16);
-        }
-        if f == 7 {
-            matrix_store(o7, fsh[base_s], 16);
-        }
+        matrix_store(o[f], fsh[base_s], 16);
         simd_barrier();
         if qrow < n_q {
             let at = base_s + sr * 16 + half * 8;
             let o_at = ((q0 + qrow) * n_q_heads + h) * head_dim + d0 + f * 16 + half * 8;
             for i in 0..8 {
-                let x = normalise(load(fsh[at + i]), l) * unscale;
+                let x = normalise(load(fsh[at + i]), lr) * unscale;
                 store(out[o_at + i], x.cast::<T>());
             }
         }
