@@ -615,6 +615,11 @@ impl<'a> Core<'a> {
                 }
             });
         }
+        self.ctx
+            .keep_if_recording(bindings.args.iter().filter_map(|a| match a {
+                BoundArg::Tensor(t) => Some(*t),
+                BoundArg::Scalar(_) => None,
+            }));
         self.ctx.backend().launch(&*entry.compiled, &args, grid, gs)
     }
 }
