@@ -3,12 +3,13 @@
 //! that runs the closure on the CPU interpreter while "recording" and counts replays,
 //! refusing allocations and copies meanwhile as the CUDA backend does) the recorded
 //! launches' buffers are kept alive by the graph, a closure's error comes back with no
-//! graph, recordings do not nest, and a replay inside a recording is refused. The real
-//! graphs run on the GPU (the models' decode step on CUDA).
+//! graph, recordings do not nest, and a replay inside a recording is refused. On a
+//! machine with a CUDA GPU the last test records two chained launches for real and
+//! checks that each replay reads what the input holds at that replay.
 
 mod common;
 
-use common::iota_kernel;
+use common::{iota_kernel, Rng};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -202,4 +203,86 @@ fn recordings_do_not_nest_and_replays_wait_for_the_recording() {
     assert_eq!(replays.load(Ordering::Relaxed), 0);
     first.replay().unwrap();
     assert_eq!(replays.load(Ordering::Relaxed), 1);
+}
+
+/// `out[g] = x[g] · 3 + 1` (wrapping u32).
+fn affine_kernel() -> tessera_ir::Kernel {
+    use tessera_ir::{BinaryOp, Builder, Builtin, Literal, Scalar};
+    let mut b = Builder::kernel("affine");
+    let x = b.tensor_param("x", Scalar::U32, false);
+    let out = b.tensor_param("out", Scalar::U32, true);
+    let g = b.builtin(Builtin::GlobalId);
+    let v = b.load(x, g).expect("load");
+    let three = b.lit(Literal::U32(3));
+    let one = b.lit(Literal::U32(1));
+    let m = b.binary(BinaryOp::Mul, v, three).expect("mul");
+    let r = b.binary(BinaryOp::Add, m, one).expect("add");
+    b.store(out, g, r).expect("store");
+    b.finish_kernel().expect("kernel")
+}
+
+#[test]
+fn a_cuda_replay_reads_what_its_buffers_hold_at_the_replay() {
+    let ctx = match Context::cuda(0) {
+        Ok(ctx) => ctx,
+        Err(e) => {
+            // No GPU here: the real graphs are for the device machine.
+            assert!(e.to_string().contains("not available"), "{e}");
+            return;
+        }
+    };
+    let n = 256usize;
+    let k = affine_kernel();
+    let (x, y, out) = (
+        ctx.zeros(DType::U32, &[n]).unwrap(),
+        ctx.zeros(DType::U32, &[n]).unwrap(),
+        ctx.zeros(DType::U32, &[n]).unwrap(),
+    );
+    let step = |src: &tessera_runtime::Tensor, dst: &tessera_runtime::Tensor| {
+        ctx.launch_ir(&k)
+            .arg("x", src)
+            .arg("out", dst)
+            .grid([2, 1, 1])
+            .group_size(128)
+            .run()
+    };
+    // Compiled outside the recording, as an engine's first, eager step does.
+    step(&x, &y).unwrap();
+    let recorded = ctx
+        .record(|| {
+            step(&x, &y)?;
+            step(&y, &out)
+        })
+        .unwrap()
+        .expect("CUDA records graphs");
+    assert_eq!(recorded.buffers(), 3);
+    // Recording ran nothing.
+    assert_eq!(out.to_vec::<u32>().unwrap(), vec![0; n]);
+    let mut rng = Rng::new(23);
+    for _ in 0..3 {
+        let input: Vec<u32> = (0..n).map(|_| rng.next_u64() as u32).collect();
+        x.write(&input).unwrap();
+        recorded.replay().unwrap();
+        let want: Vec<u32> = input
+            .iter()
+            .map(|&v| {
+                v.wrapping_mul(3)
+                    .wrapping_add(1)
+                    .wrapping_mul(3)
+                    .wrapping_add(1)
+            })
+            .collect();
+        assert_eq!(out.to_vec::<u32>().unwrap(), want);
+    }
+    // A copy inside a recording is the backend's error, and recording works after it.
+    let e = ctx
+        .record(|| {
+            step(&x, &y)?;
+            x.write(&vec![0u32; n])
+        })
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("while a graph is being recorded"), "{e}");
+    assert!(!ctx.recording_graph());
+    assert!(ctx.record(|| step(&x, &y)).unwrap().is_some());
 }
