@@ -22,6 +22,31 @@ pub(crate) struct KeptBuffers {
     buffers: Mutex<Option<Vec<Arc<dyn DeviceBuffer>>>>,
 }
 
+/// A recording's collection in progress: stopped when finished or, should the closure
+/// panic, dropped, so the context can record again either way.
+struct Collecting<'a>(&'a KeptBuffers);
+
+impl Collecting<'_> {
+    /// Stops collecting and returns what was collected.
+    fn finish(self) -> Vec<Arc<dyn DeviceBuffer>> {
+        self.0.active.store(false, Ordering::Release);
+        self.0
+            .buffers
+            .lock()
+            .map(|mut b| b.take().unwrap_or_default())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Collecting<'_> {
+    fn drop(&mut self) {
+        self.0.active.store(false, Ordering::Release);
+        if let Ok(mut b) = self.0.buffers.lock() {
+            b.take();
+        }
+    }
+}
+
 /// Launches recorded by [`Context::record`], ready to replay. It keeps alive the buffers
 /// they bind and the context whose compiled kernels they run.
 pub struct Recorded {
@@ -87,13 +112,9 @@ impl Context {
             *buffers = Some(Vec::new());
             kept.active.store(true, Ordering::Release);
         }
+        let collecting = Collecting(kept);
         let graph = self.backend().record(&mut f);
-        kept.active.store(false, Ordering::Release);
-        let mut buffers = kept
-            .buffers
-            .lock()
-            .map(|mut b| b.take().unwrap_or_default())
-            .unwrap_or_default();
+        let mut buffers = collecting.finish();
         let Some(graph) = graph? else {
             return Ok(None);
         };
