@@ -2,8 +2,9 @@
 //! T] [--top-k K] [--top-p P] [--seed S] [--copies C] [--backend B]`: loads a Hugging Face
 //! Qwen3 folder, prefills the prompts as one batch (each `--tokens` is a prompt, each
 //! repeated `--copies` times), decodes `--max-new` tokens each, and prints the generated
-//! ids with the prefill and decode throughput. A first, untimed request of two tokens
-//! compiles every kernel the timed one runs.
+//! ids with the prefill and decode throughput. A first, untimed request of three tokens
+//! compiles every kernel the timed one runs and, on CUDA, records its decode step as a
+//! device graph (`--no-graphs`: every step eager, for comparison).
 //!
 //! `--dtype D` holds the model in D (the checkpoint converted while loading).
 //! `--random-weights [--layers L]` takes only the folder's config.json and draws random
@@ -67,6 +68,10 @@ pub struct Args {
     /// cpu, cuda, metal or metal-emu (default: the best present).
     #[arg(long)]
     backend: Option<String>,
+    /// Run every decode step eagerly instead of replaying it from a recorded device
+    /// graph (CUDA), for comparison; the same as TESSERA_NO_GRAPHS=1.
+    #[arg(long)]
+    no_graphs: bool,
 }
 
 /// `"1, 2,3"` → `[1, 2, 3]`.
@@ -116,6 +121,11 @@ fn describe(args: &Args, model: &Qwen3, ctx: &Context) {
 }
 
 pub fn run(args: Args) -> Result<ExitCode, String> {
+    if args.no_graphs {
+        // Read by every engine this process makes, the goldens check's included; set
+        // before any thread starts.
+        std::env::set_var(tessera_models::engine::NO_GRAPHS_ENV, "1");
+    }
     let ctx = context(args.backend.as_deref())?;
     if let Some(path) = &args.goldens {
         let model = load(&args, &ctx)?;
@@ -151,7 +161,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
     let limits = EngineLimits::for_prompts(&model, prompts.len(), longest + args.max_new);
     let mut engine = Engine::new(&ctx, &model, limits).map_err(|e| e.to_string())?;
     engine
-        .generate(&prompts, args.max_new.min(2), &sampling)
+        .generate(&prompts, args.max_new.min(3), &sampling)
         .map_err(|e| e.to_string())?;
     let g = engine
         .generate(&prompts, args.max_new, &sampling)
@@ -177,12 +187,14 @@ fn report(g: &Generation) {
         g.prefill_secs,
         rate(g.prefill_tokens, g.prefill_secs)
     );
+    let steps = g.decode_tokens / g.tokens.len().max(1);
     println!(
-        "decode: {} tokens in {:.4} s, {:.1} tokens/s (batch {})",
+        "decode: {} tokens in {:.4} s, {:.1} tokens/s (batch {}, {} of {steps} steps replayed from a device graph)",
         g.decode_tokens,
         g.decode_secs,
         rate(g.decode_tokens, g.decode_secs),
-        g.tokens.len()
+        g.tokens.len(),
+        g.graph_steps
     );
 }
 
@@ -209,6 +221,17 @@ fn verify(
             ),
         }
     }
+    println!(
+        "decode: {} of {} steps replayed from a device graph",
+        cmp.graph_steps,
+        goldens
+            .greedy
+            .iter()
+            .map(Vec::len)
+            .max()
+            .unwrap_or(1)
+            .saturating_sub(1)
+    );
     if cmp.passes(tolerance) {
         println!("PASS");
         Ok(ExitCode::SUCCESS)

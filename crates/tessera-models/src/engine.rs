@@ -5,6 +5,14 @@
 //! the whole batch, the sampled tokens feeding the next step's embedding on the device.
 //! The host writes only token bookkeeping into the preallocated inputs: ids, positions,
 //! offsets, lengths and block-table rows.
+//!
+//! On a backend with device graphs (CUDA) the decode step — the forward pass, the head
+//! and the choice of the next tokens — is recorded once per batch size, after one eager
+//! step at that size has compiled its kernels and checked its tables, and replayed every
+//! later step: the host writes the step's inputs into the same buffers, replays, and
+//! reads the chosen tokens back. The ops' device verdicts, which a replay cannot act on,
+//! are taken every [`VERDICT_EVERY`] replayed steps and after the last, so a bad table
+//! or id still fails the request.
 
 use crate::cache::{CacheShape, PagedCache};
 use crate::error::ModelError;
@@ -12,7 +20,7 @@ use crate::linear::{linear, max_rows, GEMV_ROWS};
 use crate::qwen3::{Activations, Pass, Qwen3, Workspaces};
 use crate::sampling::{SamplerState, Sampling};
 use std::time::Instant;
-use tessera_runtime::{Context, DType, Tensor};
+use tessera_runtime::{Context, DType, Recorded, RuntimeError, Tensor};
 use tessera_std::elementwise::embedding;
 
 /// What an engine is sized for.
@@ -45,6 +53,22 @@ impl EngineLimits {
     }
 }
 
+/// Replayed decode steps between two looks at the ops' device verdicts (and after the
+/// last step of a request): each look reads three words back.
+pub const VERDICT_EVERY: usize = 8;
+
+/// The environment variable that, set to anything but `0` or empty, makes new engines
+/// decode eagerly, with no device graphs (for comparison; [`Engine::set_graphs`]).
+pub const NO_GRAPHS_ENV: &str = "TESSERA_NO_GRAPHS";
+
+/// What a recorded decode step depends on besides the fixed buffers: the batch size
+/// and whether it samples or takes the argmax.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct StepShape {
+    batch: usize,
+    greedy: bool,
+}
+
 /// What a request produced, and how long its two phases took.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Generation {
@@ -56,6 +80,19 @@ pub struct Generation {
     /// Tokens made by decode passes (all but each sequence's first), and their seconds.
     pub decode_tokens: usize,
     pub decode_secs: f64,
+    /// Decode steps replayed from a recorded device graph (0 when eager).
+    pub graph_steps: usize,
+}
+
+/// A pass's counts once its inputs are written: what its views and launches need.
+#[derive(Clone, Copy, Debug)]
+struct Staged {
+    tokens: usize,
+    seqs: usize,
+    max_q: usize,
+    decode: bool,
+    /// The ids are in `ids` (written from the host), else in `tokens` (the last choice).
+    host_ids: bool,
 }
 
 /// A sequence's share of a pass: its tokens `start .. start + count`.
@@ -96,6 +133,14 @@ pub struct Engine<'a> {
     act: Activations,
     ws: Workspaces,
     io: Inputs,
+    sampler: SamplerState,
+    /// Recorded decode steps, one per shape met.
+    graphs: Vec<(StepShape, Recorded)>,
+    /// Shapes whose decode step ran eagerly once (compiling its kernels): recorded next.
+    warmed: Vec<StepShape>,
+    /// Decode steps are recorded and replayed: on unless turned off, until the backend
+    /// turns out to have no graphs.
+    use_graphs: bool,
 }
 
 impl<'a> Engine<'a> {
@@ -156,6 +201,7 @@ impl<'a> Engine<'a> {
             logits: ctx.scratch(model.dtype, &[max_batch * c.vocab_size])?,
             tokens: i32s(max_batch)?,
         };
+        let no_graphs = std::env::var(NO_GRAPHS_ENV).is_ok_and(|v| !v.is_empty() && v != "0");
         Ok(Engine {
             ctx,
             model,
@@ -164,11 +210,26 @@ impl<'a> Engine<'a> {
             act,
             ws,
             io,
+            sampler: SamplerState::new(ctx, max_batch)?,
+            graphs: Vec::new(),
+            warmed: Vec::new(),
+            use_graphs: !no_graphs,
         })
     }
 
     pub fn limits(&self) -> EngineLimits {
         self.limits
+    }
+
+    /// Records decode steps into device graphs and replays them (`true`, the default
+    /// unless [`NO_GRAPHS_ENV`] is set), or runs every step eagerly (`false`). Backends
+    /// without graphs always run eagerly.
+    pub fn set_graphs(&mut self, on: bool) {
+        self.use_graphs = on;
+        if !on {
+            self.graphs.clear();
+            self.warmed.clear();
+        }
     }
 
     /// Refuses prompts the engine cannot take, before any work: none, more than
@@ -230,6 +291,14 @@ impl<'a> Engine<'a> {
     /// model; `ids` are the host's token ids, or `None` for the ids already in `tokens`
     /// (the previous step's choices). Returns the normalised hidden state `[tokens, H]`.
     fn run_pass(&mut self, pieces: &[Piece], ids: Option<&[i32]>) -> Result<Tensor, ModelError> {
+        let staged = self.stage_pass(pieces, ids)?;
+        self.forward_staged(&staged)
+    }
+
+    /// Grows the cache for a pass and writes its bookkeeping into the inputs (only what
+    /// changed, for the offsets and the table): every upload of the pass, none of its
+    /// launches.
+    fn stage_pass(&mut self, pieces: &[Piece], ids: Option<&[i32]>) -> Result<Staged, ModelError> {
         let seqs = pieces.len();
         let tokens: usize = pieces.iter().map(|p| p.count).sum();
         let width = self.cache.max_pages();
@@ -248,30 +317,51 @@ impl<'a> Engine<'a> {
                 .table_row(p.seq, &mut table[b * width..(b + 1) * width]);
         }
         let io = &mut self.io;
-        let cu_t = io.cu_seqlens.view(&[seqs + 1])?;
-        write_if_changed(&cu_t, cu, &mut io.last_cu)?;
+        write_if_changed(&io.cu_seqlens.view(&[seqs + 1])?, cu, &mut io.last_cu)?;
         let table_t = io.block_table.view(&[seqs, width])?;
         write_if_changed(&table_t, table, &mut io.last_table)?;
-        let io = &self.io;
-        let positions_t = io.positions.view(&[tokens])?;
-        positions_t.write(&positions)?;
-        let before_t = io.lens_before.view(&[seqs])?;
-        before_t.write(&before)?;
-        let after_t = io.lens_after.view(&[seqs])?;
-        after_t.write(&after)?;
-        let ids_t = match ids {
-            Some(ids) => {
-                let t = io.ids.view(&[tokens])?;
-                t.write(ids)?;
-                t
-            }
-            None => io.tokens.view(&[tokens])?,
-        };
-        let pass = Pass {
+        io.positions.view(&[tokens])?.write(&positions)?;
+        io.lens_before.view(&[seqs])?.write(&before)?;
+        io.lens_after.view(&[seqs])?.write(&after)?;
+        if let Some(ids) = ids {
+            io.ids.view(&[tokens])?.write(ids)?;
+        }
+        Ok(Staged {
             tokens,
             seqs,
             max_q: pieces.iter().map(|p| p.count).max().unwrap_or(0),
             decode: pieces.iter().all(|p| p.count == 1),
+            host_ids: ids.is_some(),
+        })
+    }
+
+    /// The forward pass over the inputs [`Engine::stage_pass`] wrote: only launches (on
+    /// views of the fixed buffers), so a decode pass may be recorded.
+    fn forward_staged(&self, s: &Staged) -> Result<Tensor, ModelError> {
+        let Staged {
+            tokens,
+            seqs,
+            max_q,
+            decode,
+            host_ids,
+        } = *s;
+        let io = &self.io;
+        let width = self.cache.max_pages();
+        let cu_t = io.cu_seqlens.view(&[seqs + 1])?;
+        let table_t = io.block_table.view(&[seqs, width])?;
+        let positions_t = io.positions.view(&[tokens])?;
+        let before_t = io.lens_before.view(&[seqs])?;
+        let after_t = io.lens_after.view(&[seqs])?;
+        let ids_t = if host_ids {
+            io.ids.view(&[tokens])?
+        } else {
+            io.tokens.view(&[tokens])?
+        };
+        let pass = Pass {
+            tokens,
+            seqs,
+            max_q,
+            decode,
             ids: &ids_t,
             positions: &positions_t,
             cu_seqlens: &cu_t,
@@ -324,7 +414,7 @@ impl<'a> Engine<'a> {
             return Err(ModelError::request("max_new must be at least 1"));
         }
         self.check_prompts(prompts, max_new)?;
-        let sampler = SamplerState::new(self.ctx, sampling, self.limits.max_batch)?;
+        self.sampler.set(sampling)?;
         self.cache.clear();
         let batch = prompts.len();
         let mut out = vec![Vec::with_capacity(max_new); batch];
@@ -332,7 +422,7 @@ impl<'a> Engine<'a> {
         for pieces in self.prefill_passes(prompts) {
             let ids = pass_ids(prompts, &pieces);
             let normed = self.run_pass(&pieces, Some(&ids))?;
-            self.first_tokens(prompts, &pieces, &normed, &sampler, &mut out)?;
+            self.first_tokens(prompts, &pieces, &normed, &mut out)?;
         }
         self.ctx.synchronize()?;
         let prefill_secs = start.elapsed().as_secs_f64();
@@ -340,23 +430,24 @@ impl<'a> Engine<'a> {
         let first: Vec<i32> = out.iter().map(|t| t[0] as i32).collect();
         self.io.tokens.view(&[batch])?.write(&first)?;
         let start = Instant::now();
+        let mut graph_steps = 0;
         for step in 1..max_new {
-            let pieces: Vec<Piece> = (0..batch)
-                .map(|seq| Piece {
-                    seq,
-                    start: self.cache.len(seq),
-                    count: 1,
-                })
-                .collect();
-            let normed = self.run_pass(&pieces, None)?;
-            let c = &self.model.config;
-            let logits = self.io.logits.view(&[batch, c.vocab_size])?;
-            linear(self.ctx, &normed, self.model.lm_head(), &logits)?;
-            let rows: Vec<(usize, u32)> = (0..batch).map(|s| (s, step as u32)).collect();
-            let tokens = self.io.tokens.view(&[batch])?;
-            sampler.choose(self.ctx, &logits, &tokens, &rows)?;
-            for (seq, &t) in tokens.to_vec::<i32>()?.iter().enumerate() {
-                out[seq].push(checked_token(t, c.vocab_size)?);
+            let replayed = self.decode_step(batch, step)?;
+            if replayed {
+                graph_steps += 1;
+            }
+            let vocab = self.model.config.vocab_size;
+            let tokens = self.io.tokens.view(&[batch])?.to_vec::<i32>()?;
+            for (seq, &t) in tokens.iter().enumerate() {
+                match checked_token(t, vocab) {
+                    Ok(t) => out[seq].push(t),
+                    // A replay's bad input shows as a bad token: name the cause if known.
+                    Err(e) if replayed => return Err(self.take_verdicts().err().unwrap_or(e)),
+                    Err(e) => return Err(e),
+                }
+            }
+            if replayed && (graph_steps % VERDICT_EVERY == 0 || step + 1 == max_new) {
+                self.take_verdicts()?;
             }
         }
         self.ctx.synchronize()?;
@@ -366,17 +457,101 @@ impl<'a> Engine<'a> {
             prefill_secs,
             decode_tokens: batch * (max_new - 1),
             decode_secs: start.elapsed().as_secs_f64(),
+            graph_steps,
         })
+    }
+
+    /// One decode step of the `batch` sequences, drawing their `step`-th tokens into
+    /// `tokens`: its inputs written, then its launches replayed from the step's graph,
+    /// recorded now (a shape's second step), or run eagerly (its first step, or with no
+    /// graphs). True if a graph ran it.
+    fn decode_step(&mut self, batch: usize, step: usize) -> Result<bool, ModelError> {
+        let pieces: Vec<Piece> = (0..batch)
+            .map(|seq| Piece {
+                seq,
+                start: self.cache.len(seq),
+                count: 1,
+            })
+            .collect();
+        let staged = self.stage_pass(&pieces, None)?;
+        let rows: Vec<(usize, u32)> = (0..batch).map(|s| (s, step as u32)).collect();
+        self.sampler.stage(&rows)?;
+        let shape = StepShape {
+            batch,
+            greedy: self.sampler.is_greedy(),
+        };
+        if !self.use_graphs {
+            self.decode_launches(&staged)?;
+            return Ok(false);
+        }
+        if let Some((_, graph)) = self.graphs.iter().find(|(s, _)| *s == shape) {
+            graph.replay()?;
+            return Ok(true);
+        }
+        if !self.warmed.contains(&shape) {
+            // Eagerly first: kernels compile outside the recording, and the step's
+            // tables and ids are refused by the ops themselves if bad.
+            self.decode_launches(&staged)?;
+            self.warmed.push(shape);
+            return Ok(false);
+        }
+        let mut failure = None;
+        let recorded = self.ctx.record(|| {
+            self.decode_launches(&staged).map_err(|e| {
+                let message = e.to_string();
+                failure = Some(e);
+                RuntimeError::Backend {
+                    backend: self.ctx.kind(),
+                    message,
+                }
+            })
+        });
+        let recorded = match (recorded, failure) {
+            (_, Some(e)) => return Err(e),
+            (r, None) => r?,
+        };
+        match recorded {
+            Some(graph) => {
+                // Recording ran nothing: this step is the graph's first replay.
+                graph.replay()?;
+                self.graphs.push((shape, graph));
+                Ok(true)
+            }
+            None => {
+                self.use_graphs = false;
+                self.decode_launches(&staged)?;
+                Ok(false)
+            }
+        }
+    }
+
+    /// A decode step's launches over the staged inputs: the forward pass, the head and
+    /// the choice of each sequence's next token into `tokens` (what a graph records).
+    fn decode_launches(&self, staged: &Staged) -> Result<(), ModelError> {
+        let normed = self.forward_staged(staged)?;
+        let (batch, vocab) = (staged.seqs, self.model.config.vocab_size);
+        let logits = self.io.logits.view(&[batch, vocab])?;
+        linear(self.ctx, &normed, self.model.lm_head(), &logits)?;
+        let tokens = self.io.tokens.view(&[batch])?;
+        self.sampler.launch(self.ctx, &logits, &tokens)
+    }
+
+    /// The ops' device verdicts since the last look (a replay cannot refuse a bad table
+    /// or id, it leaves the finding on the device): the first, as an error.
+    fn take_verdicts(&self) -> Result<(), ModelError> {
+        self.ws.decode.take_error()?;
+        self.ws.slots.take_error()?;
+        self.ws.embedding.take_error()?;
+        Ok(())
     }
 
     /// After a prefill pass, the first token of each prompt that ended in it: its last
     /// row gathered (the embedding op over the pass's hidden rows), the head, the choice.
     fn first_tokens(
-        &self,
+        &mut self,
         prompts: &[Vec<u32>],
         pieces: &[Piece],
         normed: &Tensor,
-        sampler: &SamplerState,
         out: &mut [Vec<u32>],
     ) -> Result<(), ModelError> {
         let mut rows = Vec::new();
@@ -393,16 +568,17 @@ impl<'a> Engine<'a> {
             return Ok(());
         }
         let (n, c) = (rows.len(), &self.model.config);
+        let (hidden, vocab) = (c.hidden_size, c.vocab_size);
         let rows_t = self.io.rows.view(&[n])?;
         rows_t.write(&rows)?;
-        let last = self.io.last.view(&[n, c.hidden_size])?;
+        let last = self.io.last.view(&[n, hidden])?;
         embedding(self.ctx, &rows_t, normed, &last, &self.ws.embedding)?;
-        let logits = self.io.logits.view(&[n, c.vocab_size])?;
+        let logits = self.io.logits.view(&[n, vocab])?;
         linear(self.ctx, &last, self.model.lm_head(), &logits)?;
         let tokens = self.io.tokens.view(&[n])?;
-        sampler.choose(self.ctx, &logits, &tokens, &seqs)?;
+        self.sampler.choose(self.ctx, &logits, &tokens, &seqs)?;
         for (&(seq, _), &t) in seqs.iter().zip(&tokens.to_vec::<i32>()?) {
-            out[seq].push(checked_token(t, c.vocab_size)?);
+            out[seq].push(checked_token(t, vocab)?);
         }
         Ok(())
     }

@@ -33,6 +33,8 @@ pub struct Comparison {
     pub greedy: Vec<Vec<u32>>,
     /// Per prompt, the first step whose token differs from the reference, if any.
     pub first_mismatch: Vec<Option<usize>>,
+    /// Decode steps replayed from a recorded device graph (0 where eager).
+    pub graph_steps: usize,
 }
 
 impl Comparison {
@@ -162,5 +164,6 @@ pub fn check(ctx: &Context, model: &Qwen3, goldens: &Goldens) -> Result<Comparis
         worst_at,
         greedy: generation.tokens,
         first_mismatch,
+        graph_steps: generation.graph_steps,
     })
 }

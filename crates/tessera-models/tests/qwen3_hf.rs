@@ -7,11 +7,14 @@
 //! one batch give its 32 tokens each. Run natively in bf16 (the GEMM, matrix-fragment
 //! attention and bf16 activations) the logits stay within [`BF16_TOLERANCE`]. The
 //! backend is `Context::new()`'s (the CPU without a GPU; `TESSERA_BACKEND` picks another).
+//! On CUDA the decode steps after the first are replayed from a recorded device graph
+//! (unless `TESSERA_NO_GRAPHS` is set), which the f32 test also checks.
 
 use std::path::PathBuf;
+use tessera_models::engine::NO_GRAPHS_ENV;
 use tessera_models::verify::{check, Goldens};
 use tessera_models::Qwen3;
-use tessera_runtime::{Context, DType};
+use tessera_runtime::{BackendKind, Context, DType};
 
 /// Largest allowed |logit − transformers'|. Both run f32 with f32 accumulation; they
 /// differ in summation order and in exp/rsqrt rounding. The logits are O(1–10), so this
@@ -56,6 +59,11 @@ fn tiny_qwen3_matches_transformers_logits_and_greedy_tokens() {
         );
     }
     assert!(cmp.passes(TOLERANCE));
+    // 31 decode steps: the first at the batch's shape eager, the other 30 replayed where
+    // the backend has graphs and they are not turned off.
+    let graphs = ctx.kind() == BackendKind::Cuda
+        && std::env::var(NO_GRAPHS_ENV).map_or(true, |v| v.is_empty() || v == "0");
+    assert_eq!(cmp.graph_steps, if graphs { 30 } else { 0 });
 }
 
 #[test]

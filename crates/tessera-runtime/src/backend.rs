@@ -270,6 +270,17 @@ pub trait Backend: Send + Sync {
         Ok(None)
     }
 
+    /// Records the launches `f` issues into a device graph, without running them, for
+    /// [`DeviceGraph::replay`] to run them again and again as one submission. `None`, and
+    /// `f` not called, where the backend has no graphs (the default). `f` must only
+    /// launch: a backend refuses allocations, copies and synchronisation while recording,
+    /// and then returns the error (and no graph). Use it through
+    /// [`crate::Context::record`], which also keeps the recorded buffers alive.
+    fn record(&self, f: &mut dyn FnMut() -> Result<()>) -> Result<Option<Box<dyn DeviceGraph>>> {
+        let _ = f;
+        Ok(None)
+    }
+
     /// True while [`Backend::time_graph`] (or another graph capture) is recording: a
     /// call may then only launch, so an op whose eager form reads device data back takes
     /// its graph-safe form instead.
@@ -288,6 +299,13 @@ pub trait Backend: Send + Sync {
     fn as_cuda(&self) -> Option<&crate::cuda::CudaBackend> {
         None
     }
+}
+
+/// Launches recorded by [`Backend::record`], ready to run again on the device in one
+/// submission, reading and writing the same buffers each time.
+pub trait DeviceGraph {
+    /// Issues the recorded launches, stream-ordered after the work issued before.
+    fn replay(&self) -> Result<()>;
 }
 
 /// Downcasts a buffer to a backend's own buffer type, or says which backend expected it.

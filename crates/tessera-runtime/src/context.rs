@@ -21,6 +21,9 @@ struct Inner {
     /// Shared with this context's views on other streams ([`Context::on_cuda_stream`]).
     cache: Arc<CompileCache>,
     dump_dir: Option<PathBuf>,
+    /// While [`Context::record`] runs: the buffers its launches bind, which the
+    /// recorded graph keeps alive (see [`crate::graph`]).
+    kept: crate::graph::KeptBuffers,
 }
 
 /// A handle on one backend. Cloning is cheap and shares the backend and the compile cache.
@@ -90,6 +93,7 @@ impl Context {
                 allocations: AtomicU64::new(0),
                 cache: Arc::default(),
                 dump_dir: dump::dump_dir_from_env(),
+                kept: Default::default(),
             }),
         }
     }
@@ -145,6 +149,7 @@ impl Context {
                 allocations: AtomicU64::new(0),
                 cache: self.inner.cache.clone(),
                 dump_dir: self.inner.dump_dir.clone(),
+                kept: Default::default(),
             }),
         }
     }
@@ -163,6 +168,11 @@ impl Context {
     /// [`crate::Backend::recording_graph`]): only launches may be issued.
     pub fn recording_graph(&self) -> bool {
         self.backend().recording_graph()
+    }
+
+    /// The buffers a recording in progress keeps (see [`Context::record`]).
+    pub(crate) fn kept(&self) -> &crate::graph::KeptBuffers {
+        &self.inner.kept
     }
 
     pub fn kind(&self) -> BackendKind {

@@ -622,6 +622,11 @@ impl<'a> Core<'a> {
             });
         }
         self.ctx
+            .keep_if_recording(args.iter().filter_map(|a| match a {
+                BoundArg::Tensor(t) => Some(*t),
+                BoundArg::Scalar(_) => None,
+            }));
+        self.ctx
             .backend()
             .launch(&*entry.compiled, &kernel_args, grid, gs)
     }

@@ -13,6 +13,7 @@ pub mod cpu;
 pub mod cuda;
 mod dump;
 pub mod error;
+pub mod graph;
 pub mod grid;
 pub mod launch;
 #[cfg(target_os = "macos")]
@@ -21,9 +22,12 @@ pub mod metal_emu;
 pub mod registry;
 pub mod tensor;
 
-pub use backend::{Backend, BackendKind, CompiledKernel, DeviceBuffer, DeviceInfo, KernelArg};
+pub use backend::{
+    Backend, BackendKind, CompiledKernel, DeviceBuffer, DeviceGraph, DeviceInfo, KernelArg,
+};
 pub use context::Context;
 pub use error::{Result, RuntimeError, SanitizerError, Violation};
+pub use graph::Recorded;
 pub use launch::{BoundArg, Launch, TypedLaunch};
 pub use tensor::{Element, Tensor};
 pub use tessera_ir::Scalar as DType;

@@ -5,10 +5,11 @@
 use super::buffer::CudaBuffer;
 use super::disk_cache;
 use super::driver::{driver_version, keep_freed_memory, open_context};
+use super::graph::CudaDeviceGraph;
 use super::nvrtc::Nvrtc;
 use crate::backend::{
     downcast_buffer, downcast_kernel, Backend, BackendKind, CompiledKernel, DeviceBuffer,
-    DeviceInfo, KernelArg,
+    DeviceGraph, DeviceInfo, KernelArg,
 };
 use crate::error::{Result, RuntimeError};
 use crate::grid::check_grid;
@@ -131,7 +132,7 @@ pub struct CudaBackend {
     /// PTX by cache key, for this backend's lifetime, shared with its views on other
     /// streams.
     ptx_cache: Arc<Mutex<HashMap<String, Arc<String>>>>,
-    /// Set while [`Backend::time_graph`] records the stream: allocations, copies and
+    /// Set while [`Backend::time_graph`] or [`Backend::record`] records the stream: allocations, copies and
     /// synchronisation are refused then (a recorded memset of a buffer freed after the
     /// recording would be replayed into freed memory).
     capturing: AtomicBool,
@@ -403,7 +404,7 @@ impl CudaBackend {
     fn not_capturing(&self, what: &str) -> Result<()> {
         if self.capturing.load(Ordering::Acquire) {
             return Err(err(format!(
-                "{what} while a graph is being recorded: a timed closure may only launch"
+                "{what} while a graph is being recorded: a recorded closure may only launch"
             )));
         }
         Ok(())
@@ -678,6 +679,11 @@ impl Backend for CudaBackend {
                 .map_err(|e| err(format!("replaying a graph: {e}")))
         };
         self.time_launches(&mut replay, replays.max(1))
+    }
+
+    fn record(&self, f: &mut dyn FnMut() -> Result<()>) -> Result<Option<Box<dyn DeviceGraph>>> {
+        let graph = self.record_graph(f, 1)?;
+        Ok(Some(Box::new(CudaDeviceGraph::new(graph)?)))
     }
 
     fn l2_bytes(&self) -> usize {

@@ -8,6 +8,7 @@ mod backend;
 mod buffer;
 pub mod disk_cache;
 mod driver;
+mod graph;
 pub mod nvrtc;
 #[cfg(test)]
 mod nvrtc_tests;
