@@ -1,18 +1,28 @@
 //! The declarations of the sampling ops.
 
-use super::{argmax, penalties, sample, Penalties, SamplingParams};
+use super::{argmax, penalties, sample, Penalties, SamplingParams, SamplingWorkspace};
 #[cfg(feature = "cases")]
 use super::{cases, reference};
 #[cfg(feature = "cases")]
 use crate::decl::RefArgs;
 use crate::decl::{
     Accuracy, Break, DtypeRule, Example, OpArgs, OpDecl, OutputDecl, Rejection, ShapeFrom,
-    TensorDecl, F32, U32,
+    TensorDecl, Workspace, WorkspaceDecl, F32, U32,
 };
 use crate::error::OpError;
 use tessera_runtime::{Context, DType};
 
 const I32: &[DType] = &[DType::I32];
+
+const SPLIT_BYTES: &str = "8·batch·slices (slices > 1 only for fewer rows than the GPU has cores, vocab ≥ 8192: about 2·cores/batch, each slice ≥ 1024 logits, at most 128)";
+
+fn split_workspace(ctx: &Context, a: &OpArgs) -> Result<Workspace, OpError> {
+    let &[batch, vocab] = a.input("logits")?.shape() else {
+        // A wrong rank is refused by the call itself; no split for it.
+        return Ok(Box::new(SamplingWorkspace::with_slices(ctx, 1, 1)?));
+    };
+    Ok(Box::new(SamplingWorkspace::new(ctx, batch, vocab)?))
+}
 
 const LOGITS: TensorDecl = TensorDecl::float(
     "logits",
@@ -40,6 +50,7 @@ inventory::submit! {
         invariants: &[
             "logits is a float [batch, vocab], not empty, vocab ≤ 262144; token is i32 [batch]",
             "token does not alias logits",
+            "the workspace was made for at least these rows",
         ],
         rejections: &[
             Rejection { invariant: 0, by: Break::Dtype("logits", DType::U32), reason: "`logits` must be one of" },
@@ -47,8 +58,8 @@ inventory::submit! {
         ],
         variants: &[],
         example: Example { dims: &[("batch", 3), ("vocab", 257)], params: &[], ranges: &[], with: &[] },
-        workspace: None,
-        call: |ctx, a| argmax::argmax(ctx, a.input("logits")?, a.output("token")?),
+        workspace: Some(WorkspaceDecl { bytes: SPLIT_BYTES, make: split_workspace }),
+        call: |ctx, a| argmax::argmax_split(ctx, a.input("logits")?, a.workspace::<SamplingWorkspace>()?, a.output("token")?),
         #[cfg(feature = "cases")]
         reference: |r| Ok(vec![reference::argmax(r.data("logits")?, r.dim("vocab")?)]),
         #[cfg(feature = "cases")]

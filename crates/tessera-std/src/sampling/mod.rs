@@ -13,11 +13,13 @@ pub mod philox;
 pub mod reference;
 pub mod same_bits;
 pub mod sample;
+pub mod split;
 
-pub use argmax::argmax;
+pub use argmax::{argmax, argmax_split};
 pub use penalties::{apply_penalties, Penalties};
 pub use philox::philox4x32_10;
 pub use sample::{sample, SamplingParams};
+pub use split::SamplingWorkspace;
 
 use crate::error::OpError;
 use crate::validate::{dtype_in, fits_u32, FLOAT_DTYPES};

@@ -2,7 +2,10 @@
 //! ties go to the lowest index), rows holding NaN, +∞ or only −∞; rejections; benches.
 
 use super::*;
-use crate::sampling::argmax::{argmax, argmax_kernel, OP};
+use crate::sampling::argmax::{
+    argmax, argmax_combine_kernel, argmax_kernel, argmax_slice_kernel, argmax_split, OP,
+};
+use crate::sampling::split::SamplingWorkspace;
 
 fn correctness(dtype: DType, batch: usize, vocab: usize) -> Case {
     Case {
@@ -52,6 +55,37 @@ fn non_finite(dtype: DType) -> Case {
     }
 }
 
+/// The split form forced to `slices` slices a row (more than a short row's logits leave
+/// some empty), on random rows (bf16 and f16 tie often) and on the non-finite rows of
+/// [`non_finite`]: the reference's tokens, and the single-pass kernel's.
+fn split_form(dtype: DType, batch: usize, vocab: usize, slices: u32) -> Case {
+    Case {
+        op: OP,
+        kind: CaseKind::Correctness,
+        dtype: Some(dtype),
+        name: format!("split into {slices} slices, batch={batch} vocab={vocab}"),
+        run: Box::new(move |ctx, rng| {
+            let (_, mut xv) = logits(ctx, rng, dtype, batch + 3, vocab)?;
+            let at = |r: usize, i: usize| (batch + r) * vocab + i;
+            xv[at(0, vocab / 2)] = f64::NAN;
+            for i in 0..vocab {
+                xv[at(1, i)] = f64::NEG_INFINITY;
+            }
+            xv[at(2, vocab - 1)] = f64::INFINITY;
+            xv[at(2, vocab / 3)] = f64::INFINITY;
+            let rows = batch + 3;
+            let (x, xv) = upload(ctx, dtype, &xv, &[rows, vocab])?;
+            let ws = SamplingWorkspace::with_slices(ctx, rows, slices).map_err(err)?;
+            let split = ctx.full_nan(DType::I32, &[rows]).map_err(err)?;
+            argmax_split(ctx, &x, &ws, &split).map_err(err)?;
+            let single = ctx.full_nan(DType::I32, &[rows]).map_err(err)?;
+            argmax(ctx, &x, &single).map_err(err)?;
+            exact(&split, &single.to_f64_vec().map_err(err)?)?;
+            exact(&split, &reference::argmax(&xv, vocab))
+        }),
+    }
+}
+
 /// The tokens equal `want` exactly.
 pub(super) fn exact(token: &Tensor, want: &[f64]) -> Result<Outcome, String> {
     let got = token.to_f64_vec().map_err(err)?;
@@ -73,6 +107,30 @@ pub(crate) fn argmax_cases() -> Vec<Case> {
         }
         v.push(non_finite(dtype));
     }
+    for (dtype, batch, vocab, slices) in [
+        (DType::BF16, 2, 5, 8),
+        (DType::F16, 1, 257, 3),
+        (DType::F32, 2, 1000, 7),
+        (DType::BF16, 1, 151_936, 128),
+        (DType::F32, 1, 151_936, 64),
+    ] {
+        v.push(split_form(dtype, batch, vocab, slices));
+    }
+    v.push(rejection(
+        OP,
+        "split workspace of fewer rows",
+        "the workspace holds 1 rows",
+        |ctx| {
+            let x = zeros(ctx, DType::F32, &[2, 10])?;
+            let ws = SamplingWorkspace::with_slices(ctx, 1, 4).map_err(err)?;
+            let token = ctx.full_nan(DType::I32, &[2]).map_err(err)?;
+            let (c, t) = (ctx.clone(), token.clone());
+            Ok((
+                token,
+                Box::new(move || argmax_split(&c, &x, &ws, &t)) as Refused,
+            ))
+        },
+    ));
     v.push(rejection(OP, "token f32", "`token` must be i32", |ctx| {
         let x = zeros(ctx, DType::F32, &[2, 10])?;
         let token = ctx.full_nan(DType::F32, &[2]).map_err(err)?;
@@ -105,11 +163,18 @@ pub(crate) fn argmax_cases() -> Vec<Case> {
 }
 
 pub(crate) fn argmax_kernels() -> Vec<KernelUse> {
-    per_float(&argmax_kernel::DEF)
+    let mut v = per_float(&argmax_kernel::DEF);
+    v.extend(per_float(&argmax_slice_kernel::DEF));
+    v.push(KernelUse {
+        def: &argmax_combine_kernel::DEF,
+        spec: Specialization::new(vec![], vec![]),
+    });
+    v
 }
 
-/// Greedy decoding over Qwen's 151,936-token vocabulary at batch 1, 32 and 256: the
-/// bytes are the logits read (and the tokens written).
+/// Greedy decoding over Qwen's 151,936-token vocabulary at batch 1, 32 and 256, through
+/// the split form where the device's core count picks it: the bytes are the logits read
+/// (and the tokens written).
 pub(crate) fn argmax_benches() -> Vec<BenchCase> {
     let mut v = Vec::new();
     for dtype in [DType::BF16, DType::F32] {
@@ -125,9 +190,10 @@ pub(crate) fn argmax_benches() -> Vec<BenchCase> {
                 prepare: Box::new(move |ctx, rng| {
                     let (x, xv) = logits(ctx, rng, dtype, batch, vocab)?;
                     let token = ctx.full_nan(DType::I32, &[batch]).map_err(err)?;
+                    let ws = SamplingWorkspace::new(ctx, batch, vocab).map_err(err)?;
                     let (c, t) = (ctx.clone(), token.clone());
                     Ok(PreparedBench {
-                        launch: Box::new(move || argmax(&c, &x, &t).map_err(err)),
+                        launch: Box::new(move || argmax_split(&c, &x, &ws, &t).map_err(err)),
                         output: token,
                         reference: reference::argmax(&xv, vocab),
                     })
