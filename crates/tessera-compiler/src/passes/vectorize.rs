@@ -202,21 +202,12 @@ impl Vectorizer {
                     self.flush(&mut stores, Kind::Store, |m| m == m0, &mut runs);
                 }
                 // A fragment op touches a whole tile of its memory: nothing moves across it.
-                Op::FragFill { .. }
-                | Op::FragScale { .. }
-                | Op::FragLoad { .. }
-                | Op::FragStore { .. }
-                | Op::FragMma { .. }
-                | Op::FragRowReduce { .. }
-                | Op::FragRowMap { .. }
-                | Op::FragMask { .. }
-                | Op::FragRows { .. }
-                | Op::FragRowsRaise { .. }
-                | Op::FragAdd { .. }
-                | Op::FragConvert { .. }
-                | Op::CopyAsync { .. }
-                | Op::CommitCopies
-                | Op::WaitCopies(_) => {
+                op if op.is_frag()
+                    || matches!(
+                        op,
+                        Op::CopyAsync { .. } | Op::CommitCopies | Op::WaitCopies(_)
+                    ) =>
+                {
                     self.flush(&mut loads, Kind::Load, |_| true, &mut runs);
                     self.flush(&mut stores, Kind::Store, |_| true, &mut runs);
                 }
