@@ -388,6 +388,14 @@ def linear_peers(p, dt, nsets):
     return [("torch_matmul", [(lambda x=x, w=w: x @ w.T) for x, w in sets])]
 
 
+def matmul_peers(p, dt, nsets):
+    """`torch.matmul(a, b)` with b [K, N] (cuBLAS), the peer of the tiled GEMM."""
+    m, n, k = p["M"], p["N"], p["K"]
+    sets = [(rnd((m, k), dt), rnd((k, n), dt, -0.05, 0.05))
+            for _ in range(sets_for((m * k + k * n) * dt.itemsize, 0))]
+    return [("torch_matmul", [(lambda a=a, b=b: a @ b) for a, b in sets])]
+
+
 def gemv_silu_mul_peers(p, dt, nsets):
     """The unfused dense MLP first half: `x @ W_gate_up.T` (cuBLAS), then SiLU·mul, eager
     and under torch.compile (which fuses the SiLU·mul, not the matmul)."""
@@ -681,8 +689,10 @@ def peers_for(row, nsets):
         return cast_peers(p, dt, nsets)
     if op == "embedding":
         return embedding_peers(p, dt, nsets)
-    if op in ("gemv", "affine_qgemv", "gguf_qgemv", "gptq_qgemv", "awq_qgemv"):
+    if op in ("gemv", "affine_qgemv", "gguf_qgemv", "gptq_qgemv", "awq_qgemv", "matmul_bt"):
         return linear_peers(p, dt, nsets)
+    if op == "matmul":
+        return matmul_peers(p, dt, nsets)
     if op == "fp8_qgemv":
         return fp8_qgemv_peers(p, dt, nsets)
     if op == "gemv_silu_mul":

@@ -1143,6 +1143,63 @@ impl Builder {
         Ok(())
     }
 
+    /// The threadgroup's tile product ([`Op::FragMmaTiles`]): simdgroup `s` adds
+    /// `A[16s.., :]·B[16j.., :]ᵀ` into `accs[j]`, both tiles 64 wide in threadgroup memory
+    /// in the 128-byte-swizzled layout.
+    pub fn frag_mma_tiles(
+        &mut self,
+        accs: &FragArray,
+        a: Mem,
+        a_index: Value,
+        b: Mem,
+        b_index: Value,
+    ) -> R<()> {
+        let n = accs.frags.len();
+        if n == 0 || n > 16 {
+            return Err(self.error(format!(
+                "`matrix_mma_tiles` takes an array of 1 to 16 accumulators (16 to 256 output \
+                 columns); `{}` has {n}",
+                accs.name
+            )));
+        }
+        for &f in &accs.frags {
+            self.frag_role(
+                f,
+                FragRole::Acc,
+                "matrix_mma_tiles",
+                "the accumulator array",
+            )?;
+        }
+        for (m, what) in [(a, "a"), (b, "b")] {
+            let mname = self.mem_name(m.mem);
+            if !matches!(m.mem, MemRef::Shared(_) | MemRef::Arg(_)) {
+                return Err(self.error(format!(
+                    "`matrix_mma_tiles`: tile `{what}` (`{mname}`) must be a threadgroup array"
+                )));
+            }
+            if !matches!(m.elem, Scalar::F16 | Scalar::BF16) || m.elem != a.elem {
+                return Err(self.error(format!(
+                    "`matrix_mma_tiles`: the tiles hold f16 or bf16 of one type; `{mname}` \
+                     holds {}",
+                    m.elem
+                )));
+            }
+        }
+        let ai = self.coerce(a_index, Scalar::U32, "the index of tile `a`")?;
+        let bi = self.coerce(b_index, Scalar::U32, "the index of tile `b`")?;
+        self.push(
+            Op::FragMmaTiles {
+                accs: accs.frags.iter().map(|f| f.index).collect(),
+                a: a.mem,
+                a_index: ai,
+                b: b.mem,
+                b_index: bi,
+            },
+            vec![],
+        );
+        Ok(())
+    }
+
     /// Operand `dst` (role A) = accumulator `src`, rounded to `dst`'s type.
     pub fn frag_convert(&mut self, dst: Frag, src: Frag) -> R<()> {
         self.frag_role(dst, FragRole::A, "matrix_convert", "the result")?;

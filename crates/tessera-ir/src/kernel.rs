@@ -257,6 +257,14 @@ impl Kernel {
         })
     }
 
+    /// True if the kernel multiplies tiles on warpgroups ([`Op::FragMmaTiles`]), so its
+    /// threadgroup size must be a positive multiple of 128.
+    pub fn uses_warpgroups(&self) -> bool {
+        self.body
+            .block
+            .any(&mut |op| matches!(op, Op::FragMmaTiles { .. }))
+    }
+
     /// A readable identity of the specialisation: `rms_norm[T=f16, n=4096u32]`.
     pub fn specialized_name(&self) -> String {
         if self.specialization.is_empty() {

@@ -21,6 +21,7 @@ pub use kernel::{
     Occupancy, Param, ParamKind, ValueId, FRAG_DIM, MAX_GROUP_SIZE, MAX_STACK_BYTES,
 };
 pub use literal::Literal;
+pub use ops::swizzled_128b;
 pub use ops::{
     AtomicOp, BinaryOp, Builtin, MemRef, Op, ReduceOp, RowMap, RowReduce, RowsOp, ShuffleKind,
     SimdOp, UnaryOp,

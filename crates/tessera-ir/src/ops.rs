@@ -708,6 +708,24 @@ pub enum Op {
         dst: u32,
         src: u32,
     },
+    /// The threadgroup's product of two tiles in threadgroup memory, on warpgroup tensor
+    /// cores where the device has them: simdgroup `s` adds to accumulator `accs[j]`
+    /// (`j < accs.len() ≤ 16`) the 16×16 block `Σ_k A[16s + r, k]·B[16j + c, k]` over the
+    /// tile width `k < 64`, products and sums in f32. `a` (from `a_index`) holds the
+    /// `16·S × 64` tile A (S the threadgroup's simdgroups), `b` (from `b_index`) the
+    /// `16·accs.len() × 64` tile B (a row per output column, as `x·Wᵀ` reads W), both f16
+    /// or bf16 of one type in the 128-byte-swizzled layout: element `(r, k)` at
+    /// `index + 64r + 8((k / 8) ⊕ (r mod 8)) + k mod 8` (see [`swizzled_128b`]). The
+    /// indices are multiples of 512 (1024 bytes) and, like the control flow reaching the
+    /// op, threadgroup-uniform; the threadgroup size is a multiple of 128 (whole
+    /// warpgroups). No result.
+    FragMmaTiles {
+        accs: Vec<u32>,
+        a: MemRef,
+        a_index: ValueId,
+        b: MemRef,
+        b_index: ValueId,
+    },
     /// Starts an asynchronous copy of `width` consecutive elements from device memory
     /// `src[src_index..]` to threadgroup memory `dst[dst_index..]` (one element type; 4, 8
     /// or 16 bytes; both indices multiples of `width`). The copy belongs to the issuing
@@ -773,6 +791,9 @@ impl Op {
                 v.extend(valid.iter().copied());
                 v
             }
+            Op::FragMmaTiles {
+                a_index, b_index, ..
+            } => vec![*a_index, *b_index],
             Op::FragFill { value, .. } | Op::FragScale { value, .. } => vec![*value],
             Op::FragLoad { index, stride, .. } | Op::FragStore { index, stride, .. } => {
                 vec![*index, *stride]
@@ -832,6 +853,12 @@ impl Op {
                 if let Some(v) = valid {
                     *v = f(*v);
                 }
+            }
+            Op::FragMmaTiles {
+                a_index, b_index, ..
+            } => {
+                *a_index = f(*a_index);
+                *b_index = f(*b_index);
             }
             Op::FragFill { value, .. } | Op::FragScale { value, .. } => *value = f(*value),
             Op::FragLoad { index, stride, .. } | Op::FragStore { index, stride, .. } => {
@@ -941,6 +968,7 @@ impl Op {
                 | Op::FragRowsRaise { .. }
                 | Op::FragAdd { .. }
                 | Op::FragConvert { .. }
+                | Op::FragMmaTiles { .. }
         )
     }
 
@@ -960,6 +988,7 @@ impl Op {
             | Op::FragRowsRaise { d, a, b, .. }
             | Op::FragAdd { d, a, b } => vec![d, a, b],
             Op::FragConvert { dst, src } => vec![dst, src],
+            Op::FragMmaTiles { accs, .. } => accs.iter_mut().collect(),
             _ => vec![],
         }
     }
@@ -980,6 +1009,7 @@ impl Op {
             | Op::FragRowsRaise { d, a, b, .. }
             | Op::FragAdd { d, a, b } => vec![*d, *a, *b],
             Op::FragConvert { dst, src } => vec![*dst, *src],
+            Op::FragMmaTiles { accs, .. } => accs.clone(),
             _ => vec![],
         }
     }
@@ -1002,6 +1032,7 @@ impl Op {
             | Op::FragLoad { mem, .. }
             | Op::FragStore { mem, .. } => vec![mem],
             Op::CopyAsync { dst, src, .. } => vec![dst, src],
+            Op::FragMmaTiles { a, b, .. } => vec![a, b],
             _ => vec![],
         }
     }
@@ -1028,4 +1059,13 @@ impl Op {
             _ => None,
         }
     }
+}
+
+/// The index of element `(row, col)` of a 128-byte-swizzled tile of 16-bit elements (64 a
+/// row, in 8-element chunks permuted by the row's low three bits), relative to the tile's
+/// start: the layout [`Op::FragMmaTiles`] reads, the one warpgroup tensor cores and
+/// tensor-memory copies use, in which the eight rows of a chunk column fall in eight
+/// different memory banks.
+pub fn swizzled_128b(row: u32, col: u32) -> u32 {
+    row * 64 + (((col >> 3) ^ (row & 7)) << 3) + (col & 7)
 }

@@ -209,6 +209,21 @@ impl Printer<'_> {
             Op::FragConvert { dst, src } => {
                 format!("frag_convert {} = {}", self.frag(*dst), self.frag(*src))
             }
+            Op::FragMmaTiles {
+                accs,
+                a,
+                a_index,
+                b,
+                b_index,
+            } => {
+                let accs: Vec<String> = accs.iter().map(|f| self.frag(*f)).collect();
+                format!(
+                    "matrix_mma_tiles [{}] += {}[{a_index}] · {}[{b_index}]ᵀ",
+                    accs.join(", "),
+                    self.mem(*a),
+                    self.mem(*b)
+                )
+            }
             Op::If {
                 cond,
                 then_block,

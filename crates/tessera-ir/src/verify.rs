@@ -347,6 +347,24 @@ impl<'a> Verifier<'a> {
                     ),
                 ));
             }
+            Op::FragMmaTiles { .. }
+                if ctrl < self.barrier_level
+                    || inst
+                        .op
+                        .operands()
+                        .iter()
+                        .any(|v| s.uni.get(v.index()).copied() < Some(self.barrier_level)) =>
+            {
+                return Err(self.err(
+                    loc,
+                    format!(
+                        "`{name}` is a threadgroup collective (each warpgroup of four simdgroups \
+                         multiplies together): every thread must reach it, and its tile indices \
+                         must be the same on every thread (computed from constants, parameters \
+                         and group ids, not from the thread or simdgroup id)"
+                    ),
+                ));
+            }
             op if op.is_frag() && ctrl < Uniformity::Simdgroup => {
                 return Err(self.err(
                     loc,
@@ -700,15 +718,14 @@ impl<'a> Verifier<'a> {
                 dst, src, width, ..
             } => {
                 let in_function = self.params.is_none();
-                let shared_dst = matches!(dst, MemRef::Shared(_))
-                    || (in_function && matches!(dst, MemRef::Arg(_)));
+                // A function's memory argument is checked where it is inlined.
+                let shared_dst = matches!(dst, MemRef::Shared(_) | MemRef::Arg(_));
                 if !shared_dst {
                     return bad(format!(
                         "copies into {dst}; the destination must be a threadgroup array"
                     ));
                 }
-                let device_src = matches!(src, MemRef::Param(_))
-                    || (in_function && matches!(src, MemRef::Arg(_)));
+                let device_src = matches!(src, MemRef::Param(_) | MemRef::Arg(_));
                 if !device_src {
                     return bad(format!(
                         "copies from {src}; the source must be device memory (a tensor parameter)"
@@ -743,7 +760,8 @@ impl<'a> Verifier<'a> {
             | Op::FragRows { .. }
             | Op::FragRowsRaise { .. }
             | Op::FragAdd { .. }
-            | Op::FragConvert { .. } => self.frag_op(s, inst, ops),
+            | Op::FragConvert { .. }
+            | Op::FragMmaTiles { .. } => self.frag_op(s, inst, ops),
             Op::Simd(op, _) => {
                 let t = scalar(ops[0])?;
                 let ok = match op {
@@ -972,6 +990,41 @@ impl<'a> Verifier<'a> {
                 role(*dst, FragRole::A, "the result")?;
                 role(*src, FragRole::Acc, "the source")?;
             }
+            Op::FragMmaTiles { accs, a, b, .. } => {
+                if accs.is_empty() || accs.len() > 16 {
+                    return Err(bad(format!(
+                        "takes 1 to 16 accumulators (a tile 16 to 256 columns wide), got {}",
+                        accs.len()
+                    )));
+                }
+                for f in accs {
+                    role(*f, FragRole::Acc, "every accumulator")?;
+                }
+                let mut elems = Vec::new();
+                for (m, what) in [(a, "a"), (b, "b")] {
+                    let shared = matches!(m, MemRef::Shared(_) | MemRef::Arg(_));
+                    if !shared {
+                        return Err(bad(format!(
+                            "tile `{what}` is {m}; tiles are threadgroup arrays"
+                        )));
+                    }
+                    let have = self.mem(s, *m, loc, false)?;
+                    if !matches!(have, Scalar::F16 | Scalar::BF16) {
+                        return Err(bad(format!(
+                            "tile `{what}` holds {have}; tiles hold f16 or bf16"
+                        )));
+                    }
+                    elems.push(have);
+                }
+                if elems[0] != elems[1] {
+                    return Err(bad(format!(
+                        "tile `a` holds {} but `b` {}",
+                        elems[0], elems[1]
+                    )));
+                }
+                self.index_u32(ops[0], loc, name)?;
+                self.index_u32(ops[1], loc, name)?;
+            }
             _ => return Ok(None),
         }
         Ok(Some(vec![]))
@@ -1072,6 +1125,7 @@ pub fn op_name(op: &Op) -> &'static str {
         Op::FragRowsRaise { .. } => "matrix_rows_raise",
         Op::FragAdd { .. } => "matrix_add",
         Op::FragConvert { .. } => "frag_convert",
+        Op::FragMmaTiles { .. } => "matrix_mma_tiles",
     }
 }
 
@@ -1160,7 +1214,8 @@ impl Analysis<'_> {
             | Op::FragRows { .. }
             | Op::FragRowsRaise { .. }
             | Op::FragAdd { .. }
-            | Op::FragConvert { .. } => Threadgroup,
+            | Op::FragConvert { .. }
+            | Op::FragMmaTiles { .. } => Threadgroup,
             Op::Simd(op, _) => match op {
                 SimdOp::PrefixSum | SimdOp::PrefixExclusiveSum => Varying,
                 _ => Simdgroup.max(self.min_of(&inst.op.operands())),

@@ -31,6 +31,7 @@ pub const FRAG_STATEMENTS: &[&str] = &[
     "matrix_rows_raise",
     "matrix_convert",
     "matrix_add",
+    "matrix_mma_tiles",
 ];
 
 /// The fragment arguments of one statement: each argument's code (a `Frag`), and the
@@ -242,6 +243,29 @@ impl Lower<'_> {
                 let d = fa.arg(self, &c.args[0])?;
                 let s = fa.arg(self, &c.args[1])?;
                 quote!(#b.frag_convert(#d, #s)?;)
+            }
+            // (accs, a[i], b[j]): the threadgroup's product of two swizzled tiles.
+            "matrix_mma_tiles" => {
+                want(
+                    3,
+                    "(accs, a[index], b[index]): `accs` an array of accumulators, `a` and `b` \
+                     swizzled threadgroup tiles",
+                )?;
+                let accs = match &c.args[0] {
+                    syn::Expr::Path(p) if p.path.get_ident().is_some() => {
+                        p.path.get_ident().cloned().expect("checked")
+                    }
+                    other => {
+                        return err(
+                            other.span(),
+                            "name the whole accumulator array: `matrix_mma_tiles(acc, …)` for \
+                             `let acc = [matrix_acc(); n];`",
+                        )
+                    }
+                };
+                let (ma, ia) = self.mem_index(&c.args[1], name)?;
+                let (mb, ib) = self.mem_index(&c.args[2], name)?;
+                quote!(let __ia = #ia; let __ib = #ib; #b.frag_mma_tiles(&#accs, #ma, __ia, #mb, __ib)?;)
             }
             other => return err(c.span(), &format!("`{other}` is not a fragment statement")),
         };

@@ -83,6 +83,8 @@ pub(crate) struct CacheEntry {
     pub compiled: Arc<dyn CompiledKernel>,
     /// The kernel (before or after optimisation) uses simdgroup collectives or group reductions.
     pub needs_simd_multiple: bool,
+    /// The kernel multiplies tiles on warpgroups: its group size is a multiple of 128.
+    pub needs_warpgroups: bool,
     /// Threadgroup memory of the optimised kernel, in bytes.
     pub shared_bytes: usize,
     /// For each parameter of the compiled kernel, its position among the launch's

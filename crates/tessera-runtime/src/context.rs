@@ -410,6 +410,7 @@ impl Context {
         }
         Ok(CacheEntry {
             needs_simd_multiple: before_needs || needs_simd_multiple(compiled.kernel()),
+            needs_warpgroups: compiled.kernel().uses_warpgroups(),
             shared_bytes: compiled.kernel().body.shared_bytes(),
             arg_order,
             compiled,

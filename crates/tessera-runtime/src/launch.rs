@@ -582,6 +582,13 @@ impl<'a> Core<'a> {
                 info.name
             )));
         }
+        if entry.needs_warpgroups && !gs.is_multiple_of(128) {
+            return Err(self.reject(format!(
+                "group size {gs} is not allowed: the kernel multiplies tiles on warpgroups \
+                 (`matrix_mma_tiles`), so it needs a multiple of 128 (128, 256, … {})",
+                max / 128 * 128
+            )));
+        }
         if entry.shared_bytes > info.max_shared_bytes {
             return Err(self.reject(format!(
                 "the kernel declares {} bytes of threadgroup memory; {} allows at most {}",

@@ -494,7 +494,12 @@ impl<D: Fragments> Emitter<'_, D> {
                 let e = D::atomic(self, *op, &m, &i, &v)?;
                 self.define(r, vec![e])?;
             }
-            Op::Barrier => self.line(D::BARRIER),
+            Op::Barrier => {
+                if self.k.uses_warpgroups() {
+                    D::frag_tiles_before_barrier(self);
+                }
+                self.line(D::BARRIER)
+            }
             Op::CopyAsync {
                 dst,
                 dst_index,
@@ -634,6 +639,27 @@ impl<D: Fragments> Emitter<'_, D> {
                 let (d, s) = (self.frag(*dst)?, self.frag(*src)?);
                 D::frag_convert(self, d, s);
             }
+            Op::FragMmaTiles {
+                accs,
+                a,
+                a_index,
+                b,
+                b_index,
+            } => {
+                let accs = accs.iter().map(|f| self.frag(*f)).collect::<R<Vec<_>>>()?;
+                let (ma, mb) = (self.mem(*a)?, self.mem(*b)?);
+                for m in [&ma, &mb] {
+                    if m.space != Space::Threadgroup || m.elem != ma.elem {
+                        return Err(self.malformed(format!(
+                            "`matrix_mma_tiles` on `{}` ({}): its tiles are threadgroup arrays \
+                             of one 16-bit type",
+                            m.name, m.elem
+                        )));
+                    }
+                }
+                let (ai, bi) = (self.val(*a_index)?, self.val(*b_index)?);
+                D::frag_mma_tiles(self, &accs, (&ma, &ai), (&mb, &bi));
+            }
             Op::If {
                 cond,
                 then_block,
@@ -692,6 +718,7 @@ fn op_name(op: &Op) -> String {
         | Op::FragRows { .. }
         | Op::FragRowsRaise { .. }
         | Op::FragAdd { .. }
-        | Op::FragConvert { .. }) => tessera_ir::verify::op_name(op).into(),
+        | Op::FragConvert { .. }
+        | Op::FragMmaTiles { .. }) => tessera_ir::verify::op_name(op).into(),
     }
 }

@@ -203,4 +203,11 @@ pub(crate) trait Fragments: Dialect {
     fn frag_add(e: &mut Emitter<Self>, d: usize, a: usize, b: usize);
     /// Operand `dst` (role A) = accumulator `src`, rounded.
     fn frag_convert(e: &mut Emitter<Self>, dst: usize, src: usize);
+    /// The threadgroup's product of two 128-byte-swizzled tiles (see
+    /// `tessera_ir::Op::FragMmaTiles`): simdgroup `s` adds `A[16s.., :]·B[16j.., :]ᵀ` into
+    /// accumulator `accs[j]`; each tile is `(memory, index)`.
+    fn frag_mma_tiles(e: &mut Emitter<Self>, accs: &[usize], a: (&Mem, &str), b: (&Mem, &str));
+    /// Emitted before each threadgroup barrier of a kernel that multiplies tiles (what
+    /// makes ordinary stores to a tile visible to the tensor cores' reads).
+    fn frag_tiles_before_barrier(_e: &mut Emitter<Self>) {}
 }

@@ -43,13 +43,24 @@ fn unique_idents<'a>(prefix: &str, names: impl Iterator<Item = &'a str>) -> Vec<
 
 /// All threadgroup memory, each array rounded up to 16 bytes, and whether it is dynamic.
 fn shared_layout(k: &Kernel) -> (usize, bool) {
+    let align = shared_align(k);
     let total: usize = k
         .body
         .shared
         .iter()
-        .map(|a| a.size_bytes().next_multiple_of(16))
+        .map(|a| a.size_bytes().next_multiple_of(align))
         .sum();
     (total, total > STATIC_SHARED_LIMIT)
+}
+
+/// The alignment of every threadgroup array: 16 bytes, or 1024 in a kernel with tile
+/// products (a swizzled tile starts on a 1024-byte boundary of shared memory).
+fn shared_align(k: &Kernel) -> usize {
+    if k.uses_warpgroups() {
+        1024
+    } else {
+        16
+    }
 }
 
 impl Dialect for Cuda {
@@ -114,13 +125,13 @@ impl Dialect for Cuda {
     fn prologue(e: &mut Emitter<Self>) -> R<()> {
         // Threadgroup arrays: static up to the default limit, one dynamic block above it.
         let (_, dynamic) = shared_layout(e.k);
+        let align = shared_align(e.k);
         let mut decls = Vec::new();
         let mut offset = 0usize;
         if dynamic {
-            decls.push(
-                "extern __shared__ __attribute__((aligned(16))) unsigned char ts_smem[];"
-                    .to_string(),
-            );
+            decls.push(format!(
+                "extern __shared__ __attribute__((aligned({align}))) unsigned char ts_smem[];"
+            ));
         }
         for (a, n) in e.k.body.shared.iter().zip(&e.names.shared) {
             let t = scalar_type(a.elem);
@@ -129,10 +140,10 @@ impl Dialect for Cuda {
                     "{t}* const {n} = reinterpret_cast<{t}*>(ts_smem + {offset}); // {} x {}",
                     a.len, a.elem
                 ));
-                offset += a.size_bytes().next_multiple_of(16);
+                offset += a.size_bytes().next_multiple_of(align);
             } else {
                 decls.push(format!(
-                    "__shared__ __attribute__((aligned(16))) {t} {n}[{}];",
+                    "__shared__ __attribute__((aligned({align}))) {t} {n}[{}];",
                     a.len
                 ));
             }
@@ -181,6 +192,9 @@ impl Dialect for Cuda {
         }
         if uses_async_copies(k) {
             source.push_str(prelude::ASYNC_COPY);
+        }
+        if k.uses_warpgroups() {
+            source.push_str(prelude::TILE_MMA);
         }
         for &h in &e.d.helpers {
             define(h, &mut source);

@@ -398,6 +398,14 @@ for (int ts_i = 0; ts_i < 8; ++ts_i) {x} = {y};"
         }
     }
 
+    fn frag_mma_tiles(e: &mut Emitter<Cuda>, accs: &[usize], a: (&Mem, &str), b: (&Mem, &str)) {
+        super::tiles::emit(e, accs, a, b);
+    }
+
+    fn frag_tiles_before_barrier(e: &mut Emitter<Cuda>) {
+        super::tiles::before_barrier(e);
+    }
+
     fn frag_scale(e: &mut Emitter<Cuda>, f: usize, value: &str) {
         let n = &e.names.frags[f];
         let text = format!("for (int ts_i = 0; ts_i < 8; ++ts_i) {n}[ts_i] *= {value};");

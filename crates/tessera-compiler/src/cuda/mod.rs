@@ -20,6 +20,7 @@ pub mod samples;
 mod scalar;
 #[cfg(test)]
 mod tests;
+mod tiles;
 
 pub use crate::c_family::EmitError;
 pub use dialect::STATIC_SHARED_LIMIT;

@@ -96,3 +96,30 @@ static __device__ __forceinline__ void ts_cp_async4(void* dst, const void* src, 
 #define TS_CP_ASYNC_WAIT(N) do { } while (0)
 #endif
 "#;
+
+/// Tile products (`matrix_mma_tiles`): warpgroup MMA (`wgmma.mma_async`) reading both tiles
+/// through shared-memory descriptors where the kernel is compiled for sm_90a
+/// (`TS_WGMMA` 1), `ldmatrix` + `mma.sync` on the same swizzled tiles elsewhere. A
+/// descriptor names a K-major tile in the 128-byte swizzle (mode 1), 1024 bytes between
+/// groups of eight rows; its start address moves 32 bytes per 16 columns.
+pub const TILE_MMA: &str = r#"// Tile products (wgmma on sm_90a; ldmatrix + mma.sync on swizzled tiles elsewhere).
+static __device__ __forceinline__ unsigned int ts_tile_addr(const void* p) {
+  unsigned int a;
+  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+  return a;
+}
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define TS_WGMMA 1
+static __device__ __forceinline__ unsigned long long ts_wgmma_desc(const void* tile) {
+  const unsigned long long a = ts_tile_addr(tile);
+  return ((a & 0x3FFFFull) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
+}
+#else
+#define TS_WGMMA 0
+#endif
+// Four 8x8 quarters of 16-bit elements; lane l gives the address of row l % 8 of quarter l / 8.
+static __device__ __forceinline__ void ts_ldmatrix4(unsigned int* r, const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(ts_tile_addr(p)) : "memory");
+}
+"#;

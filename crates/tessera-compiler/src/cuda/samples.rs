@@ -87,6 +87,7 @@ pub fn all() -> R<Vec<Sample>> {
         fragment_rows()?,
         fragment_rounding()?,
         async_copy()?,
+        tile_mma()?,
     ])
 }
 
@@ -1053,6 +1054,82 @@ pub fn fragment_rounding() -> R<Sample> {
         check: Check::Close {
             abs: 1e-3,
             rel: 1e-2,
+        },
+        host_reference: None,
+    })
+}
+
+/// The threadgroup's tile product: a 64×64 tile A and a 32×64 tile B (bf16) stored from
+/// `a` and `b` into swizzled threadgroup arrays (element `(r, k)` at
+/// `tessera_ir::swizzled_128b(r, k)`, the second tile 512 elements in), then each of the
+/// four simdgroups adds its 16 rows of `A·Bᵀ` to two accumulators loaded from `c` (64×32
+/// f32) and stores them to `out`. One warpgroup: `wgmma` on sm_90a, `mma.sync` elsewhere.
+pub fn tile_mma() -> R<Sample> {
+    let mut b = Builder::kernel("tile_mma");
+    let a = b.tensor_param("a", Scalar::BF16, false);
+    let bt = b.tensor_param("b", Scalar::BF16, false);
+    let c = b.tensor_param("c", Scalar::F32, false);
+    let out = b.tensor_param("out", Scalar::F32, true);
+    let sa = b.shared_array("sa", Scalar::BF16, Value::Int(64 * 64))?;
+    let sb = b.shared_array("sb", Scalar::BF16, Value::Int(512 + 32 * 64))?;
+    let tid = b.builtin(Builtin::ThreadId);
+    // Element i = 64 r + k of a row-major tile goes to 64 r + 8 ((k / 8) ^ (r % 8)) + k % 8.
+    let swizzle = |b: &mut Builder, i: Value| -> R<Value> {
+        let r = b.binary(BinaryOp::Div, i, Value::Int(64))?;
+        let k = b.binary(BinaryOp::Rem, i, Value::Int(64))?;
+        let chunk = b.binary(BinaryOp::Shr, k, Value::Int(3))?;
+        let r7 = b.binary(BinaryOp::And, r, Value::Int(7))?;
+        let x = b.binary(BinaryOp::Xor, chunk, r7)?;
+        let x8 = b.binary(BinaryOp::Shl, x, Value::Int(3))?;
+        let k7 = b.binary(BinaryOp::And, k, Value::Int(7))?;
+        let r64 = b.binary(BinaryOp::Mul, r, Value::Int(64))?;
+        let y = b.binary(BinaryOp::Add, r64, x8)?;
+        b.binary(BinaryOp::Add, y, k7)
+    };
+    for e in 0..32 {
+        let i = b.binary(BinaryOp::Add, tid, Value::Int(128 * e))?;
+        let at = swizzle(&mut b, i)?;
+        let x = b.load(a, i)?;
+        b.store(sa, at, x)?;
+        if e < 16 {
+            let y = b.load(bt, i)?;
+            let at = b.binary(BinaryOp::Add, at, Value::Int(512))?;
+            b.store(sb, at, y)?;
+        }
+    }
+    // Elements 0 … 511 of `sb` are never read; written so that nothing is uninitialised.
+    for e in 0..4 {
+        let i = b.binary(BinaryOp::Add, tid, Value::Int(128 * e))?;
+        let zero = b.lit(Literal::BF16(tessera_ir::half::bf16::ZERO));
+        b.store(sb, i, zero)?;
+    }
+    b.barrier();
+    let acc = b.frag_array("acc", FragRole::Acc, Scalar::F32, Value::Int(2))?;
+    let sid = b.builtin(Builtin::SimdId);
+    let row = b.binary(BinaryOp::Mul, sid, Value::Int(16 * 32))?;
+    for (j, &f) in acc.frags.iter().enumerate() {
+        let at = b.binary(BinaryOp::Add, row, Value::Int(16 * j as i64))?;
+        b.frag_load(f, c, at, Value::Int(32), false)?;
+    }
+    b.frag_mma_tiles(&acc, sa, Value::Int(0), sb, Value::Int(512))?;
+    for (j, &f) in acc.frags.iter().enumerate() {
+        let at = b.binary(BinaryOp::Add, row, Value::Int(16 * j as i64))?;
+        b.frag_store(f, out, at, Value::Int(32))?;
+    }
+    Ok(Sample {
+        name: "tile_mma",
+        kernel: b.finish_kernel()?,
+        args: vec![
+            rand(64 * 64),
+            rand(32 * 64),
+            rand(64 * 32),
+            t(64 * 32, Init::Zero),
+        ],
+        grid: [1, 1, 1],
+        group_size: 128,
+        check: Check::Close {
+            abs: 1e-3,
+            rel: 1e-3,
         },
         host_reference: None,
     })

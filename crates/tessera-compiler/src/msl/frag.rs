@@ -168,22 +168,66 @@ impl Fragments for Msl {
         ));
     }
 
+    fn frag_mma_tiles(e: &mut Emitter<Msl>, accs: &[usize], a: (&Mem, &str), b: (&Mem, &str)) {
+        // No warpgroup MMA on Metal: each simdgroup gathers its operands from the swizzled
+        // tiles 16 columns of K at a time and multiplies on simdgroup matrices.
+        e.d.helpers.insert(Helper::SgSwizzledLoad);
+        let lane = e.d.builtin(MslBuiltin::ThreadIndexInSimdgroup);
+        let sid = e.d.builtin(MslBuiltin::SimdgroupIndexInThreadgroup);
+        let ((ma, ai), (mb, bi)) = (a, b);
+        let t = scalar(ma.elem);
+        let names: Vec<String> = accs.iter().map(|&f| e.names.frags[f].clone()).collect();
+        e.line("for (uint tsr_k = 0; tsr_k < 64u; tsr_k += 16u) {");
+        e.depth += 1;
+        e.line(&format!(
+            "simdgroup_matrix<{t}, 8, 8> tsr_ta[4], tsr_tb[4];"
+        ));
+        for blk in 0..4 {
+            let (bi_, bj) = (blk / 2, blk % 2);
+            e.line(&format!(
+                "tsr_sg_load_swz<{t}>(tsr_ta[{blk}], &{}[{ai}], uint({sid}) * 16u + {}u, tsr_k + {}u, false, ushort({lane}));",
+                ma.name,
+                8 * bi_,
+                8 * bj
+            ));
+        }
+        for (j, dn) in names.iter().enumerate() {
+            for blk in 0..4 {
+                let (bi_, bj) = (blk / 2, blk % 2);
+                e.line(&format!(
+                    "tsr_sg_load_swz<{t}>(tsr_tb[{blk}], &{}[{bi}], tsr_k + {}u, {}u, true, ushort({lane}));",
+                    mb.name,
+                    8 * bi_,
+                    16 * j + 8 * bj
+                ));
+            }
+            mma_blocks(e, dn, "tsr_ta", "tsr_tb", dn);
+        }
+        e.depth -= 1;
+        e.line("}");
+    }
+
     fn frag_mma(e: &mut Emitter<Msl>, d: usize, a: usize, b: usize, c: usize) {
         let fr = &e.names.frags;
         let (dn, an, bn, cn) = (fr[d].clone(), fr[a].clone(), fr[b].clone(), fr[c].clone());
-        for i in 0..2 {
-            for j in 0..2 {
-                let o = 2 * i + j;
-                e.line(&format!(
-                    "simdgroup_multiply_accumulate({dn}[{o}], {an}[{}], {bn}[{j}], {cn}[{o}]);",
-                    2 * i
-                ));
-                e.line(&format!(
-                    "simdgroup_multiply_accumulate({dn}[{o}], {an}[{}], {bn}[{}], {dn}[{o}]);",
-                    2 * i + 1,
-                    2 + j
-                ));
-            }
+        mma_blocks(e, &dn, &an, &bn, &cn);
+    }
+}
+
+/// `d = a·b + c` on 16×16 fragments held as 2×2 arrays of 8×8 simdgroup matrices.
+fn mma_blocks(e: &mut Emitter<Msl>, dn: &str, an: &str, bn: &str, cn: &str) {
+    for i in 0..2 {
+        for j in 0..2 {
+            let o = 2 * i + j;
+            e.line(&format!(
+                "simdgroup_multiply_accumulate({dn}[{o}], {an}[{}], {bn}[{j}], {cn}[{o}]);",
+                2 * i
+            ));
+            e.line(&format!(
+                "simdgroup_multiply_accumulate({dn}[{o}], {an}[{}], {bn}[{}], {dn}[{o}]);",
+                2 * i + 1,
+                2 + j
+            ));
         }
     }
 }

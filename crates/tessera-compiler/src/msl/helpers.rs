@@ -23,6 +23,8 @@ pub enum Helper {
     /// Row vectors of 16×16 fragments (`tsr_rows`) and the row ops on 2×2 arrays of
     /// float simdgroup matrices.
     SgRows,
+    /// An 8×8 simdgroup matrix gathered from a 128-byte-swizzled tile (`matrix_mma_tiles`).
+    SgSwizzledLoad,
 }
 
 impl Helper {
@@ -95,9 +97,35 @@ impl Helper {
                  return m;\n}\n#endif\n"
             }
             Helper::SgRows => SG_ROWS,
+            Helper::SgSwizzledLoad => SG_SWIZZLED_LOAD,
         }
     }
 }
+
+/// Block `(r0, c0)` of a swizzled tile as an 8×8 matrix: element `(i, j)` is the tile's
+/// logical `(r0 + i, c0 + j)` (with `tr`, `(c0 + j, r0 + i)`), at `64·row + 8·((col / 8) ⊕
+/// (row mod 8)) + col mod 8`. On Metal a lane fills its two elements (the `thread_elements`
+/// layout of [`SG_ROWS`]); in the emulator every lane holds the whole matrix.
+const SG_SWIZZLED_LOAD: &str = "inline uint tsr_swz(uint r, uint c) { return r * 64u + ((((c >> 3) ^ (r & 7u))) << 3) + (c & 7u); }
+#ifndef TESSERA_SG_ELEMENTWISE
+template <typename T>
+inline void tsr_sg_load_swz(thread simdgroup_matrix<T, 8, 8>& m, const threadgroup T* tile, uint r0, uint c0, bool tr, ushort lane) {
+    uint fm = ((lane >> 2) & 4u) + ((lane >> 1) & 3u), fn = ((lane >> 2) & 2u) * 2u + (lane & 1u) * 2u;
+    for (uint k = 0; k < 2; ++k) {
+        uint i = fm, j = fn + k;
+        m.thread_elements()[k] = tr ? tile[tsr_swz(c0 + j, r0 + i)] : tile[tsr_swz(r0 + i, c0 + j)];
+    }
+}
+#else
+template <typename T>
+inline void tsr_sg_load_swz(thread simdgroup_matrix<T, 8, 8>& m, const threadgroup T* tile, uint r0, uint c0, bool tr, ushort lane) {
+    (void)lane;
+    for (uint i = 0; i < 8; ++i)
+        for (uint j = 0; j < 8; ++j)
+            m.e[i * 8 + j] = tr ? tile[tsr_swz(c0 + j, r0 + i)] : tile[tsr_swz(r0 + i, c0 + j)];
+}
+#endif
+";
 
 /// Row vectors and row ops. On Metal lane `l` holds elements `(fm, fn)` and `(fm, fn + 1)`
 /// of each 8×8 matrix (`thread_elements()`), `fm = (l / 4 & 4) + (l / 2) % 4` and `fn =

@@ -554,6 +554,7 @@ impl<'a> Group<'a> {
             | Op::FragRowsRaise { .. }
             | Op::FragAdd { .. }
             | Op::FragConvert { .. } => self.frag_op(inst, m),
+            Op::FragMmaTiles { .. } => self.frag_mma_tiles(inst, m),
             Op::Call { func, .. } => Err(self.unsupported(
                 inst,
                 m,

@@ -5,6 +5,7 @@
 mod async_copy;
 mod collective;
 mod frag;
+mod frag_tiles;
 mod group;
 mod mask;
 mod memops;

@@ -307,6 +307,8 @@ impl Nvrtc {
 
     /// The `compute_XX` architecture to compile for an SM version: the SM itself if this
     /// NVRTC knows it, else the newest it knows below it (the driver JITs PTX forward).
+    /// sm_90 itself compiles as `compute_90a`, the form with warpgroup MMA (its PTX runs on
+    /// sm_90 devices only, which is what it is compiled for).
     pub fn arch_for(&self, sm: i32) -> String {
         let best = if self.archs.is_empty() || self.archs.contains(&sm) {
             sm
@@ -318,6 +320,9 @@ impl Nvrtc {
                 .max()
                 .unwrap_or(sm)
         };
+        if best == 90 {
+            return "compute_90a".to_string();
+        }
         format!("compute_{best}")
     }
 

@@ -128,3 +128,32 @@ fn asynchronous_copies_are_cp_async_from_sm_80_and_plain_copies_before() {
     let ptx = sample_ptx(n, &s, "compute_75");
     assert!(!ptx.contains("cp.async"), "{ptx}");
 }
+
+#[test]
+fn tile_products_are_wgmma_on_sm_90a_and_mma_sync_elsewhere() {
+    let Some(n) = nvrtc() else { return };
+    let s = samples::tile_mma().unwrap();
+    let ptx = sample_ptx(n, &s, "compute_90a");
+    for op in [
+        "wgmma.fence.sync.aligned",
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16",
+        "wgmma.commit_group.sync.aligned",
+        "wgmma.wait_group.sync.aligned 0",
+        "fence.proxy.async.shared::cta",
+    ] {
+        assert!(ptx.contains(op), "no {op}:\n{ptx}");
+    }
+    assert!(!ptx.contains("mma.sync.aligned.m16n8k16"), "{ptx}");
+    for arch in ["compute_90", "compute_80"] {
+        let ptx = sample_ptx(n, &s, arch);
+        assert!(!ptx.contains("wgmma"), "{arch}: {ptx}");
+        assert!(
+            ptx.contains("ldmatrix.sync.aligned.m8n8.x4.shared.b16"),
+            "{arch}: {ptx}"
+        );
+        assert!(
+            ptx.contains("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"),
+            "{arch}: {ptx}"
+        );
+    }
+}

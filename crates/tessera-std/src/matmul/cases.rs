@@ -2,6 +2,7 @@
 //! edges in every dimension; a rejection per invariant; specialisations; bench shapes
 //! (up to 2048·2048·512: the f64 reference of a larger GEMM takes minutes).
 
+use super::pipelined::matmul_bt_pipelined_kernel;
 use super::reference;
 use super::tiled::{matmul, matmul_bt, matmul_tiled_kernel, MATMUL_DTYPES};
 use crate::error::OpError;
@@ -62,6 +63,13 @@ fn cases(bt: bool) -> Vec<Case> {
     for dt in MATMUL_DTYPES {
         for dims in [(32, 32, 16), (50, 70, 45), (1, 33, 200), (65, 16, 8)] {
             v.push(correct(dt, dims, bt));
+        }
+        // With `b` as [N, K] and K a multiple of 8 the pipelined kernel runs: several
+        // K tiles through the ring of stages, a partial last one, edge tiles both ways.
+        if bt {
+            for dims in [(64, 64, 64), (130, 72, 200), (3, 17, 136), (300, 260, 520)] {
+                v.push(correct(dt, dims, bt));
+            }
         }
     }
     v.extend([
@@ -139,13 +147,27 @@ fn cases(bt: bool) -> Vec<Case> {
 }
 
 fn kernels(bt: bool) -> Vec<KernelUse> {
-    MATMUL_DTYPES
+    let mut v: Vec<KernelUse> = MATMUL_DTYPES
         .iter()
         .map(|&t| KernelUse {
             def: &matmul_tiled_kernel::DEF,
             spec: Specialization::new(vec![t], vec![Literal::U32(bt as u32)]),
         })
-        .collect()
+        .collect();
+    if bt {
+        for t in MATMUL_DTYPES {
+            for (wg, nb, stages) in [(2, 16, 3), (1, 8, 4), (1, 4, 2)] {
+                v.push(KernelUse {
+                    def: &matmul_bt_pipelined_kernel::DEF,
+                    spec: Specialization::new(
+                        vec![t],
+                        vec![Literal::U32(wg), Literal::U32(nb), Literal::U32(stages)],
+                    ),
+                });
+            }
+        }
+    }
+    v
 }
 
 fn benches(bt: bool) -> Vec<BenchCase> {
@@ -156,10 +178,16 @@ fn benches(bt: bool) -> Vec<BenchCase> {
             ((256, 256, 256), true),
             ((4096, 4096, 4096), false),
             ((4096, 8192, 2048), false),
+            ((2048, 2048, 512), false),
+            ((128, 4096, 4096), false),
         ] {
             v.push(BenchCase {
                 op,
-                kernel: "matmul_tiled_kernel",
+                kernel: if bt {
+                    "matmul_bt_pipelined_kernel"
+                } else {
+                    "matmul_tiled_kernel"
+                },
                 dtype: dt,
                 shape: format!("M={m} N={n} K={k}"),
                 bytes: ((m * k + k * n + m * n) * dt.size_bytes()) as u64,
@@ -173,7 +201,13 @@ fn benches(bt: bool) -> Vec<BenchCase> {
                     Ok(PreparedBench {
                         launch: Box::new(move || call(&cx, &a, &b, &o).map_err(err)),
                         output: c,
-                        reference: reference::matmul(&av, &bv, (m, n, k), bt),
+                        // The f64 reference of the large shapes takes minutes; the
+                        // cases check those kernels at smaller shapes.
+                        reference: if m * n * k <= 1 << 31 {
+                            reference::matmul(&av, &bv, (m, n, k), bt)
+                        } else {
+                            Vec::new()
+                        },
                     })
                 }),
             });

@@ -9,6 +9,7 @@ pub mod gemv;
 #[cfg(feature = "cases")]
 pub(crate) mod gemv_cases;
 pub mod gemv_mma;
+pub mod pipelined;
 #[cfg(feature = "cases")]
 pub mod reference;
 pub mod tiled;

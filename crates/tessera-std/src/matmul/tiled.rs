@@ -5,6 +5,7 @@
 //! edges, so any M, N, K works) and each simdgroup multiplies one 16×16 block. The
 //! transposed layout is read with transposed fragment loads.
 
+use super::pipelined::matmul_bt_pipelined_kernel;
 use crate::error::{runtime, OpError};
 use crate::validate::{distinct_named, dtype_in, dtype_is, fits_u32, shape_is};
 use tessera_macros::kernel;
@@ -126,6 +127,18 @@ fn launch(
     bt: bool,
 ) -> Result<(), OpError> {
     let [m, n, k] = check(op, a, b, c, bt)?;
+    if bt && k % 8 == 0 {
+        let (wg, nb, stages) = pipelined_shape(ctx, m);
+        return matmul_bt_pipelined_kernel::launch(
+            ctx,
+            matmul_bt_pipelined_kernel::Args { a, b, c, m, n, k },
+            matmul_bt_pipelined_kernel::Consts { wg, nb, stages },
+        )
+        .grid([n.div_ceil(16 * nb), m.div_ceil(64 * wg), 1])
+        .group_size(128 * wg)
+        .run()
+        .map_err(runtime(op));
+    }
     matmul_tiled_kernel::launch(
         ctx,
         matmul_tiled_kernel::Args { a, b, c, m, n, k },
@@ -135,6 +148,21 @@ fn launch(
     .group_size(128)
     .run()
     .map_err(runtime(op))
+}
+
+/// The pipelined kernel's (warpgroups, accumulators a simdgroup, stages) for `m` rows.
+/// Where threadgroup memory allows (CUDA): 128 × 256 tiles three buffers deep (144 KiB);
+/// at m ≤ 256, 64 × 128 tiles four deep, so more threadgroups fill the GPU (measured on
+/// an H100, docs/perf-notes.md). Elsewhere 64 × 64 two deep (32 KiB, what the CPU and
+/// Metal give).
+pub fn pipelined_shape(ctx: &Context, m: u32) -> (u32, u32, u32) {
+    if ctx.info().max_shared_bytes < 144 * 1024 {
+        (1, 4, 2)
+    } else if m <= 256 {
+        (1, 8, 4)
+    } else {
+        (2, 16, 3)
+    }
 }
 
 /// `c[M, N] = a[M, K]·b[K, N]`, f16 or bf16, accumulated in f32.

@@ -1,0 +1,124 @@
+//! `matrix_mma_tiles` in CUDA C. On sm_90a each warpgroup (threads `128w …`) issues four
+//! `wgmma.mma_async.m64nNk16` over its 64 rows of tile A and the whole of tile B, both read
+//! by the tensor cores from shared memory through descriptors, into the accumulators'
+//! registers: the wgmma accumulator layout of warp `s` of the group is, column block by
+//! column block, the `mma.sync` m16n8 layout of our 16×16 accumulators, so accumulator `j`
+//! is registers `8j … 8j + 7` of the instruction. Elsewhere each simdgroup loads its
+//! operands from the same swizzled tiles with `ldmatrix` (each lane addressing its own
+//! swizzled row) and multiplies with `mma.sync`.
+
+use super::dialect::Cuda;
+use crate::c_family::{Emitter, Mem};
+use tessera_ir::Scalar;
+
+/// The fence that orders the thread's earlier generic-proxy accesses of shared memory
+/// (plain stores, `cp.async`) before the tensor cores' async-proxy reads.
+const PROXY_FENCE: &str = "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");";
+
+/// Emitted before a threadgroup barrier of a kernel with tile products: every thread's
+/// writes of a tile are fenced for the tensor cores before the barrier hands them over.
+pub(super) fn before_barrier(e: &mut Emitter<Cuda>) {
+    e.line("#if TS_WGMMA");
+    e.line(PROXY_FENCE);
+    e.line("#endif");
+}
+
+/// Emits the tile product into accumulators `accs` (fragment indices).
+pub(super) fn emit(e: &mut Emitter<Cuda>, accs: &[usize], a: (&Mem, &str), b: (&Mem, &str)) {
+    let names: Vec<String> = accs.iter().map(|&f| e.names.frags[f].clone()).collect();
+    let ((ma, ai), (mb, bi)) = (a, b);
+    let ty = match ma.elem {
+        Scalar::BF16 => "bf16",
+        _ => "f16",
+    };
+    let n = 16 * names.len();
+    let regs: Vec<String> = names
+        .iter()
+        .flat_map(|nm| (0..8).map(move |r| format!("{nm}[{r}]")))
+        .collect();
+    e.line("{");
+    e.depth += 1;
+    e.line("#if TS_WGMMA");
+    e.line(PROXY_FENCE);
+    e.line(&format!(
+        "const unsigned long long ts_da = ts_wgmma_desc(&{}[({ai}) + (threadIdx.x >> 7) * 4096u]);",
+        ma.name
+    ));
+    e.line(&format!(
+        "const unsigned long long ts_db = ts_wgmma_desc(&{}[{bi}]);",
+        mb.name
+    ));
+    fence_operands(e, &regs);
+    e.line("asm volatile(\"wgmma.fence.sync.aligned;\" ::: \"memory\");");
+    let d_list: Vec<String> = (0..regs.len()).map(|i| format!("%{i}")).collect();
+    let (da, db, one) = (regs.len(), regs.len() + 1, regs.len() + 2);
+    let outs: Vec<String> = regs.iter().map(|r| format!("\"+f\"({r})")).collect();
+    for kk in 0..4 {
+        e.line(&format!(
+            "asm volatile(\"{{ .reg .pred p; setp.ne.b32 p, %{one}, 0; \
+             wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty}.{ty} {{{}}}, %{da}, %{db}, p, 1, 1, 0, 0; }}\" \
+             : {} : \"l\"(ts_da + {}ull), \"l\"(ts_db + {}ull), \"r\"(1));",
+            d_list.join(","),
+            outs.join(", "),
+            2 * kk,
+            2 * kk
+        ));
+    }
+    e.line("asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\");");
+    e.line("asm volatile(\"wgmma.wait_group.sync.aligned 0;\" ::: \"memory\");");
+    fence_operands(e, &regs);
+    e.line("#else");
+    // Simdgroup s: rows 16s … of A, every column block of B, 16 columns of K at a time.
+    e.line("const unsigned int ts_l = threadIdx.x & 31u, ts_q = ts_l >> 3, ts_rr = ts_l & 7u;");
+    e.line("const unsigned int ts_ar = (threadIdx.x >> 5) * 16u + ts_rr + 8u * (ts_q & 1u);");
+    e.line("#pragma unroll");
+    e.line("for (unsigned int ts_k = 0; ts_k < 4u; ++ts_k) {");
+    e.line("  unsigned int ts_fa[4], ts_fb[4];");
+    e.line(&format!(
+        "  ts_ldmatrix4(ts_fa, &{}[({ai}) + ts_ar * 64u + (((2u * ts_k + (ts_q >> 1)) ^ (ts_ar & 7u)) << 3)]);",
+        ma.name
+    ));
+    for (j, nm) in names.iter().enumerate() {
+        e.line("  {");
+        e.line(&format!(
+            "    const unsigned int ts_br = {}u + ts_rr + 8u * (ts_q >> 1);",
+            16 * j
+        ));
+        e.line(&format!(
+            "    ts_ldmatrix4(ts_fb, &{}[({bi}) + ts_br * 64u + (((2u * ts_k + (ts_q & 1u)) ^ (ts_br & 7u)) << 3)]);",
+            mb.name
+        ));
+        for h in 0..2 {
+            let o = 4 * h;
+            e.line(&format!(
+                "    asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.{ty}.{ty}.f32 \
+                 {{%0,%1,%2,%3}}, {{%4,%5,%6,%7}}, {{%8,%9}}, {{%0,%1,%2,%3}};\" \
+                 : \"+f\"({nm}[{o}]), \"+f\"({nm}[{}]), \"+f\"({nm}[{}]), \"+f\"({nm}[{}]) \
+                 : \"r\"(ts_fa[0]), \"r\"(ts_fa[1]), \"r\"(ts_fa[2]), \"r\"(ts_fa[3]), \
+                 \"r\"(ts_fb[{}]), \"r\"(ts_fb[{}]));",
+                o + 1,
+                o + 2,
+                o + 3,
+                2 * h,
+                2 * h + 1
+            ));
+        }
+        e.line("  }");
+    }
+    e.line("}");
+    e.line("#endif");
+    e.depth -= 1;
+    e.line("}");
+}
+
+/// Keeps the compiler from moving accesses of the accumulators across the asynchronous
+/// product (an empty asm that reads and writes each register).
+fn fence_operands(e: &mut Emitter<Cuda>, regs: &[String]) {
+    for chunk in regs.chunks(8) {
+        let ops: Vec<String> = chunk.iter().map(|r| format!("\"+f\"({r})")).collect();
+        e.line(&format!(
+            "asm volatile(\"\" : {} :: \"memory\");",
+            ops.join(", ")
+        ));
+    }
+}

@@ -1,0 +1,160 @@
+//! The threadgroup's tile product `matrix_mma_tiles`, written in the DSL: tiles stored in
+//! the 128-byte-swizzled layout, one and two warpgroups, three accumulators loaded from
+//! memory, against an f64 reference (exact: the inputs are on a grid whose products and
+//! sums f32 holds exactly) on the CPU, the Metal emulator and CUDA where present; a group
+//! that is not whole warpgroups, a misaligned tile and a tile index that differs between
+//! simdgroups are errors.
+
+use tessera_ir::half::bf16;
+use tessera_macros::kernel;
+use tessera_runtime::{Context, DType};
+
+/// `out = c + A·Bᵀ` per simdgroup block: A `16·S × 64` (S simdgroups) stored swizzled at
+/// `a_at` of `sa`, B `48 × 64` at 0 of `sb`, c and out `16·S × 48` f32.
+#[kernel]
+fn tiles_product<T>(a: Tensor<T>, b: Tensor<T>, c: Tensor<f32>, mut out: Tensor<f32>, a_at: u32) {
+    let sa = threadgroup_array::<T>(512 + 128 * 64);
+    let sb = threadgroup_array::<T>(48 * 64);
+    let tid = thread_id();
+    for e in range(tid, 16 * simd_groups() * 64, group_size()) {
+        let r = e / 64;
+        let k = e % 64;
+        store(
+            sa[a_at + r * 64 + (((k >> 3) ^ (r & 7)) << 3) + (k & 7)],
+            load(a[e]),
+        );
+    }
+    for e in range(tid, 48 * 64, group_size()) {
+        let r = e / 64;
+        let k = e % 64;
+        store(
+            sb[r * 64 + (((k >> 3) ^ (r & 7)) << 3) + (k & 7)],
+            load(b[e]),
+        );
+    }
+    barrier();
+    let acc = [matrix_acc(); 3];
+    let s = simd_id();
+    for j in 0..3 {
+        matrix_load(acc[j], c[s * 768 + 16 * j], 48);
+    }
+    matrix_mma_tiles(acc, sa[a_at], sb[0]);
+    for j in 0..3 {
+        matrix_store(acc[j], out[s * 768 + 16 * j], 48);
+    }
+}
+
+/// A tile index that depends on the simdgroup.
+#[kernel]
+fn per_simdgroup_tile(mut out: Tensor<f32>) {
+    let sa = threadgroup_array::<bf16>(2048);
+    let acc = [matrix_acc(); 1];
+    matrix_fill(acc[0], 0.0);
+    matrix_mma_tiles(acc, sa[(simd_id() % 2) * 512], sa[0]);
+    matrix_store(acc[0], out[0], 16);
+}
+
+/// xorshift values in `[-2, 2)` on a grid of 1/16.
+fn values(len: usize, seed: u64) -> Vec<f64> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            -2.0 + (x % 64) as f64 / 16.0
+        })
+        .collect()
+}
+
+fn contexts() -> Vec<Context> {
+    let mut v = vec![Context::cpu()];
+    if let Ok(c) = Context::by_name("metal-emu") {
+        v.push(c);
+    }
+    if let Ok(c) = Context::cuda(0) {
+        v.push(c);
+    }
+    v
+}
+
+/// Launches `tiles_product` (bf16) with `threads` threads and tile A at `a_at`.
+fn run(ctx: &Context, threads: u32, a_at: u32, seed: u64) -> Result<(Vec<f64>, Vec<f64>), String> {
+    let rows = 16 * (threads as usize / 32).max(1);
+    let (a, b, c) = (
+        values(rows * 64, seed),
+        values(48 * 64, seed + 1),
+        values(rows * 48, seed + 2),
+    );
+    let h = |x: &[f64]| {
+        ctx.tensor(
+            &x.iter().map(|&y| bf16::from_f64(y)).collect::<Vec<_>>(),
+            &[x.len()],
+        )
+        .unwrap()
+    };
+    let tc = ctx
+        .tensor(&c.iter().map(|&y| y as f32).collect::<Vec<_>>(), &[c.len()])
+        .unwrap();
+    let out = ctx.zeros(DType::F32, &[rows * 48]).unwrap();
+    let k = tiles_product::ir(tessera_ir::Scalar::BF16).unwrap();
+    ctx.launch_ir(&k)
+        .arg("a", &h(&a))
+        .arg("b", &h(&b))
+        .arg("c", &tc)
+        .arg("out", &out)
+        .scalar("a_at", a_at)
+        .grid([1, 1, 1])
+        .group_size(threads)
+        .run()
+        .map_err(|e| e.to_string())?;
+    let mut want = c.clone();
+    for r in 0..rows {
+        for col in 0..48 {
+            want[r * 48 + col] += (0..64)
+                .map(|k| a[r * 64 + k] * b[col * 64 + k])
+                .sum::<f64>();
+        }
+    }
+    Ok((out.to_f64_vec().unwrap(), want))
+}
+
+#[test]
+fn the_tile_product_matches_the_math_on_one_and_two_warpgroups() {
+    for ctx in contexts() {
+        for (threads, a_at, seed) in [(128, 0, 3), (256, 512, 11), (128, 512, 29)] {
+            let (got, want) = run(&ctx, threads, a_at, seed).unwrap();
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert_eq!(g, w, "out[{i}] on {} ({threads} threads)", ctx.info().name);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_group_of_partial_warpgroups_is_refused() {
+    let e = run(&Context::cpu(), 64, 0, 1).unwrap_err();
+    assert!(e.contains("multiple of 128"), "{e}");
+}
+
+#[test]
+fn a_tile_off_a_1024_byte_boundary_is_an_error() {
+    let e = run(&Context::cpu(), 128, 256, 1).unwrap_err();
+    assert!(e.contains("not a multiple of 512"), "{e}");
+}
+
+#[test]
+fn a_tile_index_that_differs_between_simdgroups_is_refused_before_it_runs() {
+    let ctx = Context::cpu();
+    let out = ctx.zeros(DType::F32, &[256]).unwrap();
+    let k = per_simdgroup_tile::ir().unwrap();
+    let e = ctx
+        .launch_ir(&k)
+        .arg("out", &out)
+        .grid([1, 1, 1])
+        .group_size(128)
+        .run()
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("threadgroup collective"), "{e}");
+}

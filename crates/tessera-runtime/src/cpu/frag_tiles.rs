@@ -1,0 +1,179 @@
+//! The threadgroup's product of two swizzled tiles ([`Op::FragMmaTiles`]) on the CPU: every
+//! thread present, a group of whole warpgroups, the tile indices the same on every thread
+//! and 1024-byte aligned, every element of both tiles in bounds, written and not the target
+//! of a copy in flight; then each simdgroup's accumulators gain its 16 rows of `A·Bᵀ`, in f32.
+
+use super::group::{Group, UNWRITTEN};
+use super::mask::Mask;
+use super::scalar::f32d;
+use crate::error::{Result, Violation};
+use half::{bf16, f16};
+use tessera_ir::{swizzled_128b, Inst, MemRef, Op, Scalar, ValueId};
+
+const SIMD: usize = 32;
+/// Threads of a warpgroup.
+const WARPGROUP: usize = 128;
+/// Elements of a tile row (128 bytes of 16-bit elements).
+const WIDTH: usize = 64;
+
+impl Group<'_> {
+    /// Runs a [`Op::FragMmaTiles`].
+    pub(crate) fn frag_mma_tiles(&mut self, inst: &Inst, m: &Mask) -> Result<()> {
+        let Op::FragMmaTiles {
+            accs,
+            a,
+            a_index,
+            b,
+            b_index,
+        } = &inst.op
+        else {
+            return Ok(());
+        };
+        self.check_whole_group(inst, m)?;
+        if !self.n.is_multiple_of(WARPGROUP) {
+            return Err(self.unsupported_tiles(
+                inst,
+                0,
+                format!(
+                    "`matrix_mma_tiles` needs whole warpgroups: the threadgroup has {} threads, \
+                     not a multiple of 128",
+                    self.n
+                ),
+            ));
+        }
+        for v in inst.op.operands() {
+            self.check_clean(inst, m, v, "a matrix fragment op")?;
+        }
+        let ai = self.tile_index(inst, *a_index, "a")?;
+        let bi = self.tile_index(inst, *b_index, "b")?;
+        let simdgroups = self.n / SIMD;
+        let ta = self.read_tile(inst, *a, ai, 16 * simdgroups, "a")?;
+        let tb = self.read_tile(inst, *b, bi, 16 * accs.len(), "b")?;
+        for &f in accs {
+            for g in 0..simdgroups {
+                if !self.frag_set[f as usize][g] {
+                    let name = self.p.kernel.body.frags[f as usize].name.clone();
+                    return Err(self.unsupported_tiles(
+                        inst,
+                        (g * SIMD) as u32,
+                        format!("matrix fragment `{name}` is read before it is filled or loaded"),
+                    ));
+                }
+            }
+        }
+        for (j, &f) in accs.iter().enumerate() {
+            for g in 0..simdgroups {
+                let tile = &mut self.frags[f as usize][g * 256..(g + 1) * 256];
+                for r in 0..16 {
+                    let arow = &ta[(16 * g + r) * WIDTH..(16 * g + r + 1) * WIDTH];
+                    for c in 0..16 {
+                        let brow = &tb[(16 * j + c) * WIDTH..(16 * j + c + 1) * WIDTH];
+                        let mut acc = tile[r * 16 + c];
+                        for k in 0..WIDTH {
+                            acc += arow[k] * brow[k];
+                        }
+                        tile[r * 16 + c] = acc;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn unsupported_tiles(&self, inst: &Inst, thread: u32, message: String) -> crate::RuntimeError {
+        self.fail(inst, thread, Violation::Unsupported { message })
+    }
+
+    /// A tile index: the same on every thread, a multiple of 512 elements (1024 bytes).
+    fn tile_index(&self, inst: &Inst, v: ValueId, what: &str) -> Result<usize> {
+        let n = self.n;
+        let s = self.p.info(v).slot as usize;
+        let lanes = &self.regs[s * n..s * n + n];
+        let first = lanes[0];
+        if let Some(k) = lanes.iter().position(|&x| x != first) {
+            return Err(self.unsupported_tiles(
+                inst,
+                k as u32,
+                format!(
+                    "the index of tile `{what}` differs between threads ({first} on thread 0, \
+                     {} on thread {k}); `matrix_mma_tiles` needs it threadgroup-uniform",
+                    lanes[k]
+                ),
+            ));
+        }
+        if !first.is_multiple_of(512) {
+            return Err(self.unsupported_tiles(
+                inst,
+                0,
+                format!(
+                    "the index of tile `{what}` is {first}, not a multiple of 512 elements: a \
+                     swizzled tile starts on a 1024-byte boundary"
+                ),
+            ));
+        }
+        Ok(first as usize)
+    }
+
+    /// The logical `rows × 64` tile at `index` of threadgroup array `mem`, as f32, row-major.
+    fn read_tile(
+        &self,
+        inst: &Inst,
+        mem: MemRef,
+        index: usize,
+        rows: usize,
+        what: &str,
+    ) -> Result<Vec<f32>> {
+        let MemRef::Shared(k) = mem else {
+            return Err(self.unsupported_tiles(
+                inst,
+                0,
+                format!("tile `{what}` is not a threadgroup array"),
+            ));
+        };
+        let len = self.mem_len(mem);
+        let elem = self.mem_elem(mem);
+        if index + rows * WIDTH > len {
+            return Err(self.fail(
+                inst,
+                0,
+                Violation::OutOfBounds {
+                    memory: self.p.mem_name(mem),
+                    index: (index + rows * WIDTH - 1) as u64,
+                    len: len as u64,
+                },
+            ));
+        }
+        let arr = &self.shared[k as usize];
+        let mut out = vec![0f32; rows * WIDTH];
+        for r in 0..rows {
+            for c in 0..WIDTH {
+                let at = index + swizzled_128b(r as u32, c as u32) as usize;
+                self.check_not_in_flight(inst, 0, mem, at, 1, false)?;
+                if arr.tag[at] != 0 {
+                    let origin = if arr.tag[at] == UNWRITTEN {
+                        "never-written threadgroup memory".to_string()
+                    } else {
+                        "a poisoned value stored there".to_string()
+                    };
+                    return Err(self.fail(
+                        inst,
+                        0,
+                        Violation::Uninitialized {
+                            origin,
+                            memory: self.p.mem_name(mem),
+                            index: at as u64,
+                            sink: format!("tile `{what}` of `matrix_mma_tiles`"),
+                        },
+                    ));
+                }
+                let bits = arr.data[at];
+                out[r * WIDTH + c] = match elem {
+                    Scalar::F16 => f16::from_bits(bits as u16).to_f32(),
+                    Scalar::BF16 => bf16::from_bits(bits as u16).to_f32(),
+                    _ => f32d(bits),
+                };
+            }
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,115 @@
+//! The pipelined GEMM of the linear layer, `c[M, N] = a[M, K]·b[N, K]ᵀ` (f16/bf16, f32
+//! accumulation), on whole tiles: a threadgroup of `wg` warpgroups owns a `64·wg × 16·nb`
+//! output tile; K advances 64 at a time through `stages` threadgroup buffers filled by
+//! asynchronous copies in the 128-byte-swizzled layout, `stages − 1` tiles ahead of the
+//! product, and each step is one `matrix_mma_tiles` (warpgroup MMA from shared memory on
+//! sm_90a, `mma.sync` from the same tiles elsewhere). K must be a multiple of 8 (16-byte
+//! copies); M, N and K need not be multiples of the tile (the copies zero-fill past the
+//! edges and the edge tiles store through a masked path).
+
+use tessera_macros::{func, kernel};
+
+/// Index of element `(r, c)` of a 128-byte-swizzled tile of 64 columns (see
+/// `tessera_ir::swizzled_128b`).
+#[func]
+pub fn swizzled(r: u32, c: u32) -> u32 {
+    r * 64 + (((c >> 3) ^ (r & 7)) << 3) + (c & 7)
+}
+
+/// Starts the copies of rows `row0 … row0 + rows` (those below `limit`), columns `kt …
+/// kt + 64` (those below `k`), of the row-major `[·, k]` matrix `src` into the swizzled tile
+/// at `at` of `dst`, 16 bytes a copy, spread over the threadgroup's `threads` threads.
+#[allow(clippy::too_many_arguments)]
+#[func]
+pub fn fetch_tile<T>(
+    mut dst: Mem<T>,
+    at: u32,
+    src: Mem<T>,
+    row0: u32,
+    rows: u32,
+    limit: u32,
+    k: u32,
+    kt: u32,
+    tid: u32,
+    threads: u32,
+) {
+    for e in range(tid, rows * 8, threads) {
+        let r = e / 8;
+        let col = (e % 8) * 8;
+        let ok = row0 + r < limit && kt + col < k;
+        let from = select(ok, (row0 + r) * k + kt + col, 0);
+        copy_async_or_zero(dst[at + swizzled(r, col)], src[from], 8, ok);
+    }
+}
+
+/// `c = a·bᵀ` on tiles; grid `[ceil(N / 16nb), ceil(M / 64wg), 1]`, `128·wg` threads.
+#[kernel]
+pub fn matmul_bt_pipelined_kernel<T>(
+    a: Tensor<T>,
+    b: Tensor<T>,
+    mut c: Tensor<T>,
+    m: u32,
+    n: u32,
+    k: u32,
+    #[constexpr] wg: u32,
+    #[constexpr] nb: u32,
+    #[constexpr] stages: u32,
+) {
+    let bm = 64 * wg;
+    let bn = 16 * nb;
+    let threads = 128 * wg;
+    let sa = threadgroup_array::<T>(stages * 64 * wg * 64);
+    let sb = threadgroup_array::<T>(stages * 16 * nb * 64);
+    let acc = [matrix_acc(); nb];
+    for j in 0..nb {
+        matrix_fill(acc[j], 0.0);
+    }
+    let row0 = group_id_y() * bm;
+    let col0 = group_id_x() * bn;
+    let tid = thread_id();
+    let tiles = (k + 63) / 64;
+    for s in 0..stages - 1 {
+        if s < tiles {
+            fetch_tile(sa, s * bm * 64, a, row0, bm, m, k, s * 64, tid, threads);
+            fetch_tile(sb, s * bn * 64, b, col0, bn, n, k, s * 64, tid, threads);
+        }
+        commit_copies();
+    }
+    for t in 0..tiles {
+        wait_copies(stages - 2);
+        barrier();
+        let next = t + stages - 1;
+        if next < tiles {
+            let st = next % stages;
+            fetch_tile(sa, st * bm * 64, a, row0, bm, m, k, next * 64, tid, threads);
+            fetch_tile(sb, st * bn * 64, b, col0, bn, n, k, next * 64, tid, threads);
+        }
+        commit_copies();
+        let cur = t % stages;
+        matrix_mma_tiles(acc, sa[cur * bm * 64], sb[cur * bn * 64]);
+    }
+    let s = simd_id();
+    let r0 = row0 + 16 * s;
+    if row0 + bm <= m && col0 + bn <= n {
+        for j in 0..nb {
+            matrix_store(acc[j], c[r0 * n + col0 + 16 * j], n);
+        }
+    } else {
+        // An edge tile: each simdgroup rounds a block into its own 16×16 slice of the
+        // first A buffer (free once every product has finished) and stores what is inside.
+        barrier();
+        let lane = simd_lane();
+        for j in 0..nb {
+            matrix_store(acc[j], sa[s * 256], 16);
+            simd_barrier();
+            for e in range(lane, 256, 32) {
+                let r = r0 + e / 16;
+                let col = col0 + 16 * j + e % 16;
+                if r < m && col < n {
+                    store(c[r * n + col], load(sa[s * 256 + e]));
+                }
+            }
+            simd_barrier();
+        }
+    }
+}
