@@ -128,6 +128,19 @@ pub fn kth_of_threads(v: f32, k: u32, lo_start: f32, m: f32) -> f32 {
     lo
 }
 
+/// Whether a row's parameters are in range: `t` finite and ≥ 0, `k` ≥ 0, `p` in (0, 1],
+/// `mp` in [0, 1] (a NaN fails, as the −∞ a maximum turns it into does).
+#[func]
+pub fn params_in_range(t: f32, k: i32, p: f32, mp: f32) -> bool {
+    t >= 0.0f32
+        && t < infinity()
+        && k >= 0i32
+        && p > 0.0f32
+        && p <= 1.0f32
+        && mp >= 0.0f32
+        && mp <= 1.0f32
+}
+
 /// One token per row; see the module docs for the semantics. `seed` is `[batch, 2]` (the
 /// Philox key), the rest `[batch]`.
 #[allow(clippy::too_many_arguments)]
@@ -145,7 +158,6 @@ pub fn sample_kernel<T>(
 ) {
     let partial = threadgroup_array::<f32>(32);
     let row = group_id_x();
-    let base = row * vocab;
     // The row's parameters, the same on every thread; the maxima make that known to the
     // uniformity analysis, so the row may branch on them around barriers (a NaN becomes
     // −∞, which fails the range checks as the NaN would).
@@ -153,13 +165,34 @@ pub fn sample_kernel<T>(
     let k = group_max(load(top_k[row]));
     let p = group_max(load(top_p[row]));
     let mp = group_max(load(min_p[row]));
-    let params_ok = t >= 0.0f32
-        && t < infinity()
-        && k >= 0i32
-        && p > 0.0f32
-        && p <= 1.0f32
-        && mp >= 0.0f32
-        && mp <= 1.0f32;
+    let u = philox_uniform(
+        load(seed[2u32 * row]),
+        load(seed[2u32 * row + 1u32]),
+        load(offset[row]),
+    );
+    let chosen = sample_row(logits, row * vocab, vocab, t, k, p, mp, u, partial);
+    if thread_id() == 0u32 {
+        store(token[row], chosen);
+    }
+}
+
+/// The token of one row of `vocab` logits from `base` (every thread returns it): the whole
+/// single-pass body — the row's statistics, the top-k and top-p searches over the row,
+/// min-p and the draw of uniform `u`. `t`, `k`, `p`, `mp` are uniform over the group.
+#[allow(clippy::too_many_arguments)]
+#[func]
+pub fn sample_row<T>(
+    logits: Mem<T>,
+    base: u32,
+    vocab: u32,
+    t: f32,
+    k: i32,
+    p: f32,
+    mp: f32,
+    u: f32,
+    mut partial: Mem<f32>,
+) -> i32 {
+    let params_ok = params_in_range(t, k, p, mp);
 
     // The max and its first index, the smallest finite logit, the finite count, and
     // whether the row holds a NaN or +∞.
@@ -237,11 +270,6 @@ pub fn sample_kernel<T>(
             slice += select(x >= theta && x < infinity() && e >= mp, e, 0.0f32);
         }
         let (prefix, end, total) = ordered_exclusive_scan(slice, partial);
-        let u = philox_uniform(
-            load(seed[2u32 * row]),
-            load(seed[2u32 * row + 1u32]),
-            load(offset[row]),
-        );
         let target = u * total;
         let owner = prefix < end && prefix <= target && (target < end || end == total);
         let mut pick = -1i32;
@@ -260,9 +288,7 @@ pub fn sample_kernel<T>(
         }
         chosen = group_max(pick);
     }
-    if thread_id() == 0u32 {
-        store(token[row], chosen);
-    }
+    chosen
 }
 
 /// The per-row parameters of [`sample`], as device tensors of `batch` rows (a CUDA graph
@@ -292,6 +318,17 @@ pub fn sample(
     params: &SamplingParams,
     token: &Tensor,
 ) -> Result<(), OpError> {
+    let (batch, vocab) = check_call(ctx, logits, params, token)?;
+    single_pass(ctx, logits, params, token, batch, vocab)
+}
+
+/// Validates a call (and, outside a graph, each row's parameters): (batch, vocab).
+pub(super) fn check_call(
+    ctx: &Context,
+    logits: &Tensor,
+    params: &SamplingParams,
+    token: &Tensor,
+) -> Result<(u32, u32), OpError> {
     let (batch, vocab) = check_logits(OP, logits)?;
     let rows = batch as usize;
     let p = params;
@@ -324,6 +361,18 @@ pub fn sample(
     if !ctx.recording_graph() {
         refuse_bad_rows(p)?;
     }
+    Ok((batch, vocab))
+}
+
+/// One threadgroup per row.
+pub(super) fn single_pass(
+    ctx: &Context,
+    logits: &Tensor,
+    p: &SamplingParams,
+    token: &Tensor,
+    batch: u32,
+    vocab: u32,
+) -> Result<(), OpError> {
     sample_kernel::launch(
         ctx,
         sample_kernel::Args {
