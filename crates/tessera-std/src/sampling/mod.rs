@@ -17,6 +17,7 @@ pub mod same_bits;
 pub mod sample;
 pub mod sample_split;
 pub mod split;
+pub mod survivors;
 
 pub use argmax::{argmax, argmax_split};
 pub use penalties::{apply_penalties, Penalties};

@@ -35,6 +35,7 @@
 
 use super::philox::philox_uniform;
 use super::same_bits::{exp_neg, ordered_exclusive_scan, ordered_sum, pivot};
+use super::survivors::{draw_survivors, kth_of_list, LIST_MAX};
 use super::{check_logits, row_group};
 use crate::error::{runtime, OpError};
 use crate::validate::{distinct, dtype_is, shape_is};
@@ -155,8 +156,13 @@ pub fn sample_kernel<T>(
     offset: Tensor<u32>,
     mut token: Tensor<i32>,
     vocab: u32,
+    list_max: u32,
 ) {
     let partial = threadgroup_array::<f32>(32);
+    let idx = threadgroup_array::<u32>(1024);
+    let val = threadgroup_array::<f32>(1024);
+    let next = threadgroup_array::<u32>(1024);
+    let heads = threadgroup_array::<u32>(1024);
     let row = group_id_x();
     // The row's parameters, the same on every thread; the maxima make that known to the
     // uniformity analysis, so the row may branch on them around barriers (a NaN becomes
@@ -170,15 +176,35 @@ pub fn sample_kernel<T>(
         load(seed[2u32 * row + 1u32]),
         load(offset[row]),
     );
-    let chosen = sample_row(logits, row * vocab, vocab, t, k, p, mp, u, partial);
+    let chosen = sample_row(
+        logits,
+        row * vocab,
+        vocab,
+        t,
+        k,
+        p,
+        mp,
+        u,
+        list_max,
+        partial,
+        idx,
+        val,
+        next,
+        heads,
+    );
     if thread_id() == 0u32 {
         store(token[row], chosen);
     }
 }
 
-/// The token of one row of `vocab` logits from `base` (every thread returns it): the whole
-/// single-pass body — the row's statistics, the top-k and top-p searches over the row,
-/// min-p and the draw of uniform `u`. `t`, `k`, `p`, `mp` are uniform over the group.
+/// The token of one row of `vocab` logits from `base` (every thread returns it): the row's
+/// statistics, then — where top-k is on and at least k threads hold a finite logit — the
+/// list of the logits at or above the k-th largest of the threads' maxima (a bound below
+/// the row's k-th largest) in threadgroup memory when it holds at most `list_max` (≤ 1024)
+/// of them, and the rest over the list ([`draw_survivors`]); otherwise the top-k and top-p
+/// searches over the row, min-p and the draw of uniform `u` over the row. Both give the
+/// same token. `t`, `k`, `p`, `mp` are uniform over the group; `idx`, `val`, `next` and
+/// `heads` are 1024-word threadgroup scratch.
 #[allow(clippy::too_many_arguments)]
 #[func]
 pub fn sample_row<T>(
@@ -190,7 +216,12 @@ pub fn sample_row<T>(
     p: f32,
     mp: f32,
     u: f32,
+    list_max: u32,
     mut partial: Mem<f32>,
+    mut idx: Mem<u32>,
+    mut val: Mem<f32>,
+    mut next: Mem<u32>,
+    mut heads: Mem<u32>,
 ) -> i32 {
     let params_ok = params_in_range(t, k, p, mp);
 
@@ -224,8 +255,51 @@ pub fn sample_row<T>(
     if usable && t == 0.0f32 {
         chosen = first_max.cast::<i32>();
     }
-    if usable && t > 0.0f32 {
-        let kk = k.cast::<u32>();
+    let kk = max(k, 0i32).cast::<u32>();
+    let try_list = usable
+        && t > 0.0f32
+        && kk > 0u32
+        && kk < finite_count
+        && kk <= threads_with_finite
+        && list_max > 0u32;
+    let mut n = 0u32;
+    let mut bound = row_min;
+    if try_list {
+        // At least k logits are at or above the k-th largest of the threads' maxima: list
+        // them all, each thread its contiguous chunk, placed in index order by an ordered
+        // scan of the counts (small integers, exact in f32).
+        bound = kth_of_threads(m, kk, lowest_thread_max, row_max);
+        let chunk = (vocab + group_size() - 1u32) / group_size();
+        let from = min(thread_id() * chunk, vocab);
+        let to = min(from + chunk, vocab);
+        let mut mine = 0.0f32;
+        for i in range(from, to, 1u32) {
+            let x = load(logits[base + i]).cast::<f32>();
+            mine += select(x >= bound && x < infinity(), 1.0f32, 0.0f32);
+        }
+        let (prefix, _end, total) = ordered_exclusive_scan(mine, partial);
+        n = group_max(total.cast::<u32>());
+        if n <= list_max {
+            let mut slot = prefix.cast::<u32>();
+            for i in range(from, to, 1u32) {
+                let x = load(logits[base + i]).cast::<f32>();
+                if x >= bound && x < infinity() {
+                    store(idx[slot], i);
+                    store(val[slot], x);
+                    slot += 1u32;
+                }
+            }
+        }
+        barrier();
+    }
+    let listed = try_list && n <= list_max;
+    if listed {
+        let kth = kth_of_list(val, n, kk, bound, row_max);
+        chosen = draw_survivors(
+            idx, val, next, heads, n, vocab, kth, row_max, t, p, mp, u, partial,
+        );
+    }
+    if usable && t > 0.0f32 && !listed {
         let mut theta = row_min;
         if kk > 0u32 && kk < finite_count {
             // Start the search over the row from the k-th largest of the threads' maxima
@@ -385,6 +459,7 @@ pub(super) fn single_pass(
             offset: p.offset,
             token,
             vocab,
+            list_max: LIST_MAX,
         },
     )
     .grid([batch, 1, 1])

@@ -24,12 +24,13 @@
 //!   greedy rows (temperature 0) take the first index of the row's max from the slices.
 
 use super::philox::philox_uniform;
-use super::same_bits::{ordered_exclusive_scan, ordered_sum, pivot};
-use super::sample::{kth_of_threads, params_in_range, sample_row, threshold, weight, OP};
+use super::same_bits::{ordered_exclusive_scan, pivot};
+use super::sample::{kth_of_threads, params_in_range, sample_row, threshold, OP};
 use super::split::{SamplingWorkspace, SAMPLE_WORDS};
+use super::survivors::draw_survivors;
 use super::{row_group, SamplingParams};
 use crate::error::{runtime, OpError};
-use tessera_macros::{func, kernel};
+use tessera_macros::kernel;
 use tessera_runtime::{Context, Tensor};
 
 /// The most candidates a slice lists (its logits at or above its own k-th largest): top-k
@@ -144,56 +145,6 @@ pub fn sample_slice_kernel<T>(
         store(parts[words + 5u32], listed);
         store(parts[words + 6u32], kth);
     }
-}
-
-/// The number of survivors (of `n`, sorted by index in `idx`) whose index is below `v`:
-/// a binary search of 11 steps (1 ≤ `n` ≤ 1024).
-#[func]
-pub fn survivors_below(idx: Mem<u32>, n: u32, v: u32) -> u32 {
-    let mut lo = 0u32;
-    let mut hi = n;
-    let last = max(n, 1u32) - 1u32;
-    for _step in 0..11u32 {
-        let mid = (lo + hi) / 2u32;
-        // Once the bounds meet the probe is not used; it still reads a written entry.
-        let go_up = lo < hi && load(idx[min(mid, last)]) < v;
-        let go_down = lo < hi && !go_up;
-        lo = select(go_up, mid + 1u32, lo);
-        hi = select(go_down, mid, hi);
-    }
-    lo
-}
-
-/// The mass this thread adds for the survivors at or above `v` (its own, linked from
-/// `head` by `next`, at most `steps` of them, in index order, as the single-pass kernel's
-/// thread adds them), the smallest of its survivors at or above `v` and the largest below.
-#[allow(clippy::too_many_arguments)]
-#[func]
-pub fn owned_mass(
-    val: Mem<f32>,
-    next: Mem<u32>,
-    head: u32,
-    n: u32,
-    steps: u32,
-    v: f32,
-    m: f32,
-    t: f32,
-) -> (f32, f32, f32) {
-    let mut cur = head;
-    let mut mass = 0.0f32;
-    let mut above = infinity();
-    let mut below = neg_infinity();
-    for _j in range(0u32, steps, 1u32) {
-        if cur < n {
-            let x = load(val[cur]);
-            let at_or_above = x >= v;
-            mass += select(at_or_above, weight(x, m, t), 0.0f32);
-            above = select(at_or_above, min(above, x), above);
-            below = select(x < v, max(below, x), below);
-            cur = load(next[cur]);
-        }
-    }
-    (mass, above, below)
 }
 
 /// The row's tokens from its slices' words in `parts`: greedy rows from the slices' maxima,
@@ -344,7 +295,22 @@ pub fn sample_combine_kernel<T>(
     }
     let listed = from_list && n <= 1024u32;
     if usable && t > 0.0f32 && !listed {
-        chosen = sample_row(logits, row * vocab, vocab, t, k, p, mp, u, partial);
+        chosen = sample_row(
+            logits,
+            row * vocab,
+            vocab,
+            t,
+            k,
+            p,
+            mp,
+            u,
+            1024u32,
+            partial,
+            idx,
+            val,
+            next,
+            heads,
+        );
     }
     if listed {
         chosen = draw_survivors(
@@ -354,103 +320,6 @@ pub fn sample_combine_kernel<T>(
     if thread_id() == 0u32 {
         store(token[row], chosen);
     }
-}
-
-/// Top-p, min-p and the draw over the `n` survivors of top-k (`idx`, `val`, in index
-/// order; all at or above `kth`), as the single-pass kernel's threads add them; `next`
-/// and `heads` are scratch (`n` and `group_size()` words). Every thread returns the token.
-#[allow(clippy::too_many_arguments)]
-#[func]
-pub fn draw_survivors(
-    idx: Mem<u32>,
-    val: Mem<f32>,
-    mut next: Mem<u32>,
-    mut heads: Mem<u32>,
-    n: u32,
-    vocab: u32,
-    kth: f32,
-    row_max: f32,
-    t: f32,
-    p: f32,
-    mp: f32,
-    u: f32,
-    mut partial: Mem<f32>,
-) -> i32 {
-    let g = group_size();
-    // Link each thread's survivors (index ≡ thread mod G) in index order.
-    store(heads[thread_id()], n);
-    barrier();
-    let mut longest = 0u32;
-    for j in range(thread_id(), n, g) {
-        let owner = load(idx[j]) % g;
-        let mut after = n;
-        let mut before = 0u32;
-        for j2 in range(0u32, n, 1u32) {
-            let same = load(idx[j2]) % g == owner;
-            before += select(same && j2 < j, 1u32, 0u32);
-            after = select(same && j2 > j && after == n, j2, after);
-        }
-        store(next[j], after);
-        if before == 0u32 {
-            store(heads[owner], j);
-        }
-        longest = max(longest, before + 1u32);
-    }
-    let steps = group_max(longest);
-    barrier();
-    let head = load(heads[thread_id()]);
-
-    let mut theta = kth;
-    if p < 1.0f32 {
-        let (kept, _a0, _b0) = owned_mass(val, next, head, n, steps, kth, row_max, t);
-        let target = p * ordered_sum(kept, partial);
-        let mut lo = kth;
-        let mut top = row_max;
-        for _step in 0..96u32 {
-            if lo != top {
-                let mid = pivot(lo, top);
-                let (mass, above, below) = owned_mass(val, next, head, n, steps, mid, row_max, t);
-                let total_mass = ordered_sum(mass, partial);
-                let a = group_min(above);
-                let b = group_max(below);
-                let passes = total_mass >= target;
-                lo = select(passes, a, lo);
-                top = select(passes, top, b);
-            }
-        }
-        theta = lo;
-    }
-
-    // Each thread's contiguous chunk of the row holds a run of the survivors.
-    let chunk = (vocab + g - 1u32) / g;
-    let start = min(thread_id() * chunk, vocab);
-    let stop = min(start + chunk, vocab);
-    let from = survivors_below(idx, n, start);
-    let to = survivors_below(idx, n, stop);
-    let mut slice = 0.0f32;
-    for j in range(from, to, 1u32) {
-        let x = load(val[j]);
-        let e = weight(x, row_max, t);
-        slice += select(x >= theta && e >= mp, e, 0.0f32);
-    }
-    let (prefix, end, total) = ordered_exclusive_scan(slice, partial);
-    let target = u * total;
-    let owner = prefix < end && prefix <= target && (target < end || end == total);
-    let mut pick = -1i32;
-    if owner {
-        let mut run = prefix;
-        let mut found = false;
-        for j in range(from, to, 1u32) {
-            let x = load(val[j]);
-            let e = weight(x, row_max, t);
-            let keep = x >= theta && e >= mp;
-            run += select(keep, e, 0.0f32);
-            let hit = keep && !found && run > target;
-            pick = select(hit || (keep && !found), load(idx[j]).cast::<i32>(), pick);
-            found = found || hit;
-        }
-    }
-    group_max(pick)
 }
 
 /// [`sample`](super::sample) with the split form for few long rows: each row over `ws`'s

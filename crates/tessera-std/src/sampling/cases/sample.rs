@@ -415,6 +415,7 @@ fn graph_form() -> Case {
                     offset: &dev.offset,
                     token: &token,
                     vocab: vocab as u32,
+                    list_max: crate::sampling::survivors::LIST_MAX,
                 },
             )
             .grid([batch as u32, 1, 1])

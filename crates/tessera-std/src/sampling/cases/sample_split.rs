@@ -1,12 +1,12 @@
-//! Cases of `sample`'s split form, forced at small shapes: the same token as the
-//! single-pass kernel for every row (many seeds and parameter sets, several slice counts, a
+//! Cases of `sample`'s split form, forced at small shapes, and of the single-pass kernel's
+//! list: the same token as the single-pass kernel searching the whole row for every row (many seeds and parameter sets, several slice counts, a
 //! row shorter than its slices, ties, −∞ bans, k = 1, k = 0, p = 1, min-p, greedy, rows
 //! that fall back to the single-pass body) and the f64 reference's token where it is sure.
 
 use super::sample::{random_params, DeviceParams, HostParams};
 use super::*;
 use crate::sampling::reference::draw;
-use crate::sampling::sample::{sample, OP};
+use crate::sampling::sample::{sample, sample_kernel, OP};
 use crate::sampling::sample_split::sample_split;
 use crate::sampling::split::SamplingWorkspace;
 
@@ -92,14 +92,17 @@ fn make_rows(rng: &mut CaseRng, kind: Rows, rows: usize, vocab: usize) -> (Vec<f
     (xv, h)
 }
 
-/// The single-pass kernel's tokens, the split form's, and the logits as stored.
+/// The tokens of the single-pass kernel searching the whole row (no list), of `sample`,
+/// and of the split form, and the logits as stored.
 struct BothForms {
+    whole_row: Vec<i32>,
     single: Vec<i32>,
     split: Vec<i32>,
     stored: Vec<f64>,
 }
 
-/// Runs `sample` (single-pass) and `sample_split` over `slices` slices on `xv`.
+/// Runs the single-pass kernel without its list, `sample`, and `sample_split` over
+/// `slices` slices on `xv`.
 fn both_forms(
     ctx: &Context,
     dtype: DType,
@@ -111,12 +114,33 @@ fn both_forms(
     let rows = h.temperature.len();
     let (x, xv) = upload(ctx, dtype, xv, &[rows, vocab])?;
     let dev = DeviceParams::new(ctx, h)?;
+    let whole_row = ctx.full_nan(DType::I32, &[rows]).map_err(err)?;
+    sample_kernel::launch(
+        ctx,
+        sample_kernel::Args {
+            logits: &x,
+            temperature: &dev.temperature,
+            top_k: &dev.top_k,
+            top_p: &dev.top_p,
+            min_p: &dev.min_p,
+            seed: &dev.seed,
+            offset: &dev.offset,
+            token: &whole_row,
+            vocab: vocab as u32,
+            list_max: 0,
+        },
+    )
+    .grid([rows as u32, 1, 1])
+    .group_size(crate::sampling::row_group(vocab as u32))
+    .run()
+    .map_err(err)?;
     let single = ctx.full_nan(DType::I32, &[rows]).map_err(err)?;
     sample(ctx, &x, &dev.params(), &single).map_err(err)?;
     let ws = SamplingWorkspace::with_slices(ctx, rows, slices).map_err(err)?;
     let split = ctx.full_nan(DType::I32, &[rows]).map_err(err)?;
     sample_split(ctx, &x, &dev.params(), &ws, &split).map_err(err)?;
     Ok(BothForms {
+        whole_row: whole_row.to_vec::<i32>().map_err(err)?,
         single: single.to_vec::<i32>().map_err(err)?,
         split: split.to_vec::<i32>().map_err(err)?,
         stored: xv,
@@ -140,12 +164,22 @@ pub(crate) fn split_same_token(
         run: Box::new(move |ctx, rng| {
             let (xv, h) = make_rows(rng, kind, rows, vocab);
             let BothForms {
+                whole_row,
                 single,
                 split,
                 stored: xv,
             } = both_forms(ctx, dtype, &xv, vocab, &h, slices)?;
             let mut sure = 0;
             for (r, row) in xv.chunks(vocab).enumerate() {
+                if single[r] != whole_row[r] {
+                    return Err(format!(
+                        "row {r} ({:?}): the single-pass kernel drew {} from its list, {} \
+                         searching the whole row",
+                        h.row(r),
+                        single[r],
+                        whole_row[r]
+                    ));
+                }
                 if split[r] != single[r] {
                     return Err(format!(
                         "row {r} ({:?}): the split form drew {}, the single-pass kernel {}",
