@@ -8,10 +8,11 @@
 //! partials. So:
 //! - each slice (a contiguous range of the row, [`sample_slice_kernel`]) writes its max
 //!   and the first index of it, its smallest finite logit, its finite count, whether it
-//!   holds a NaN or +∞, and its *candidates*: every finite logit at or above the slice's
-//!   own k-th largest (index and value, in index order, at most [`CANDIDATES`]). Every
-//!   logit at or above the row's k-th largest is among them (a slice's k-th largest is at
-//!   most the row's);
+//!   holds a NaN or +∞, and its *candidates*: every finite logit at or above a bound with
+//!   at least k of the slice's logits at or above it — the k-th largest of its threads'
+//!   maxima, or where that lists more than [`CANDIDATES`] the slice's own k-th largest —
+//!   (index and value, in index order, at most [`CANDIDATES`]). Every logit at or above the
+//!   row's k-th largest is among them (such a bound is at most the row's k-th largest);
 //! - the combine ([`sample_combine_kernel`], `G` threads a row) finds the row's k-th largest
 //!   among the candidates, keeps those at or above it (the survivors, at most
 //!   [`SURVIVORS`]) in threadgroup memory in index order, and reruns the top-p search, the
@@ -33,7 +34,7 @@ use crate::error::{runtime, OpError};
 use tessera_macros::kernel;
 use tessera_runtime::{Context, Tensor};
 
-/// The most candidates a slice lists (its logits at or above its own k-th largest): top-k
+/// The most candidates a slice lists (its logits at or above its bound): top-k
 /// above it takes the single-pass body. The kernels spell it as the literal 128.
 pub const CANDIDATES: u32 = 128;
 
@@ -43,7 +44,7 @@ pub const SURVIVORS: u32 = 1024;
 
 /// Where a slice's words start in the workspace, and their layout: 8 header words (max,
 /// first index of it, smallest finite logit, finite count, NaN/+∞ flag, candidate count —
-/// 129 when they overflow — the slice's k-th largest or −∞, unused), then the candidates'
+/// 129 when they overflow — the slice's bound or −∞, unused), then the candidates'
 /// indices, then their values.
 pub(crate) const HEADER_WORDS: u32 = 8;
 
@@ -103,13 +104,24 @@ pub fn sample_slice_kernel<T>(
         // Every finite logit when the slice holds at most k of them.
         let mut theta = slice_min;
         if kk < finite_count {
+            // The k-th largest of the threads' maxima has at least k logits at or above
+            // it: a bound good enough when it lists at most 128, else the slice's k-th
+            // largest itself.
             let mut start = slice_min;
             if kk <= threads_with_finite {
                 start = kth_of_threads(m, kk, lowest_thread_max, slice_max);
             }
-            theta = threshold(
-                logits, base, len, false, kk, 0.0f32, start, slice_max, 1.0f32, partial,
-            );
+            let mut at_or_above = 0u32;
+            for i in range(thread_id(), len, group_size()) {
+                let x = load(logits[base + i]).cast::<f32>();
+                at_or_above += select(x >= start && x < infinity(), 1u32, 0u32);
+            }
+            theta = start;
+            if group_sum(at_or_above) > 128u32 {
+                theta = threshold(
+                    logits, base, len, false, kk, 0.0f32, start, slice_max, 1.0f32, partial,
+                );
+            }
             kth = theta;
         }
         // Each thread's contiguous chunk, placed in index order by an ordered scan of the
