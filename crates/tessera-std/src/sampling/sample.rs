@@ -266,14 +266,13 @@ pub fn sample_row<T>(
     let mut bound = row_min;
     if try_list {
         // At least k logits are at or above the k-th largest of the threads' maxima: list
-        // them all, each thread its contiguous chunk, placed in index order by an ordered
-        // scan of the counts (small integers, exact in f32).
+        // them all. Two passes with the first pass's coalesced layout: each thread counts
+        // its own, an ordered scan of the counts (small integers, exact in f32) gives each
+        // thread its run of the list, and the indices, distinct, go to their places in
+        // index order by their ranks among the listed.
         bound = kth_of_threads(m, kk, lowest_thread_max, row_max);
-        let chunk = (vocab + group_size() - 1u32) / group_size();
-        let from = min(thread_id() * chunk, vocab);
-        let to = min(from + chunk, vocab);
         let mut mine = 0.0f32;
-        for i in range(from, to, 1u32) {
+        for i in range(thread_id(), vocab, group_size()) {
             let x = load(logits[base + i]).cast::<f32>();
             mine += select(x >= bound && x < infinity(), 1.0f32, 0.0f32);
         }
@@ -281,13 +280,22 @@ pub fn sample_row<T>(
         n = group_max(total.cast::<u32>());
         if n <= list_max {
             let mut slot = prefix.cast::<u32>();
-            for i in range(from, to, 1u32) {
+            for i in range(thread_id(), vocab, group_size()) {
                 let x = load(logits[base + i]).cast::<f32>();
                 if x >= bound && x < infinity() {
-                    store(idx[slot], i);
-                    store(val[slot], x);
+                    store(next[slot], i);
                     slot += 1u32;
                 }
+            }
+            barrier();
+            for j in range(thread_id(), n, group_size()) {
+                let i = load(next[j]);
+                let mut rank = 0u32;
+                for j2 in range(0u32, n, 1u32) {
+                    rank += select(load(next[j2]) < i, 1u32, 0u32);
+                }
+                store(idx[rank], i);
+                store(val[rank], load(logits[base + i]).cast::<f32>());
             }
         }
         barrier();

@@ -251,11 +251,12 @@ pub fn sample_combine_kernel<T>(
                 let mut count = 0u32;
                 let mut above = infinity();
                 let mut below = neg_infinity();
-                for q in range(thread_id(), slots, group_size()) {
-                    let s = q / 128u32;
-                    let j = q - s * 128u32;
-                    if j < load(counts[s]) {
-                        let x = load(parts[(row * slices + s) * 264u32 + 136u32 + j]);
+                // A simdgroup a slice, its lanes over the slice's candidates: the loads
+                // spread evenly over the threads (and stay in L1 between steps).
+                for s in range(simd_id(), slices, simd_groups()) {
+                    let w = (row * slices + s) * 264u32 + 136u32;
+                    for j in range(simd_lane(), load(counts[s]), 32u32) {
+                        let x = load(parts[w + j]);
                         let at_or_above = x >= mid;
                         count += select(at_or_above, 1u32, 0u32);
                         above = select(at_or_above, min(above, x), above);
