@@ -1,7 +1,9 @@
 //! Cases of `sample`'s split form, forced at small shapes, and of the single-pass kernel's
-//! list: the same token as the single-pass kernel searching the whole row for every row (many seeds and parameter sets, several slice counts, a
-//! row shorter than its slices, ties, −∞ bans, k = 1, k = 0, p = 1, min-p, greedy, rows
-//! that fall back to the single-pass body) and the f64 reference's token where it is sure.
+//! list: the same token as the single-pass kernel searching the whole row, for every row
+//! (many seeds and parameter sets, several slice counts, a row shorter than its slices,
+//! ties, −∞ bans, k = 1, k = 0, p = 1, min-p, greedy, rows that fall back to the
+//! single-pass body), and the f64 reference's token where it is sure; a workspace made for
+//! fewer rows is refused.
 
 use super::sample::{random_params, DeviceParams, HostParams};
 use super::*;
@@ -233,5 +235,21 @@ pub(crate) fn split_cases() -> Vec<Case> {
     ] {
         v.push(split_same_token(dtype, kind, rows, vocab, slices));
     }
+    v.push(crate::testing::rejection_of(
+        OP,
+        "split workspace of fewer rows",
+        "the workspace holds 2 rows",
+        |ctx, rng| {
+            let (x, _) = logits(ctx, rng, DType::F32, 3, 40)?;
+            let dev = DeviceParams::new(ctx, &random_params(rng, 3))?;
+            let ws = SamplingWorkspace::with_slices(ctx, 2, 4).map_err(err)?;
+            let token = ctx.full_nan(DType::I32, &[3]).map_err(err)?;
+            let (c, t) = (ctx.clone(), token.clone());
+            Ok((
+                token,
+                Box::new(move || sample_split(&c, &x, &dev.params(), &ws, &t)) as Refused,
+            ))
+        },
+    ));
     v
 }
