@@ -15,13 +15,13 @@
 //!   row's k-th largest is among them (such a bound is at most the row's k-th largest);
 //! - the combine ([`sample_combine_kernel`], `G` threads a row) finds the row's k-th largest
 //!   among the candidates, keeps those at or above it (the survivors, at most
-//!   [`SURVIVORS`]) in threadgroup memory in index order, and reruns the top-p search, the
+//!   [`LIST_MAX`]) in threadgroup memory in index order, and reruns the top-p search, the
 //!   min-p cut and the draw over them: thread `t` adds the survivors whose index is ≡ `t`
 //!   mod `G` (the masses) or lies in `t`'s contiguous chunk of the row (the draw), exactly
 //!   as the single-pass kernel's thread `t` does;
 //! - a row the candidates cannot cover — top-k off (k = 0 or k ≥ the finite count), k above
 //!   [`CANDIDATES`], a slice whose ties overflow its list, more survivors than
-//!   [`SURVIVORS`] — takes the single-pass body ([`sample_row`]) inside the combine;
+//!   [`LIST_MAX`] — takes the single-pass body ([`sample_row`]) inside the combine;
 //!   greedy rows (temperature 0) take the first index of the row's max from the slices.
 
 use super::philox::philox_uniform;
@@ -29,6 +29,8 @@ use super::same_bits::{ordered_exclusive_scan, pivot};
 use super::sample::{kth_of_threads, params_in_range, sample_row, threshold, OP};
 use super::split::{SamplingWorkspace, SAMPLE_WORDS};
 use super::survivors::draw_survivors;
+#[cfg(doc)]
+use super::survivors::LIST_MAX;
 use super::{row_group, SamplingParams};
 use crate::error::{runtime, OpError};
 use tessera_macros::kernel;
@@ -38,15 +40,14 @@ use tessera_runtime::{Context, Tensor};
 /// above it takes the single-pass body. The kernels spell it as the literal 128.
 pub const CANDIDATES: u32 = 128;
 
-/// The most survivors of top-k the combine keeps in threadgroup memory (ties at the k-th
-/// largest can make them more than k). The kernels spell it as the literal 1024.
-pub const SURVIVORS: u32 = 1024;
-
 /// Where a slice's words start in the workspace, and their layout: 8 header words (max,
 /// first index of it, smallest finite logit, finite count, NaN/+∞ flag, candidate count —
 /// 129 when they overflow — the slice's bound or −∞, unused), then the candidates'
 /// indices, then their values.
 pub(crate) const HEADER_WORDS: u32 = 8;
+
+// The kernels' literal 264 is a slice's words in the workspace.
+const _: () = assert!(SAMPLE_WORDS == HEADER_WORDS + 2 * CANDIDATES);
 
 /// Slice `group_id_x() % slices` of row `group_id_x() / slices` (`seg` logits from
 /// `part · seg`): its header and candidates into `parts` (see [`HEADER_WORDS`]). A slice of
@@ -351,7 +352,6 @@ pub fn sample_split(
     if slices == 1 {
         return super::sample::single_pass(ctx, logits, params, token, batch, vocab);
     }
-    debug_assert_eq!(SAMPLE_WORDS, HEADER_WORDS + 2 * CANDIDATES);
     let p = params;
     let seg = vocab.div_ceil(slices);
     sample_slice_kernel::launch(
