@@ -145,7 +145,7 @@ pub fn params_in_range(t: f32, k: i32, p: f32, mp: f32) -> bool {
 /// One token per row; see the module docs for the semantics. `seed` is `[batch, 2]` (the
 /// Philox key), the rest `[batch]`.
 #[allow(clippy::too_many_arguments)]
-#[kernel]
+#[kernel(group_size = 1024, groups_per_core = 1)]
 pub fn sample_kernel<T>(
     logits: Tensor<T>,
     temperature: Tensor<f32>,

@@ -54,7 +54,7 @@ const _: () = assert!(SAMPLE_WORDS == HEADER_WORDS + 2 * CANDIDATES);
 /// a row that will not use candidates (temperature not > 0, top-k not in 1..=128, a NaN or
 /// +∞ in the slice) writes its header only.
 #[allow(clippy::too_many_arguments)]
-#[kernel]
+#[kernel(group_size = 1024, groups_per_core = 1)]
 pub fn sample_slice_kernel<T>(
     logits: Tensor<T>,
     temperature: Tensor<f32>,
@@ -165,7 +165,7 @@ pub fn sample_slice_kernel<T>(
 /// single-pass body over the row. `group_size()` is `row_group(vocab)`, as the single-pass
 /// kernel's.
 #[allow(clippy::too_many_arguments)]
-#[kernel]
+#[kernel(group_size = 1024, groups_per_core = 1)]
 pub fn sample_combine_kernel<T>(
     logits: Tensor<T>,
     temperature: Tensor<f32>,
