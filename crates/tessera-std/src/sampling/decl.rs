@@ -1,6 +1,6 @@
 //! The declarations of the sampling ops.
 
-use super::{argmax, penalties, sample, Penalties, SamplingParams, SamplingWorkspace};
+use super::{argmax, penalties, sample_split, Penalties, SamplingParams, SamplingWorkspace};
 #[cfg(feature = "cases")]
 use super::{cases, reference};
 #[cfg(feature = "cases")]
@@ -14,7 +14,7 @@ use tessera_runtime::{Context, DType};
 
 const I32: &[DType] = &[DType::I32];
 
-const SPLIT_BYTES: &str = "8·batch·slices (slices > 1 only for fewer rows than the GPU has cores, vocab ≥ 8192: about 2·cores/batch, each slice ≥ 1024 logits, at most 128)";
+const SPLIT_BYTES: &str = "1056·batch·slices (slices > 1 only for fewer rows than the GPU has cores, vocab ≥ 8192: about 2·cores/batch, each slice ≥ 1024 logits, at most 128)";
 
 fn split_workspace(ctx: &Context, a: &OpArgs) -> Result<Workspace, OpError> {
     let &[batch, vocab] = a.input("logits")?.shape() else {
@@ -80,7 +80,13 @@ fn sample_call(ctx: &Context, a: &OpArgs) -> Result<(), OpError> {
         seed: a.input("seed")?,
         offset: a.input("offset")?,
     };
-    sample::sample(ctx, a.input("logits")?, &params, a.output("token")?)
+    sample_split::sample_split(
+        ctx,
+        a.input("logits")?,
+        &params,
+        a.workspace::<SamplingWorkspace>()?,
+        a.output("token")?,
+    )
 }
 
 #[cfg(feature = "cases")]
@@ -101,7 +107,7 @@ inventory::submit! {
     OpDecl {
         name: "sample",
         family: "sampling",
-        summary: "temperature → top-k → top-p → min-p per row, then a Philox4x32-10 draw seeded per row; one kernel per row, no sort; the same seed gives the same token on every backend",
+        summary: "temperature → top-k → top-p → min-p per row, then a Philox4x32-10 draw seeded per row; no sort; one threadgroup per row, or for few long rows slices and a combine (the same token); the same seed gives the same token on every backend",
         accuracy: Accuracy::EXACT,
         inputs: &[
             LOGITS,
@@ -118,6 +124,7 @@ inventory::submit! {
             "logits is a float [batch, vocab], not empty, vocab ≤ 262144; temperature, top_p, min_p f32 [batch]; top_k i32 [batch]; seed u32 [batch, 2]; offset u32 [batch]; token i32 [batch]",
             "token aliases no input",
             "every row's temperature is finite and ≥ 0, top_k ≥ 0, top_p in (0, 1], min_p in [0, 1] (an eager call reads them back and refuses the first bad row before anything runs)",
+            "the workspace was made for at least these rows",
         ],
         rejections: &[
             Rejection { invariant: 0, by: Break::Dtype("logits", DType::I32), reason: "`logits` must be one of" },
@@ -133,7 +140,7 @@ inventory::submit! {
             ranges: &[("logits", -4.0, 4.0), ("temperature", 0.5, 1.5), ("top_k", 0.0, 40.0), ("top_p", 0.5, 1.0), ("min_p", 0.0, 0.1)],
             with: &[],
         },
-        workspace: None,
+        workspace: Some(WorkspaceDecl { bytes: SPLIT_BYTES, make: split_workspace }),
         call: sample_call,
         #[cfg(feature = "cases")]
         reference: sample_reference,

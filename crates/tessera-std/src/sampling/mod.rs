@@ -2,6 +2,8 @@
 //! (`apply_penalties`), greedy `argmax`, and `sample` — temperature, top-k,
 //! top-p and min-p per row with a Philox4x32-10 draw seeded per row, fused in one kernel
 //! without a sort, the same token for the same seed on every backend.
+//! `argmax_split` and `sample_split` split few long rows over slices and a combine, so a
+//! batch of one fills the GPU, with the same tokens.
 
 pub mod argmax;
 #[cfg(feature = "cases")]
@@ -13,12 +15,15 @@ pub mod philox;
 pub mod reference;
 pub mod same_bits;
 pub mod sample;
+pub mod sample_split;
 pub mod split;
+pub mod survivors;
 
 pub use argmax::{argmax, argmax_split};
 pub use penalties::{apply_penalties, Penalties};
 pub use philox::philox4x32_10;
 pub use sample::{sample, SamplingParams};
+pub use sample_split::sample_split;
 pub use split::SamplingWorkspace;
 
 use crate::error::OpError;

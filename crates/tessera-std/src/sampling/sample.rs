@@ -35,6 +35,7 @@
 
 use super::philox::philox_uniform;
 use super::same_bits::{exp_neg, ordered_exclusive_scan, ordered_sum, pivot};
+use super::survivors::{draw_survivors, kth_of_list, LIST_MAX};
 use super::{check_logits, row_group};
 use crate::error::{runtime, OpError};
 use crate::validate::{distinct, dtype_is, shape_is};
@@ -128,10 +129,23 @@ pub fn kth_of_threads(v: f32, k: u32, lo_start: f32, m: f32) -> f32 {
     lo
 }
 
+/// Whether a row's parameters are in range: `t` finite and ≥ 0, `k` ≥ 0, `p` in (0, 1],
+/// `mp` in [0, 1] (a NaN fails, as the −∞ a maximum turns it into does).
+#[func]
+pub fn params_in_range(t: f32, k: i32, p: f32, mp: f32) -> bool {
+    t >= 0.0f32
+        && t < infinity()
+        && k >= 0i32
+        && p > 0.0f32
+        && p <= 1.0f32
+        && mp >= 0.0f32
+        && mp <= 1.0f32
+}
+
 /// One token per row; see the module docs for the semantics. `seed` is `[batch, 2]` (the
 /// Philox key), the rest `[batch]`.
 #[allow(clippy::too_many_arguments)]
-#[kernel]
+#[kernel(group_size = 1024, groups_per_core = 1)]
 pub fn sample_kernel<T>(
     logits: Tensor<T>,
     temperature: Tensor<f32>,
@@ -142,10 +156,14 @@ pub fn sample_kernel<T>(
     offset: Tensor<u32>,
     mut token: Tensor<i32>,
     vocab: u32,
+    list_max: u32,
 ) {
     let partial = threadgroup_array::<f32>(32);
+    let idx = threadgroup_array::<u32>(1024);
+    let val = threadgroup_array::<f32>(1024);
+    let next = threadgroup_array::<u32>(1024);
+    let heads = threadgroup_array::<u32>(1024);
     let row = group_id_x();
-    let base = row * vocab;
     // The row's parameters, the same on every thread; the maxima make that known to the
     // uniformity analysis, so the row may branch on them around barriers (a NaN becomes
     // −∞, which fails the range checks as the NaN would).
@@ -153,13 +171,59 @@ pub fn sample_kernel<T>(
     let k = group_max(load(top_k[row]));
     let p = group_max(load(top_p[row]));
     let mp = group_max(load(min_p[row]));
-    let params_ok = t >= 0.0f32
-        && t < infinity()
-        && k >= 0i32
-        && p > 0.0f32
-        && p <= 1.0f32
-        && mp >= 0.0f32
-        && mp <= 1.0f32;
+    let u = philox_uniform(
+        load(seed[2u32 * row]),
+        load(seed[2u32 * row + 1u32]),
+        load(offset[row]),
+    );
+    let chosen = sample_row(
+        logits,
+        row * vocab,
+        vocab,
+        t,
+        k,
+        p,
+        mp,
+        u,
+        list_max,
+        partial,
+        idx,
+        val,
+        next,
+        heads,
+    );
+    if thread_id() == 0u32 {
+        store(token[row], chosen);
+    }
+}
+
+/// The token of one row of `vocab` logits from `base` (every thread returns it): the row's
+/// statistics, then — where top-k is on and at least k threads hold a finite logit — the
+/// list of the logits at or above the k-th largest of the threads' maxima (a bound below
+/// the row's k-th largest) in threadgroup memory when it holds at most `list_max` (≤ 1024)
+/// of them, and the rest over the list ([`draw_survivors`]); otherwise the top-k and top-p
+/// searches over the row, min-p and the draw of uniform `u` over the row. Both give the
+/// same token. `t`, `k`, `p`, `mp` are uniform over the group; `idx`, `val`, `next` and
+/// `heads` are 1024-word threadgroup scratch.
+#[allow(clippy::too_many_arguments)]
+#[func]
+pub fn sample_row<T>(
+    logits: Mem<T>,
+    base: u32,
+    vocab: u32,
+    t: f32,
+    k: i32,
+    p: f32,
+    mp: f32,
+    u: f32,
+    list_max: u32,
+    mut partial: Mem<f32>,
+    mut idx: Mem<u32>,
+    mut val: Mem<f32>,
+    mut next: Mem<u32>,
+    mut heads: Mem<u32>,
+) -> i32 {
+    let params_ok = params_in_range(t, k, p, mp);
 
     // The max and its first index, the smallest finite logit, the finite count, and
     // whether the row holds a NaN or +∞.
@@ -191,8 +255,59 @@ pub fn sample_kernel<T>(
     if usable && t == 0.0f32 {
         chosen = first_max.cast::<i32>();
     }
-    if usable && t > 0.0f32 {
-        let kk = k.cast::<u32>();
+    let kk = max(k, 0i32).cast::<u32>();
+    let try_list = usable
+        && t > 0.0f32
+        && kk > 0u32
+        && kk < finite_count
+        && kk <= threads_with_finite
+        && list_max > 0u32;
+    let mut n = 0u32;
+    let mut bound = row_min;
+    if try_list {
+        // At least k logits are at or above the k-th largest of the threads' maxima: list
+        // them all. Two passes with the first pass's coalesced layout: each thread counts
+        // its own, an ordered scan of the counts (small integers, exact in f32) gives each
+        // thread its run of the list, and the indices, distinct, go to their places in
+        // index order by their ranks among the listed.
+        bound = kth_of_threads(m, kk, lowest_thread_max, row_max);
+        let mut mine = 0.0f32;
+        for i in range(thread_id(), vocab, group_size()) {
+            let x = load(logits[base + i]).cast::<f32>();
+            mine += select(x >= bound && x < infinity(), 1.0f32, 0.0f32);
+        }
+        let (prefix, _end, total) = ordered_exclusive_scan(mine, partial);
+        n = group_max(total.cast::<u32>());
+        if n <= list_max {
+            let mut slot = prefix.cast::<u32>();
+            for i in range(thread_id(), vocab, group_size()) {
+                let x = load(logits[base + i]).cast::<f32>();
+                if x >= bound && x < infinity() {
+                    store(next[slot], i);
+                    slot += 1u32;
+                }
+            }
+            barrier();
+            for j in range(thread_id(), n, group_size()) {
+                let i = load(next[j]);
+                let mut rank = 0u32;
+                for j2 in range(0u32, n, 1u32) {
+                    rank += select(load(next[j2]) < i, 1u32, 0u32);
+                }
+                store(idx[rank], i);
+                store(val[rank], load(logits[base + i]).cast::<f32>());
+            }
+        }
+        barrier();
+    }
+    let listed = try_list && n <= list_max;
+    if listed {
+        let kth = kth_of_list(val, n, kk, bound, row_max);
+        chosen = draw_survivors(
+            idx, val, next, heads, n, vocab, kth, row_max, t, p, mp, u, partial,
+        );
+    }
+    if usable && t > 0.0f32 && !listed {
         let mut theta = row_min;
         if kk > 0u32 && kk < finite_count {
             // Start the search over the row from the k-th largest of the threads' maxima
@@ -237,11 +352,6 @@ pub fn sample_kernel<T>(
             slice += select(x >= theta && x < infinity() && e >= mp, e, 0.0f32);
         }
         let (prefix, end, total) = ordered_exclusive_scan(slice, partial);
-        let u = philox_uniform(
-            load(seed[2u32 * row]),
-            load(seed[2u32 * row + 1u32]),
-            load(offset[row]),
-        );
         let target = u * total;
         let owner = prefix < end && prefix <= target && (target < end || end == total);
         let mut pick = -1i32;
@@ -260,9 +370,7 @@ pub fn sample_kernel<T>(
         }
         chosen = group_max(pick);
     }
-    if thread_id() == 0u32 {
-        store(token[row], chosen);
-    }
+    chosen
 }
 
 /// The per-row parameters of [`sample`], as device tensors of `batch` rows (a CUDA graph
@@ -292,6 +400,17 @@ pub fn sample(
     params: &SamplingParams,
     token: &Tensor,
 ) -> Result<(), OpError> {
+    let (batch, vocab) = check_call(ctx, logits, params, token)?;
+    single_pass(ctx, logits, params, token, batch, vocab)
+}
+
+/// Validates a call (and, outside a graph, each row's parameters): (batch, vocab).
+pub(super) fn check_call(
+    ctx: &Context,
+    logits: &Tensor,
+    params: &SamplingParams,
+    token: &Tensor,
+) -> Result<(u32, u32), OpError> {
     let (batch, vocab) = check_logits(OP, logits)?;
     let rows = batch as usize;
     let p = params;
@@ -324,6 +443,18 @@ pub fn sample(
     if !ctx.recording_graph() {
         refuse_bad_rows(p)?;
     }
+    Ok((batch, vocab))
+}
+
+/// One threadgroup per row.
+pub(super) fn single_pass(
+    ctx: &Context,
+    logits: &Tensor,
+    p: &SamplingParams,
+    token: &Tensor,
+    batch: u32,
+    vocab: u32,
+) -> Result<(), OpError> {
     sample_kernel::launch(
         ctx,
         sample_kernel::Args {
@@ -336,6 +467,7 @@ pub fn sample(
             offset: p.offset,
             token,
             vocab,
+            list_max: LIST_MAX,
         },
     )
     .grid([batch, 1, 1])

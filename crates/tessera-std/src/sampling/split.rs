@@ -36,6 +36,10 @@ pub struct SamplingWorkspace {
 /// f32 words a slice writes for `argmax`: its maximum and the index of its first.
 pub(crate) const ARGMAX_WORDS: u32 = 2;
 
+/// f32 words a slice writes for `sample`: a header and up to 128 candidates (index and
+/// value); see `sample_split`.
+pub(crate) const SAMPLE_WORDS: u32 = 264;
+
 impl SamplingWorkspace {
     /// The workspace for `batch` rows of `vocab` logits, with the slices
     /// [`slices_for`] picks on this context's device (none when it picks 1).
@@ -57,7 +61,8 @@ impl SamplingWorkspace {
                 format!("slices = {slices} must be in 1..={MAX_SLICES}"),
             ));
         }
-        let len = (ARGMAX_WORDS as usize * batch.max(1) * slices as usize).max(1);
+        let words = ARGMAX_WORDS.max(SAMPLE_WORDS) as usize;
+        let len = (words * batch.max(1) * slices as usize).max(1);
         let parts = ctx
             .zeros(DType::F32, &[len])
             .map_err(runtime("sampling workspace"))?;

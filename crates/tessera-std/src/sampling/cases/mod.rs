@@ -4,6 +4,7 @@
 mod argmax;
 mod penalties;
 mod sample;
+mod sample_split;
 
 pub(super) use argmax::{argmax_benches, argmax_cases, argmax_kernels};
 pub(super) use penalties::{penalties_benches, penalties_cases, penalties_kernels};

@@ -8,6 +8,8 @@ use super::*;
 use crate::sampling::philox::philox_kernel;
 use crate::sampling::reference::{draw, filtered, RowParams};
 use crate::sampling::sample::{sample, sample_kernel, SamplingParams, OP};
+use crate::sampling::sample_split::{sample_combine_kernel, sample_slice_kernel, sample_split};
+use crate::sampling::split::SamplingWorkspace;
 
 /// Per-row parameters on the host, as the op's tensors hold them.
 #[derive(Clone, Debug, Default)]
@@ -413,6 +415,7 @@ fn graph_form() -> Case {
                     offset: &dev.offset,
                     token: &token,
                     vocab: vocab as u32,
+                    list_max: crate::sampling::survivors::LIST_MAX,
                 },
             )
             .grid([batch as u32, 1, 1])
@@ -468,6 +471,7 @@ pub(crate) fn sample_cases() -> Vec<Case> {
     }
     v.push(statistics());
     v.push(graph_form());
+    v.extend(super::sample_split::split_cases());
     v.push(bad_row("temperature -1", "row 1: temperature = -1", |h| {
         h.temperature[1] = -1.0
     }));
@@ -524,6 +528,8 @@ pub(crate) fn sample_cases() -> Vec<Case> {
 
 pub(crate) fn sample_kernels() -> Vec<KernelUse> {
     let mut v = per_float(&sample_kernel::DEF);
+    v.extend(per_float(&sample_slice_kernel::DEF));
+    v.extend(per_float(&sample_combine_kernel::DEF));
     v.push(KernelUse {
         def: &philox_kernel::DEF,
         spec: Specialization::new(vec![], vec![]),
@@ -532,8 +538,9 @@ pub(crate) fn sample_kernels() -> Vec<KernelUse> {
 }
 
 /// Top-k 50 + top-p 0.9 at temperature 0.7 over Qwen's 151,936-token vocabulary at batch
-/// 1, 32 and 256: the bytes are the logits read once (the kernel reads them once per search
-/// step; the row stays in cache at batch 1) and the tokens written.
+/// 1, 32 and 256, through the split form where the device's core count picks it: the bytes
+/// are the logits read once (the single-pass kernel reads them once per search step; the
+/// row stays in cache at batch 1) and the tokens written.
 pub(crate) fn sample_benches() -> Vec<BenchCase> {
     let mut v = Vec::new();
     for dtype in [DType::BF16, DType::F32] {
@@ -561,6 +568,7 @@ pub(crate) fn sample_benches() -> Vec<BenchCase> {
                     }
                     let dev = DeviceParams::new(ctx, &h)?;
                     let token = ctx.full_nan(DType::I32, &[batch]).map_err(err)?;
+                    let ws = SamplingWorkspace::new(ctx, batch, vocab).map_err(err)?;
                     let (c, t) = (ctx.clone(), token.clone());
                     let reference = xv
                         .chunks(vocab)
@@ -568,7 +576,9 @@ pub(crate) fn sample_benches() -> Vec<BenchCase> {
                         .map(|(r, row)| draw(row, &h.row(r)).0 as f64)
                         .collect();
                     Ok(PreparedBench {
-                        launch: Box::new(move || sample(&c, &x, &dev.params(), &t).map_err(err)),
+                        launch: Box::new(move || {
+                            sample_split(&c, &x, &dev.params(), &ws, &t).map_err(err)
+                        }),
                         output: token,
                         reference,
                     })
