@@ -86,6 +86,8 @@ pub fn enable_torch_eager(py: Python<'_>, hooks: &Bound<'_, PyDict>) -> PyResult
 pub struct EagerOp {
     op: &'static OpDecl,
     inputs: Vec<&'static str>,
+    /// The last successful call's bindings with every output given (see [`Memo`]).
+    memo: Mutex<Option<Box<Memo>>>,
 }
 
 #[pymethods]
@@ -109,7 +111,32 @@ impl EagerOp {
                 names.len()
             )));
         }
-        Ok(EagerOp { op, inputs: names })
+        Ok(EagerOp {
+            op,
+            inputs: names,
+            memo: Mutex::new(None),
+        })
+    }
+
+    /// The op on PyTorch CUDA tensors, arguments flat: the inputs in this handle's order,
+    /// the parameters and the outputs in declaration order (None or `Default`: not given).
+    /// Returns [`call_torch`]'s result: the outputs, or None where the general path must
+    /// take the call.
+    #[pyo3(signature = (*args))]
+    fn __call__<'py>(
+        slf: &Bound<'py, EagerOp>,
+        args: &Bound<'py, PyTuple>,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let eager = slf.get();
+        let n = eager.inputs.len() + eager.op.params.len() + eager.op.outputs.len();
+        if args.len() != n {
+            return Err(invalid(format!(
+                "`{}`'s eager call takes {n} arguments, {} given",
+                eager.op.name,
+                args.len()
+            )));
+        }
+        call(slf.py(), eager, &Args::Flat(args))
     }
 }
 
@@ -138,58 +165,66 @@ const MAX_PARAM_SETS: usize = 4096;
 
 type ParsedCache = HashMap<(usize, ParamSet), Arc<Parsed>>;
 
-/// The parameters' key, or `None` where one has another type than its schema's.
-fn param_set(torch: &Torch, op: &OpDecl, values: &Bound<'_, PyTuple>) -> Option<ParamSet> {
-    if values.len() != op.params.len() {
-        return None;
-    }
-    let default = torch.default.bind(values.py());
+/// The parameters' key (`value(i)`: the value of declaration `i`), or `None` where one has
+/// another type than its schema's.
+fn param_set<'py>(
+    torch: &Torch,
+    op: &OpDecl,
+    value: impl Fn(usize) -> PyResult<Bound<'py, PyAny>>,
+) -> PyResult<Option<ParamSet>> {
     let mut set = Vec::new();
-    for (i, (p, v)) in op.params.iter().zip(values.iter()).enumerate() {
-        if v.is_none() || v.get_type().is(default) {
+    for (i, p) in op.params.iter().enumerate() {
+        let v = value(i)?;
+        if v.is_none() || v.get_type().is(torch.default.bind(v.py())) {
             continue;
         }
         let key = match p.kind {
-            ParamKind::Bool if v.is_exact_instance_of::<PyBool>() => {
-                ParamKey::Bool(v.is_truthy().ok()?)
-            }
-            ParamKind::UInt { .. } if v.is_exact_instance_of::<PyInt>() => {
-                ParamKey::Int(v.extract().ok()?)
-            }
+            ParamKind::Bool if v.is_exact_instance_of::<PyBool>() => ParamKey::Bool(v.is_truthy()?),
+            ParamKind::UInt { .. } if v.is_exact_instance_of::<PyInt>() => match v.extract() {
+                Ok(n) => ParamKey::Int(n),
+                Err(_) => return Ok(None),
+            },
             ParamKind::Float if v.is_exact_instance_of::<PyFloat>() => {
-                ParamKey::Float(v.extract::<f64>().ok()?.to_bits())
+                ParamKey::Float(v.extract::<f64>()?.to_bits())
             }
             ParamKind::Choice(_) if v.is_exact_instance_of::<PyString>() => {
-                ParamKey::Str(v.extract().ok()?)
+                ParamKey::Str(v.extract()?)
             }
             ParamKind::UIntList
                 if v.is_exact_instance_of::<PyList>() || v.is_exact_instance_of::<PyTuple>() =>
             {
                 let mut items = Vec::new();
-                for item in v.try_iter().ok()? {
-                    let item = item.ok()?;
+                for item in v.try_iter()? {
+                    let item = item?;
                     if !item.is_exact_instance_of::<PyInt>() {
-                        return None;
+                        return Ok(None);
                     }
-                    items.push(item.extract().ok()?);
+                    match item.extract() {
+                        Ok(n) => items.push(n),
+                        Err(_) => return Ok(None),
+                    }
                 }
                 ParamKey::List(items)
             }
-            _ => return None,
+            _ => return Ok(None),
         };
         set.push((i, key));
     }
-    Some(set)
+    Ok(Some(set))
 }
 
 /// The text `tessera._decl.param_text` gives the same values (a float as its `repr`).
-fn param_text(op: &OpDecl, set: &ParamSet, values: &Bound<'_, PyTuple>) -> PyResult<ParamText> {
+fn param_text<'py>(
+    op: &OpDecl,
+    set: &ParamSet,
+    value: impl Fn(usize) -> PyResult<Bound<'py, PyAny>>,
+) -> PyResult<ParamText> {
     let mut text = Vec::with_capacity(set.len());
     for (i, key) in set {
         let value = match key {
             ParamKey::Bool(b) => (if *b { "true" } else { "false" }).to_string(),
             ParamKey::Int(n) => n.to_string(),
-            ParamKey::Float(_) => values.get_item(*i)?.repr()?.to_string(),
+            ParamKey::Float(_) => value(*i)?.repr()?.to_string(),
             ParamKey::Str(s) => s.clone(),
             ParamKey::List(items) => {
                 let items: Vec<String> = items.iter().map(i64::to_string).collect();
@@ -202,10 +237,10 @@ fn param_text(op: &OpDecl, set: &ParamSet, values: &Bound<'_, PyTuple>) -> PyRes
 }
 
 /// The parsed parameters of this set, parsed on its first call (errors are not kept).
-fn parsed(
+fn parsed<'py>(
     op: &'static OpDecl,
     set: ParamSet,
-    values: &Bound<'_, PyTuple>,
+    value: impl Fn(usize) -> PyResult<Bound<'py, PyAny>>,
 ) -> PyResult<Arc<Parsed>> {
     static CACHE: Mutex<Option<ParsedCache>> = Mutex::new(None);
     let key = (op as *const OpDecl as usize, set);
@@ -216,7 +251,7 @@ fn parsed(
     {
         return Ok(p);
     }
-    let text = param_text(op, &key.1, values)?;
+    let text = param_text(op, &key.1, value)?;
     let values = params_of(op, text.clone())?;
     let p = Arc::new(Parsed { text, values });
     if let Ok(mut c) = CACHE.lock() {
@@ -331,6 +366,83 @@ fn borrow(
         .map_err(|e| invalid(format!("{what} `{name}`: {e}")))
 }
 
+/// Where the call's values are: the three tuples of [`call_torch`], or the flat argument
+/// tuple of an [`EagerOp`] call (inputs, then parameters, then outputs).
+enum Args<'a, 'py> {
+    Parts {
+        inputs: &'a Bound<'py, PyTuple>,
+        params: &'a Bound<'py, PyTuple>,
+        outputs: &'a Bound<'py, PyTuple>,
+    },
+    Flat(&'a Bound<'py, PyTuple>),
+}
+
+impl<'py> Args<'_, 'py> {
+    /// The three lengths, inputs, parameters and outputs.
+    fn lens(&self, op: &EagerOp) -> (usize, usize, usize) {
+        match self {
+            Args::Parts {
+                inputs,
+                params,
+                outputs,
+            } => (inputs.len(), params.len(), outputs.len()),
+            // `__call__` checked the total.
+            Args::Flat(all) => {
+                let (ni, np) = (op.inputs.len(), op.op.params.len());
+                (ni, np, all.len().saturating_sub(ni + np))
+            }
+        }
+    }
+
+    fn input(&self, i: usize) -> PyResult<Bound<'py, PyAny>> {
+        match self {
+            Args::Parts { inputs, .. } => inputs.get_item(i),
+            Args::Flat(all) => all.get_item(i),
+        }
+    }
+
+    fn param(&self, op: &EagerOp, i: usize) -> PyResult<Bound<'py, PyAny>> {
+        match self {
+            Args::Parts { params, .. } => params.get_item(i),
+            Args::Flat(all) => all.get_item(op.inputs.len() + i),
+        }
+    }
+
+    fn output(&self, op: &EagerOp, i: usize) -> PyResult<Bound<'py, PyAny>> {
+        match self {
+            Args::Parts { outputs, .. } => outputs.get_item(i),
+            Args::Flat(all) => all.get_item(op.inputs.len() + op.op.params.len() + i),
+        }
+    }
+}
+
+/// One tensor bound by a call: which of the op's tensors it is (an input's index in the
+/// [`EagerOp`]'s order, or the output count plus an output's declaration index), and what
+/// the borrowed tensor was made of.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Bound1 {
+    slot: usize,
+    dtype: DType,
+    address: u64,
+    shape: Vec<usize>,
+}
+
+/// What the last successful call of an op with every output given bound, kept for the
+/// next call: its parameters' parse, its context, and its borrowed tensors in their name
+/// maps. A repeat reuses only what is the same by construction: the parse of the same
+/// parameter values, the context of the same (device, stream), the tensors made of the same
+/// (address, dtype, shape) — a borrowed tensor is nothing but that description. Every
+/// check of the op and the launch still runs on every call.
+struct Memo {
+    params: ParamSet,
+    parsed: Arc<Parsed>,
+    place: (usize, usize),
+    ctx: tessera_runtime::Context,
+    bound: Vec<Bound1>,
+    ins: BTreeMap<String, Tensor>,
+    outs: BTreeMap<String, Tensor>,
+}
+
 /// Runs `op` on PyTorch CUDA tensors and returns its outputs (one alone, else a tuple),
 /// or `None` where the general path must take the call (see the module docs).
 /// `inputs` in the [`EagerOp`]'s order (None: not given), `params` and `outputs` in
@@ -343,19 +455,37 @@ pub fn call_torch<'py>(
     params: &Bound<'py, PyTuple>,
     outputs: &Bound<'py, PyTuple>,
 ) -> PyResult<Option<Bound<'py, PyAny>>> {
+    call(
+        py,
+        op.get(),
+        &Args::Parts {
+            inputs,
+            params,
+            outputs,
+        },
+    )
+}
+
+/// The call of [`call_torch`] and [`EagerOp`]'s `__call__`.
+fn call<'py>(
+    py: Python<'py>,
+    eager: &EagerOp,
+    args: &Args<'_, 'py>,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
     let Some(torch) = TORCH.get(py) else {
         return Ok(None);
     };
-    let eager = op.get();
     let op = eager.op;
-    if inputs.len() != eager.inputs.len() || outputs.len() != op.outputs.len() {
+    let (n_in, n_params, n_out) = args.lens(eager);
+    if n_in != eager.inputs.len() || n_params != op.params.len() || n_out != op.outputs.len() {
         return Ok(None);
     }
     // Every tensor read first: the path declines before it does anything.
     let mut device = None;
     let mut same_device = |g: &Given| *device.get_or_insert(g.device) == g.device;
-    let mut given_in = Vec::with_capacity(inputs.len());
-    for (name, x) in eager.inputs.iter().zip(inputs.iter()) {
+    let mut given_in = Vec::with_capacity(n_in);
+    for (i, name) in eager.inputs.iter().enumerate() {
+        let x = args.input(i)?;
         if x.is_none() {
             continue;
         }
@@ -364,8 +494,9 @@ pub fn call_torch<'py>(
             _ => return Ok(None),
         }
     }
-    let mut given_out = Vec::with_capacity(outputs.len());
-    for (i, o) in outputs.iter().enumerate() {
+    let mut given_out = Vec::with_capacity(n_out);
+    for i in 0..n_out {
+        let o = args.output(eager, i)?;
         if o.is_none() {
             continue;
         }
@@ -382,61 +513,84 @@ pub fn call_torch<'py>(
     {
         return Ok(None);
     }
-    let Some(set) = param_set(torch, op, params) else {
+    let param = |i: usize| args.param(eager, i);
+    let Some(set) = param_set(torch, op, param)? else {
         return Ok(None);
     };
-    let parsed = parsed(op, set, params)?;
     check_inputs(op, given_in.iter().map(|(n, _, _)| *n))?;
     let stream: usize = torch.current_stream.bind(py).call1((ordinal,))?.extract()?;
-    let ctx = crate::cuda::context_on(ordinal, stream)?;
 
-    let mut ins = BTreeMap::new();
-    for (name, _, g) in &given_in {
+    // The last call's bindings, taken out while this call runs (a call on another thread
+    // meanwhile binds its own).
+    let memo = eager.memo.lock().ok().and_then(|mut m| m.take());
+    let parsed = match &memo {
+        Some(m) if m.params == set => m.parsed.clone(),
+        _ => parsed(op, set.clone(), param)?,
+    };
+    let ctx = match &memo {
+        Some(m) if m.place == (ordinal, stream) => m.ctx.clone(),
+        _ => crate::cuda::context_on(ordinal, stream)?,
+    };
+
+    let all_given = given_out.len() == op.outputs.len();
+    let mut bound = Vec::with_capacity(given_in.len() + given_out.len());
+    for (name, _, g) in &mut given_in {
         let rule = op.input(name).map_or(DtypeRule::OneOf(&[]), |d| d.dtype);
-        let dtype = declared_dtype(rule, g.dtype);
-        let t = borrow(&ctx, "input", name, g.address, dtype, &g.shape)?;
-        ins.insert(name.to_string(), t);
+        bound.push(Bound1 {
+            slot: eager
+                .inputs
+                .iter()
+                .position(|n| n == name)
+                .unwrap_or(usize::MAX),
+            dtype: declared_dtype(rule, g.dtype),
+            address: g.address,
+            shape: std::mem::take(&mut g.shape),
+        });
     }
-    let mut outs = BTreeMap::new();
+    for (i, _, g) in &mut given_out {
+        bound.push(Bound1 {
+            slot: eager.inputs.len() + *i,
+            dtype: declared_dtype(op.outputs[*i].dtype, g.dtype),
+            address: g.address,
+            shape: std::mem::take(&mut g.shape),
+        });
+    }
+    let reused = match memo {
+        Some(m) if all_given && m.place == (ordinal, stream) && m.bound == bound => Some(m),
+        _ => None,
+    };
     let mut returned: Vec<Option<Bound<'py, PyAny>>> = vec![None; op.outputs.len()];
-    for (i, o, g) in given_out {
-        let decl = &op.outputs[i];
-        let dtype = declared_dtype(decl.dtype, g.dtype);
-        let t = borrow(&ctx, "output", decl.name, g.address, dtype, &g.shape)?;
-        outs.insert(decl.name.to_string(), t);
+    for (i, o, _) in given_out {
         returned[i] = Some(o);
     }
-    if returned.iter().any(Option::is_none) {
-        let specs = op.output_specs(&ins, &parsed.values).map_err(op_error)?;
-        for (i, decl) in op.outputs.iter().enumerate() {
-            if returned[i].is_some() {
-                continue;
+    let (ins, outs) = match reused {
+        Some(m) => (m.ins, m.outs),
+        None => {
+            let mut ins = BTreeMap::new();
+            for ((name, _, _), b) in given_in.iter().zip(&bound) {
+                let t = borrow(&ctx, "input", name, b.address, b.dtype, &b.shape)?;
+                ins.insert(name.to_string(), t);
             }
-            let Some(s) = specs.iter().find(|s| s.name == decl.name) else {
-                return Err(invalid(format!(
-                    "`{}`: no spec for output `{}`",
-                    op.name, decl.name
-                )));
-            };
-            let Some((_, tdt)) = torch.dtypes.iter().find(|(d, _)| *d == s.dtype) else {
-                return Err(invalid(format!(
-                    "`{}`: output `{}` is {}, which PyTorch cannot hold",
-                    op.name, decl.name, s.dtype
-                )));
-            };
-            let kwargs = PyDict::new(py);
-            kwargs.set_item("dtype", tdt.bind(py))?;
-            kwargs.set_item("device", ordinal)?;
-            let o = torch
-                .empty
-                .bind(py)
-                .call((PyTuple::new(py, &s.shape)?,), Some(&kwargs))?;
-            let address: u64 = o.call_method0("data_ptr")?.extract()?;
-            let t = borrow(&ctx, "output", decl.name, address, s.dtype, &s.shape)?;
-            outs.insert(decl.name.to_string(), t);
-            returned[i] = Some(o);
+            let mut outs = BTreeMap::new();
+            for b in &bound[given_in.len()..] {
+                let name = op.outputs[b.slot - eager.inputs.len()].name;
+                let t = borrow(&ctx, "output", name, b.address, b.dtype, &b.shape)?;
+                outs.insert(name.to_string(), t);
+            }
+            make_outputs(
+                py,
+                torch,
+                op,
+                &ctx,
+                ordinal,
+                &ins,
+                &parsed,
+                &mut outs,
+                &mut returned,
+            )?;
+            (ins, outs)
         }
-    }
+    };
     py.allow_threads(|| {
         crate::cache::invoke(
             op,
@@ -449,12 +603,74 @@ pub fn call_torch<'py>(
         )
     })
     .map_err(op_error)?;
+    if all_given {
+        // Kept only after a call that ran: an error keeps nothing.
+        if let Ok(mut m) = eager.memo.lock() {
+            *m = Some(Box::new(Memo {
+                params: set,
+                parsed,
+                place: (ordinal, stream),
+                ctx,
+                bound,
+                ins,
+                outs,
+            }));
+        }
+    }
     let mut returned: Vec<Bound<'py, PyAny>> = returned.into_iter().flatten().collect();
     Ok(Some(if returned.len() == 1 {
         returned.remove(0)
     } else {
         PyTuple::new(py, returned)?.into_any()
     }))
+}
+
+/// Makes, with `torch.empty`, each output the call was not given, and borrows it.
+#[allow(clippy::too_many_arguments)]
+fn make_outputs<'py>(
+    py: Python<'py>,
+    torch: &Torch,
+    op: &'static OpDecl,
+    ctx: &tessera_runtime::Context,
+    ordinal: usize,
+    ins: &BTreeMap<String, Tensor>,
+    parsed: &Parsed,
+    outs: &mut BTreeMap<String, Tensor>,
+    returned: &mut [Option<Bound<'py, PyAny>>],
+) -> PyResult<()> {
+    if returned.iter().all(Option::is_some) {
+        return Ok(());
+    }
+    let specs = op.output_specs(ins, &parsed.values).map_err(op_error)?;
+    for (i, decl) in op.outputs.iter().enumerate() {
+        if returned[i].is_some() {
+            continue;
+        }
+        let Some(s) = specs.iter().find(|s| s.name == decl.name) else {
+            return Err(invalid(format!(
+                "`{}`: no spec for output `{}`",
+                op.name, decl.name
+            )));
+        };
+        let Some((_, tdt)) = torch.dtypes.iter().find(|(d, _)| *d == s.dtype) else {
+            return Err(invalid(format!(
+                "`{}`: output `{}` is {}, which PyTorch cannot hold",
+                op.name, decl.name, s.dtype
+            )));
+        };
+        let kwargs = PyDict::new(py);
+        kwargs.set_item("dtype", tdt.bind(py))?;
+        kwargs.set_item("device", ordinal)?;
+        let o = torch
+            .empty
+            .bind(py)
+            .call((PyTuple::new(py, &s.shape)?,), Some(&kwargs))?;
+        let address: u64 = o.call_method0("data_ptr")?.extract()?;
+        let t = borrow(ctx, "output", decl.name, address, s.dtype, &s.shape)?;
+        outs.insert(decl.name.to_string(), t);
+        returned[i] = Some(o);
+    }
+    Ok(())
 }
 
 /// `(address, CUDA device index or None, dtype name or None, shape, contiguous)`.
