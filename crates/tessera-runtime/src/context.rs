@@ -142,7 +142,7 @@ impl Context {
     }
 
     /// Another context on `backend` (the same device) sharing this one's compile cache.
-    fn view(&self, backend: Arc<dyn Backend>) -> Context {
+    pub(crate) fn view(&self, backend: Arc<dyn Backend>) -> Context {
         Context {
             inner: Arc::new(Inner {
                 backend,
