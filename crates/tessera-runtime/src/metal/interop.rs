@@ -47,8 +47,9 @@ impl Context {
     /// must retain its references (`commandBuffer()`, not the unretained form). While a
     /// view encodes, the caller must have no encoder of its own open on `cb`. The view
     /// refuses what cannot be ordered with work nobody has committed yet: `synchronize`,
-    /// uploads and downloads (`tensor`, `to_vec`, ...) and timing; make and read tensors
-    /// with the context on the queue once `cb` has completed.
+    /// uploads and downloads (`tensor`, `to_vec`, ...) and timing; once `cb` has completed,
+    /// read the buffers through the context on the queue (borrowed there again). Like any
+    /// context, the view binds only tensors made or borrowed through it.
     pub fn on_metal_command_buffer(
         &self,
         cb: Retained<ProtocolObject<dyn MTLCommandBuffer>>,
