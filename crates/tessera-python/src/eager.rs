@@ -10,12 +10,15 @@
 //! not run, strides that are not row-major, an address that is not 16-byte aligned, a
 //! parameter of another Python type than its schema's, or, when it would make an output, a
 //! call the `torch.library` op must see (a dispatch or function mode, a JIT trace, a
-//! functorch wrapper, an input that needs a gradient). Everything the op and the runtime
-//! check on a call is checked on every call; only the driver is not asked where the
-//! memory lives, since PyTorch already says it is this device's.
+//! functorch wrapper, an input that needs a gradient), a tensor of more than
+//! [`dlpack::MAX_DIMS`] dimensions or an op of more than [`MAX_OUTPUTS`] outputs.
+//! Everything the op and the runtime check on a call is checked on every call; only the
+//! driver is not asked where the memory lives, since PyTorch already says it is this
+//! device's. A repeat of the same tensors, parameters and stream reuses what the last call
+//! bound ([`Memo`]): nothing a check reads differs from a fresh binding.
 
 use crate::call::{check_inputs, params_of, ParamText};
-use crate::dlpack::{self, TensorView};
+use crate::dlpack::{self, Dims, TensorView};
 use crate::errors::{invalid, op_error};
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
@@ -284,7 +287,7 @@ struct Given {
     device: usize,
     dtype: DType,
     address: u64,
-    shape: Vec<usize>,
+    shape: Dims,
 }
 
 /// One tensor of the call, read; `None` where the path declines it (not exactly a tensor,
@@ -417,14 +420,14 @@ impl<'py> Args<'_, 'py> {
 }
 
 /// One tensor bound by a call: which of the op's tensors it is (an input's index in the
-/// [`EagerOp`]'s order, or the output count plus an output's declaration index), and what
+/// [`EagerOp`]'s order, or the input count plus an output's declaration index), and what
 /// the borrowed tensor was made of.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Bound1 {
     slot: usize,
     dtype: DType,
     address: u64,
-    shape: Vec<usize>,
+    shape: Dims,
 }
 
 /// What the last successful call of an op with every output given bound, kept for the
@@ -476,154 +479,159 @@ fn call<'py>(
         return Ok(None);
     };
     let op = eager.op;
-    let (n_in, n_params, n_out) = args.lens(eager);
-    if n_in != eager.inputs.len() || n_params != op.params.len() || n_out != op.outputs.len() {
+    let n_in = eager.inputs.len();
+    if args.lens(eager) != (n_in, op.params.len(), op.outputs.len()) {
         return Ok(None);
     }
-    // Every tensor read first: the path declines before it does anything.
+    // Every tensor read first: the path declines before it does anything. `bound` holds
+    // the given inputs, then the given outputs; `given_out` the outputs' Python objects.
     let mut device = None;
-    let mut same_device = |g: &Given| *device.get_or_insert(g.device) == g.device;
-    let mut given_in = Vec::with_capacity(n_in);
-    for (i, name) in eager.inputs.iter().enumerate() {
+    let mut bound: Vec<Bound1> = Vec::with_capacity(n_in + op.outputs.len());
+    let mut read_one = |slot: usize, x: &Bound<'py, PyAny>, rule: DtypeRule| {
+        let g = read(torch, x)?;
+        (*device.get_or_insert(g.device) == g.device).then_some(())?;
+        bound.push(Bound1 {
+            slot,
+            dtype: declared_dtype(rule, g.dtype),
+            address: g.address,
+            shape: g.shape,
+        });
+        Some(())
+    };
+    if op.outputs.len() > MAX_OUTPUTS {
+        return Ok(None);
+    }
+    for i in 0..n_in {
         let x = args.input(i)?;
         if x.is_none() {
             continue;
         }
-        match read(torch, &x) {
-            Some(g) if same_device(&g) => given_in.push((*name, x, g)),
-            _ => return Ok(None),
+        let rule = op
+            .input(eager.inputs[i])
+            .map_or(DtypeRule::OneOf(&[]), |d| d.dtype);
+        if read_one(i, &x, rule).is_none() {
+            return Ok(None);
         }
     }
-    let mut given_out = Vec::with_capacity(n_out);
-    for i in 0..n_out {
+    let mut given_out: [Option<Bound<'py, PyAny>>; MAX_OUTPUTS] = Default::default();
+    for (i, decl) in op.outputs.iter().enumerate() {
         let o = args.output(eager, i)?;
         if o.is_none() {
             continue;
         }
-        match read(torch, &o) {
-            Some(g) if same_device(&g) => given_out.push((i, o, g)),
-            _ => return Ok(None),
+        if read_one(n_in + i, &o, decl.dtype).is_none() {
+            return Ok(None);
         }
+        given_out[i] = Some(o);
     }
     let Some(ordinal) = device else {
         return Ok(None);
     };
-    if given_out.is_empty()
-        && plain_eager(py, torch, given_in.iter().map(|(_, x, _)| x)) != Some(true)
-    {
-        return Ok(None);
+    let n_given_in = bound.iter().take_while(|b| b.slot < n_in).count();
+    let all_given = bound.len() - n_given_in == op.outputs.len();
+    if bound.len() == n_given_in {
+        // No output given: the call makes them, and must be one the custom op would only
+        // run eagerly.
+        let inputs = (0..n_in).filter_map(|i| args.input(i).ok().filter(|x| !x.is_none()));
+        let inputs: Vec<Bound<'py, PyAny>> = inputs.collect();
+        if plain_eager(py, torch, inputs.iter()) != Some(true) {
+            return Ok(None);
+        }
     }
     let param = |i: usize| args.param(eager, i);
     let Some(set) = param_set(torch, op, param)? else {
         return Ok(None);
     };
-    check_inputs(op, given_in.iter().map(|(n, _, _)| *n))?;
+    check_inputs(op, bound[..n_given_in].iter().map(|b| eager.inputs[b.slot]))?;
     let stream: usize = torch.current_stream.bind(py).call1((ordinal,))?.extract()?;
 
     // The last call's bindings, taken out while this call runs (a call on another thread
     // meanwhile binds its own).
-    let memo = eager.memo.lock().ok().and_then(|mut m| m.take());
+    let mut memo = eager.memo.lock().ok().and_then(|mut m| m.take());
+    let place = (ordinal, stream);
     let parsed = match &memo {
         Some(m) if m.params == set => m.parsed.clone(),
         _ => parsed(op, set.clone(), param)?,
     };
     let ctx = match &memo {
-        Some(m) if m.place == (ordinal, stream) => m.ctx.clone(),
+        Some(m) if m.place == place => m.ctx.clone(),
         _ => crate::cuda::context_on(ordinal, stream)?,
     };
-
-    let all_given = given_out.len() == op.outputs.len();
-    let mut bound = Vec::with_capacity(given_in.len() + given_out.len());
-    for (name, _, g) in &mut given_in {
-        let rule = op.input(name).map_or(DtypeRule::OneOf(&[]), |d| d.dtype);
-        bound.push(Bound1 {
-            slot: eager
-                .inputs
-                .iter()
-                .position(|n| n == name)
-                .unwrap_or(usize::MAX),
-            dtype: declared_dtype(rule, g.dtype),
-            address: g.address,
-            shape: std::mem::take(&mut g.shape),
-        });
-    }
-    for (i, _, g) in &mut given_out {
-        bound.push(Bound1 {
-            slot: eager.inputs.len() + *i,
-            dtype: declared_dtype(op.outputs[*i].dtype, g.dtype),
-            address: g.address,
-            shape: std::mem::take(&mut g.shape),
-        });
-    }
-    let reused = match memo {
-        Some(m) if all_given && m.place == (ordinal, stream) && m.bound == bound => Some(m),
-        _ => None,
-    };
-    let mut returned: Vec<Option<Bound<'py, PyAny>>> = vec![None; op.outputs.len()];
-    for (i, o, _) in given_out {
-        returned[i] = Some(o);
-    }
-    let (ins, outs) = match reused {
-        Some(m) => (m.ins, m.outs),
-        None => {
-            let mut ins = BTreeMap::new();
-            for ((name, _, _), b) in given_in.iter().zip(&bound) {
-                let t = borrow(&ctx, "input", name, b.address, b.dtype, &b.shape)?;
+    let reused = all_given
+        && memo
+            .as_ref()
+            .is_some_and(|m| m.place == place && m.bound == bound);
+    if !reused {
+        let mut ins = BTreeMap::new();
+        let mut outs = BTreeMap::new();
+        for b in &bound {
+            if b.slot < n_in {
+                let name = eager.inputs[b.slot];
+                let t = borrow(&ctx, "input", name, b.address, b.dtype, b.shape.as_slice())?;
                 ins.insert(name.to_string(), t);
-            }
-            let mut outs = BTreeMap::new();
-            for b in &bound[given_in.len()..] {
-                let name = op.outputs[b.slot - eager.inputs.len()].name;
-                let t = borrow(&ctx, "output", name, b.address, b.dtype, &b.shape)?;
+            } else {
+                let name = op.outputs[b.slot - n_in].name;
+                let t = borrow(&ctx, "output", name, b.address, b.dtype, b.shape.as_slice())?;
                 outs.insert(name.to_string(), t);
             }
-            make_outputs(
-                py,
-                torch,
-                op,
-                &ctx,
-                ordinal,
-                &ins,
-                &parsed,
-                &mut outs,
-                &mut returned,
-            )?;
-            (ins, outs)
         }
+        let returned = &mut given_out[..op.outputs.len()];
+        make_outputs(
+            py, torch, op, &ctx, ordinal, &ins, &parsed, &mut outs, returned,
+        )?;
+        let fresh = Memo {
+            params: Vec::new(),
+            parsed: parsed.clone(),
+            place,
+            ctx: ctx.clone(),
+            bound: Vec::new(),
+            ins,
+            outs,
+        };
+        match &mut memo {
+            Some(m) => **m = fresh,
+            None => memo = Some(Box::new(fresh)),
+        }
+    }
+    let Some(mut m) = memo else {
+        return Err(invalid("internal: the eager call lost its bindings".into()));
     };
     py.allow_threads(|| {
         crate::cache::invoke(
             op,
             &ctx,
-            (ordinal, stream),
-            &ins,
-            &outs,
+            place,
+            &m.ins,
+            &m.outs,
             &parsed.values,
             &parsed.text,
         )
     })
     .map_err(op_error)?;
     if all_given {
-        // Kept only after a call that ran: an error keeps nothing.
-        if let Ok(mut m) = eager.memo.lock() {
-            *m = Some(Box::new(Memo {
-                params: set,
-                parsed,
-                place: (ordinal, stream),
-                ctx,
-                bound,
-                ins,
-                outs,
-            }));
+        // Kept only after a call that ran with every output given: an error keeps nothing,
+        // and outputs made here are new tensors each call.
+        m.params = set;
+        m.parsed = parsed;
+        m.bound = bound;
+        if let Ok(mut slot) = eager.memo.lock() {
+            *slot = Some(m);
         }
     }
-    let mut returned: Vec<Bound<'py, PyAny>> = returned.into_iter().flatten().collect();
-    Ok(Some(if returned.len() == 1 {
-        returned.remove(0)
-    } else {
-        PyTuple::new(py, returned)?.into_any()
-    }))
+    let n_out = op.outputs.len();
+    if n_out == 1 {
+        return Ok(given_out[0].take());
+    }
+    let returned: Vec<Bound<'py, PyAny>> = given_out[..n_out]
+        .iter_mut()
+        .flatten()
+        .map(|o| o.clone())
+        .collect();
+    Ok(Some(PyTuple::new(py, returned)?.into_any()))
 }
+
+/// The most outputs an op has for the eager path (one with more takes the general path).
+const MAX_OUTPUTS: usize = 8;
 
 /// Makes, with `torch.empty`, each output the call was not given, and borrows it.
 #[allow(clippy::too_many_arguments)]
@@ -689,7 +697,7 @@ pub fn describe_tensor(py: Python<'_>, x: &Bound<'_, PyAny>) -> PyResult<Option<
             v.address,
             v.cuda_device,
             v.dtype.map(|d| d.name().to_string()),
-            v.shape,
+            v.shape.as_slice().to_vec(),
             v.contiguous,
         )
     }))
