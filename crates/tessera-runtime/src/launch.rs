@@ -10,7 +10,7 @@ use crate::context::Context;
 use crate::error::{Result, RuntimeError};
 use crate::tensor::Tensor;
 use tessera_ir::Scalar as DType;
-use tessera_ir::{Kernel, KernelDef, Literal, ParamKind, ParamSig, Specialization, TypeSig};
+use tessera_ir::{Kernel, KernelDef, Literal, ParamKind, ParamSig, TypeSig};
 
 /// What is being launched.
 pub(crate) enum Source<'a> {
@@ -491,7 +491,7 @@ impl<'a> Core<'a> {
         args: &[BoundArg<'a>],
         mut dtypes: Few<Option<(DType, DtypeFrom<'_>)>, FEW>,
         constexprs: Vec<Literal>,
-    ) -> Result<Specialization> {
+    ) -> Result<(Few<DType, FEW>, Vec<Literal>)> {
         let generics = self.generics();
         for (i, (p, b)) in params.iter().zip(args).enumerate() {
             let TypeSig::Generic(g) = p.ty else { continue };
@@ -517,19 +517,17 @@ impl<'a> Core<'a> {
                 Some(_) => {}
             }
         }
-        let mut resolved = Vec::with_capacity(dtypes.len());
-        for (g, d) in dtypes.iter().enumerate() {
-            match d {
-                Some((dt, _)) => resolved.push(*dt),
-                None => {
-                    return Err(self.reject(format!(
-                        "cannot infer generic `{}`: no argument of that type is bound; give it \
-                         with `.dtype(\"{}\", DType::F32)` (one of f32, f16, bf16)",
-                        generics[g], generics[g]
-                    )))
-                }
-            }
+        if let Some(g) = dtypes.iter().position(Option::is_none) {
+            return Err(self.reject(format!(
+                "cannot infer generic `{}`: no argument of that type is bound; give it \
+                 with `.dtype(\"{}\", DType::F32)` (one of f32, f16, bf16)",
+                generics[g], generics[g]
+            )));
         }
+        let resolved = Few::collect(
+            DType::F32,
+            dtypes.iter().map(|d| d.map_or(DType::F32, |(dt, _)| dt)),
+        );
         if let Source::Def(d) = &self.source {
             for (c, v) in d.signature.constexprs.iter().zip(&constexprs) {
                 if v.ty() != c.ty {
@@ -543,19 +541,19 @@ impl<'a> Core<'a> {
                 }
             }
         }
-        Ok(Specialization::new(resolved, constexprs))
+        Ok((resolved, constexprs))
     }
 
     fn check_types(
         &self,
         params: &[ParamView],
         args: &[BoundArg<'a>],
-        spec: &Specialization,
+        generic_dtypes: &[DType],
     ) -> Result<()> {
         for (p, b) in params.iter().zip(args) {
             let want = match p.ty {
                 TypeSig::Fixed(t) => t,
-                TypeSig::Generic(g) => spec.dtypes[g],
+                TypeSig::Generic(g) => generic_dtypes[g],
             };
             let got = arg_dtype(b);
             if got != want {
@@ -649,10 +647,11 @@ impl<'a> Core<'a> {
             dtypes,
         } = bindings;
         self.check_kinds(params, &args)?;
-        let spec = self.specialization(params, &args, dtypes, constexprs)?;
-        self.check_types(params, &args, &spec)?;
+        let (generic_dtypes, constexprs) =
+            self.specialization(params, &args, dtypes, constexprs)?;
+        self.check_types(params, &args, &generic_dtypes)?;
         let entry = match &self.source {
-            Source::Def(d) => self.ctx.compiled(d, spec)?,
+            Source::Def(d) => self.ctx.compiled_parts(d, &generic_dtypes, constexprs)?,
             Source::Ir(k) => std::sync::Arc::new(self.ctx.compile_ir((*k).clone(), self.optimize)?),
         };
         let (grid, gs) = self.check_geometry(&entry)?;
