@@ -610,7 +610,11 @@ fn call<'py>(
     .map_err(op_error)?;
     if all_given {
         // Kept only after a call that ran with every output given: an error keeps nothing,
-        // and outputs made here are new tensors each call.
+        // and outputs made here are new tensors each call. The kept tensors outlive the
+        // memory they describe (PyTorch may free it); nothing reads, writes or frees it
+        // through them, and they are launched again only by a call that passes tensors of
+        // exactly their (address, dtype, shape) on the same device and stream — memory
+        // that call's caller holds, as if borrowed afresh.
         m.params = set;
         m.parsed = parsed;
         m.bound = bound;
