@@ -1,8 +1,8 @@
 """Per-call cost of tessera.ops from Python on CUDA: the wall time of an eager call
 (Python, argument checks, launch) against the kernel's own time (the same calls replayed
 from a CUDA graph), for RMSNorm and decode attention at decode shapes, through the
-generated function, through the eager path's native call alone (``call_torch``, which
-reads the tensors itself) and through the general path's native call with descriptors
+generated function, through the eager path's native call alone (the op's ``EagerOp``
+handle called with its arguments flat, which reads the tensors itself) and through the general path's native call with descriptors
 prepared once (``invoke_cuda``).
 
     python python/tessera/bench_overhead.py [--calls 2000]
@@ -60,15 +60,14 @@ def native(op, ins, out, params=()):
 
 
 def eager_native(op, inputs, out):
-    """The eager path's native call alone, with its argument tuples made once: inputs in
-    the generated function's order (required, then optional), parameters at their
-    defaults."""
+    """The eager path's native call alone, as the generated function makes it: the op's
+    handle called with the arguments flat, inputs in the function's order (required, then
+    optional), parameters at their defaults, the output given."""
     decl = tessera.declarations()[op]
     order = [t["name"] for t in sorted(decl["inputs"], key=lambda t: t["optional"])]
     handle = _tessera.EagerOp(op, order)
-    ins = tuple(inputs.get(n) for n in order)
-    params = (None,) * len(decl["params"])
-    call = lambda: _tessera.call_torch(handle, ins, params, (out,))  # noqa: E731
+    flat = tuple(inputs.get(n) for n in order) + (None,) * len(decl["params"]) + (out,)
+    call = lambda: handle(*flat)  # noqa: E731
     if call() is None:
         raise SystemExit(f"{op}: the eager path declined the call (see tessera/_dispatch.py)")
     return call
@@ -95,7 +94,7 @@ def main():
          native("sdpa_decode", [("q", q, "bf16"), ("k", k, "bf16"), ("v", v, "bf16")], ("out", out_a, "bf16"))),
     ]
     print(f"tessera {tessera.__version__} on {torch.cuda.get_device_name()}, {args.calls} calls each")
-    print(f"{'op':48} {'kernel':>8} {'eager out=':>11} {'eager alloc':>12} {'call_torch':>11} {'invoke_cuda':>12}  (µs per call)")
+    print(f"{'op':48} {'kernel':>8} {'eager out=':>11} {'eager alloc':>12} {'op handle':>11} {'invoke_cuda':>12}  (µs per call)")
     for name, with_out, alloc, eager, raw in cases:
         kernel = graph_us(with_out, min(args.calls, 500))
         print(f"{name:48} {kernel:8.2f} {wall_us(with_out, args.calls):11.2f} "

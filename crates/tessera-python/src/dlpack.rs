@@ -50,6 +50,33 @@ struct DlManagedVersioned {
 
 const KDL_CUDA: i32 = 2;
 
+/// The most dimensions the reader takes (a tensor of more is not read: the general path
+/// takes it), so a shape is held without an allocation.
+pub const MAX_DIMS: usize = 8;
+
+/// A shape of at most [`MAX_DIMS`] dimensions, held inline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Dims {
+    len: usize,
+    dims: [usize; MAX_DIMS],
+}
+
+impl Dims {
+    /// `shape`, or `None` past [`MAX_DIMS`] dimensions.
+    pub fn new(shape: &[usize]) -> Option<Dims> {
+        let mut dims = [0; MAX_DIMS];
+        dims.get_mut(..shape.len())?.copy_from_slice(shape);
+        Some(Dims {
+            len: shape.len(),
+            dims,
+        })
+    }
+
+    pub fn as_slice(&self) -> &[usize] {
+        &self.dims[..self.len]
+    }
+}
+
 /// What a call needs of one tensor.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TensorView {
@@ -59,7 +86,7 @@ pub struct TensorView {
     pub cuda_device: Option<usize>,
     /// The dtype, or `None` for one Tessera does not run.
     pub dtype: Option<DType>,
-    pub shape: Vec<usize>,
+    pub shape: Dims,
     /// Row-major contiguous (size-1 dimensions may have any stride).
     pub contiguous: bool,
 }
@@ -96,7 +123,7 @@ fn is_contiguous(shape: &[usize], strides: Option<&[i64]>) -> bool {
 }
 
 /// Reads the capsule `to_dlpack(tensor)` returned. `None` if it is not a DLPack capsule
-/// this reader knows.
+/// this reader knows, or the tensor has more than [`MAX_DIMS`] dimensions.
 pub fn read(capsule: &Bound<'_, PyAny>) -> Option<TensorView> {
     let capsule = capsule.downcast::<PyCapsule>().ok()?;
     let name = capsule.name().ok()??;
@@ -139,11 +166,15 @@ pub fn read(capsule: &Bound<'_, PyAny>) -> Option<TensorView> {
             (!t.strides.is_null() && ndim > 0).then(|| std::slice::from_raw_parts(t.strides, ndim));
         (shape, strides)
     };
-    let shape: Vec<usize> = shape
-        .iter()
-        .map(|&n| usize::try_from(n).ok())
-        .collect::<Option<_>>()?;
-    let contiguous = is_contiguous(&shape, strides);
+    if ndim > MAX_DIMS {
+        return None;
+    }
+    let mut sizes = [0usize; MAX_DIMS];
+    for (slot, &n) in sizes.iter_mut().zip(shape) {
+        *slot = usize::try_from(n).ok()?;
+    }
+    let shape = Dims::new(&sizes[..ndim])?;
+    let contiguous = is_contiguous(shape.as_slice(), strides);
     Some(TensorView {
         address: (t.data as u64).checked_add(t.byte_offset)?,
         cuda_device: (t.device.device_type == KDL_CUDA)

@@ -299,6 +299,13 @@ pub trait Backend: Send + Sync {
     fn as_cuda(&self) -> Option<&crate::cuda::CudaBackend> {
         None
     }
+
+    /// This backend as the Metal backend, where it is one: the door to a caller's command
+    /// buffer and buffers ([`crate::Context::on_metal_command_buffer`]).
+    #[cfg(target_os = "macos")]
+    fn as_metal(&self) -> Option<&crate::metal::MetalBackend> {
+        None
+    }
 }
 
 /// Launches recorded by [`Backend::record`], ready to run again on the device in one

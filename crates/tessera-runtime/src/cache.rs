@@ -8,7 +8,7 @@ use crate::backend::{BackendKind, CompiledKernel};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::sync::{Arc, Mutex};
-use tessera_ir::{KernelDef, Specialization};
+use tessera_ir::{KernelDef, Literal, Scalar, Specialization};
 
 /// Cache key: the kernel's full identity. Two kernels of one name in different modules
 /// differ in `path`; hand-built definitions (no path) differ in their build function.
@@ -92,12 +92,57 @@ pub(crate) struct CacheEntry {
     pub arg_order: Vec<usize>,
 }
 
+/// How many recently launched entries [`CompileCache::recent`] compares before the map.
+const RECENT: usize = 8;
+
 #[derive(Default)]
 pub(crate) struct CompileCache {
     entries: Mutex<HashMap<CacheKey, Arc<CacheEntry>, BuildHasherDefault<KeyHasher>>>,
+    /// The last entries found or compiled, replaced in turn: a decode step launches a few
+    /// kernels over and over, and comparing their keys as slices skips building a key.
+    recent: Mutex<Recent>,
+}
+
+#[derive(Default)]
+struct Recent {
+    slots: [Option<(CacheKey, Arc<CacheEntry>)>; RECENT],
+    next: usize,
 }
 
 impl CompileCache {
+    /// The entry of `def` specialised as `(dtypes, constexprs)` on `backend`, if it is one
+    /// of the last few found: every field of the key is compared, as the map compares it.
+    pub fn recent(
+        &self,
+        def: &KernelDef,
+        dtypes: &[Scalar],
+        constexprs: &[Literal],
+        backend: BackendKind,
+    ) -> Option<Arc<CacheEntry>> {
+        let recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+        recent.slots.iter().flatten().find_map(|(k, e)| {
+            (k.build == def.build as usize
+                && k.backend == backend
+                && k.spec.dtypes == dtypes
+                && k.spec.constexprs == constexprs
+                && k.path == def.signature.path
+                && k.name == def.signature.name
+                && k.compiler == env!("CARGO_PKG_VERSION"))
+            .then(|| e.clone())
+        })
+    }
+
+    /// Keeps `key`'s entry among the recent ones (unless it is already).
+    pub fn remember(&self, key: CacheKey, entry: Arc<CacheEntry>) {
+        let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+        if recent.slots.iter().flatten().any(|(k, _)| *k == key) {
+            return;
+        }
+        let i = recent.next % RECENT;
+        recent.slots[i] = Some((key, entry));
+        recent.next = (i + 1) % RECENT;
+    }
+
     pub fn get(&self, key: &CacheKey) -> Option<Arc<CacheEntry>> {
         self.entries
             .lock()

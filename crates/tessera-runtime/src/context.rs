@@ -142,7 +142,7 @@ impl Context {
     }
 
     /// Another context on `backend` (the same device) sharing this one's compile cache.
-    fn view(&self, backend: Arc<dyn Backend>) -> Context {
+    pub(crate) fn view(&self, backend: Arc<dyn Backend>) -> Context {
         Context {
             inner: Arc::new(Inner {
                 backend,
@@ -359,6 +359,24 @@ impl Context {
     }
 
     /// Builds, optimises and compiles `def` for `spec`, or takes it from the cache.
+    /// [`Context::compiled`] of the specialisation `(dtypes, constexprs)`, first looked up
+    /// among the last few launched by comparing them as they are (no key is built).
+    pub(crate) fn compiled_parts(
+        &self,
+        def: &KernelDef,
+        dtypes: &[DType],
+        constexprs: Vec<tessera_ir::Literal>,
+    ) -> Result<Arc<CacheEntry>> {
+        if let Some(e) = self
+            .inner
+            .cache
+            .recent(def, dtypes, &constexprs, self.kind())
+        {
+            return Ok(e);
+        }
+        self.compiled(def, Specialization::new(dtypes.to_vec(), constexprs))
+    }
+
     pub(crate) fn compiled(
         &self,
         def: &KernelDef,
@@ -366,12 +384,14 @@ impl Context {
     ) -> Result<Arc<CacheEntry>> {
         let key = CacheKey::new(def, spec, self.kind());
         if let Some(e) = self.inner.cache.get(&key) {
+            self.inner.cache.remember(key, e.clone());
             return Ok(e);
         }
         let kernel = def.build(&key.spec)?;
         let names: Vec<&str> = def.signature.params.iter().map(|p| p.name()).collect();
         let entry = Arc::new(self.compile(kernel, true, &names)?);
-        self.inner.cache.insert(key, entry.clone());
+        self.inner.cache.insert(key.clone(), entry.clone());
+        self.inner.cache.remember(key, entry.clone());
         Ok(entry)
     }
 

@@ -10,7 +10,7 @@ use crate::context::Context;
 use crate::error::{Result, RuntimeError};
 use crate::tensor::Tensor;
 use tessera_ir::Scalar as DType;
-use tessera_ir::{Kernel, KernelDef, Literal, ParamKind, ParamSig, Specialization, TypeSig};
+use tessera_ir::{Kernel, KernelDef, Literal, ParamKind, ParamSig, TypeSig};
 
 /// What is being launched.
 pub(crate) enum Source<'a> {
@@ -39,10 +39,56 @@ enum DtypeFrom<'n> {
 struct Bindings<'a, 'n> {
     args: Vec<BoundArg<'a>>,
     constexprs: Vec<Literal>,
-    dtypes: Vec<Option<(DType, DtypeFrom<'n>)>>,
+    dtypes: Few<Option<(DType, DtypeFrom<'n>)>, FEW>,
+}
+
+/// Up to `N` values on the stack, more on the heap: a launch's per-parameter lists, made
+/// without an allocation for kernels of ordinary size.
+enum Few<T: Copy, const N: usize> {
+    Stack { items: [T; N], len: usize },
+    Heap(Vec<T>),
+}
+
+/// The most parameters a launch lists on the stack.
+const FEW: usize = 8;
+
+impl<T: Copy, const N: usize> Few<T, N> {
+    /// The items of `iter`; `fill` only fills the unused stack slots.
+    fn collect(fill: T, iter: impl ExactSizeIterator<Item = T>) -> Few<T, N> {
+        if iter.len() > N {
+            return Few::Heap(iter.collect());
+        }
+        let mut items = [fill; N];
+        let mut len = 0;
+        for (slot, item) in items.iter_mut().zip(iter) {
+            *slot = item;
+            len += 1;
+        }
+        Few::Stack { items, len }
+    }
+}
+
+impl<T: Copy, const N: usize> std::ops::DerefMut for Few<T, N> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        match self {
+            Few::Stack { items, len } => &mut items[..*len],
+            Few::Heap(v) => v,
+        }
+    }
+}
+
+impl<T: Copy, const N: usize> std::ops::Deref for Few<T, N> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        match self {
+            Few::Stack { items, len } => &items[..*len],
+            Few::Heap(v) => v,
+        }
+    }
 }
 
 /// One parameter as the launch checks it.
+#[derive(Clone, Copy)]
 struct ParamView<'a> {
     name: &'a str,
     tensor: bool,
@@ -134,7 +180,7 @@ impl<'a> TypedLaunch<'a> {
                 n_constexprs
             )));
         }
-        let mut dtypes = vec![None; n_generics];
+        let mut dtypes = Few::collect(None, (0..n_generics).map(|_| None));
         for &(g, dt) in &self.dtypes {
             match dtypes.get_mut(g) {
                 Some(slot) => *slot = Some((dt, DtypeFrom::Explicit(""))),
@@ -227,7 +273,8 @@ impl<'a> Launch<'a> {
         }
 
         let generics = core.generics();
-        let mut dtypes: Vec<Option<(DType, DtypeFrom<'n>)>> = vec![None; generics.len()];
+        let mut dtypes: Few<Option<(DType, DtypeFrom<'n>)>, FEW> =
+            Few::collect(None, (0..generics.len()).map(|_| None));
         for (name, dt) in &self.dtypes {
             let Some(g) = generics.iter().position(|g| g == name) else {
                 return Err(core.reject(format!(
@@ -343,13 +390,17 @@ impl<'a> Core<'a> {
         }
     }
 
-    fn params(&self) -> Vec<ParamView<'a>> {
+    fn params(&self) -> Few<ParamView<'a>, FEW> {
+        let fill = ParamView {
+            name: "",
+            tensor: false,
+            writable: false,
+            ty: TypeSig::Generic(0),
+        };
         match self.source {
-            Source::Def(d) => d
-                .signature
-                .params
-                .iter()
-                .map(|p| match *p {
+            Source::Def(d) => Few::collect(
+                fill,
+                d.signature.params.iter().map(|p| match *p {
                     ParamSig::Tensor {
                         name,
                         elem,
@@ -366,12 +417,11 @@ impl<'a> Core<'a> {
                         writable: false,
                         ty,
                     },
-                })
-                .collect(),
-            Source::Ir(k) => k
-                .params
-                .iter()
-                .map(|p| match p.kind {
+                }),
+            ),
+            Source::Ir(k) => Few::collect(
+                fill,
+                k.params.iter().map(|p| match p.kind {
                     ParamKind::Tensor { elem, writable } => ParamView {
                         name: &p.name,
                         tensor: true,
@@ -384,8 +434,8 @@ impl<'a> Core<'a> {
                         writable: false,
                         ty: TypeSig::Fixed(ty),
                     },
-                })
-                .collect(),
+                }),
+            ),
         }
     }
 
@@ -439,9 +489,9 @@ impl<'a> Core<'a> {
         &self,
         params: &[ParamView],
         args: &[BoundArg<'a>],
-        mut dtypes: Vec<Option<(DType, DtypeFrom<'_>)>>,
+        mut dtypes: Few<Option<(DType, DtypeFrom<'_>)>, FEW>,
         constexprs: Vec<Literal>,
-    ) -> Result<Specialization> {
+    ) -> Result<(Few<DType, FEW>, Vec<Literal>)> {
         let generics = self.generics();
         for (i, (p, b)) in params.iter().zip(args).enumerate() {
             let TypeSig::Generic(g) = p.ty else { continue };
@@ -467,19 +517,17 @@ impl<'a> Core<'a> {
                 Some(_) => {}
             }
         }
-        let mut resolved = Vec::with_capacity(dtypes.len());
-        for (g, d) in dtypes.iter().enumerate() {
-            match d {
-                Some((dt, _)) => resolved.push(*dt),
-                None => {
-                    return Err(self.reject(format!(
-                        "cannot infer generic `{}`: no argument of that type is bound; give it \
-                         with `.dtype(\"{}\", DType::F32)` (one of f32, f16, bf16)",
-                        generics[g], generics[g]
-                    )))
-                }
-            }
+        if let Some(g) = dtypes.iter().position(Option::is_none) {
+            return Err(self.reject(format!(
+                "cannot infer generic `{}`: no argument of that type is bound; give it \
+                 with `.dtype(\"{}\", DType::F32)` (one of f32, f16, bf16)",
+                generics[g], generics[g]
+            )));
         }
+        let resolved = Few::collect(
+            DType::F32,
+            dtypes.iter().map(|d| d.map_or(DType::F32, |(dt, _)| dt)),
+        );
         if let Source::Def(d) = &self.source {
             for (c, v) in d.signature.constexprs.iter().zip(&constexprs) {
                 if v.ty() != c.ty {
@@ -493,19 +541,19 @@ impl<'a> Core<'a> {
                 }
             }
         }
-        Ok(Specialization::new(resolved, constexprs))
+        Ok((resolved, constexprs))
     }
 
     fn check_types(
         &self,
         params: &[ParamView],
         args: &[BoundArg<'a>],
-        spec: &Specialization,
+        generic_dtypes: &[DType],
     ) -> Result<()> {
         for (p, b) in params.iter().zip(args) {
             let want = match p.ty {
                 TypeSig::Fixed(t) => t,
-                TypeSig::Generic(g) => spec.dtypes[g],
+                TypeSig::Generic(g) => generic_dtypes[g],
             };
             let got = arg_dtype(b);
             if got != want {
@@ -606,28 +654,29 @@ impl<'a> Core<'a> {
             dtypes,
         } = bindings;
         self.check_kinds(params, &args)?;
-        let spec = self.specialization(params, &args, dtypes, constexprs)?;
-        self.check_types(params, &args, &spec)?;
+        let (generic_dtypes, constexprs) =
+            self.specialization(params, &args, dtypes, constexprs)?;
+        self.check_types(params, &args, &generic_dtypes)?;
         let entry = match &self.source {
-            Source::Def(d) => self.ctx.compiled(d, spec)?,
+            Source::Def(d) => self.ctx.compiled_parts(d, &generic_dtypes, constexprs)?,
             Source::Ir(k) => std::sync::Arc::new(self.ctx.compile_ir((*k).clone(), self.optimize)?),
         };
         let (grid, gs) = self.check_geometry(&entry)?;
         // The compiled kernel's parameters, as positions in the signature (resolved once,
         // when the kernel was compiled).
-        let mut kernel_args = Vec::with_capacity(entry.arg_order.len());
-        for &pos in &entry.arg_order {
-            kernel_args.push(match args.get(pos) {
-                Some(BoundArg::Tensor(t)) => KernelArg::Buffer(&**t.buffer()),
-                Some(BoundArg::Scalar(l)) => KernelArg::Scalar(*l),
-                None => {
-                    return Err(self.reject(format!(
-                        "internal: the compiled kernel takes parameter {pos}, the launch binds {}",
-                        args.len()
-                    )))
-                }
-            });
+        if let Some(&pos) = entry.arg_order.iter().find(|&&pos| pos >= args.len()) {
+            return Err(self.reject(format!(
+                "internal: the compiled kernel takes parameter {pos}, the launch binds {}",
+                args.len()
+            )));
         }
+        let kernel_args: Few<KernelArg, FEW> = Few::collect(
+            KernelArg::Scalar(Literal::U32(0)),
+            entry.arg_order.iter().map(|&pos| match args[pos] {
+                BoundArg::Tensor(t) => KernelArg::Buffer(&**t.buffer()),
+                BoundArg::Scalar(l) => KernelArg::Scalar(l),
+            }),
+        );
         self.ctx
             .keep_if_recording(args.iter().filter_map(|a| match a {
                 BoundArg::Tensor(t) => Some(*t),

@@ -169,6 +169,66 @@ fn a_valid_launch_runs_infers_the_dtype_and_is_cached() {
 }
 
 #[test]
+fn more_specialisations_than_the_recent_launches_each_run_their_own_kernel() {
+    // The cache compares the last few launches' keys before its map; cycling through more
+    // specialisations (constexprs, dtypes, and two kernels of one signature) than it keeps,
+    // in an order that changes, every launch must still run its own kernel.
+    let s = setup();
+    let xh = s
+        .ctx
+        .tensor(
+            &(0..64)
+                .map(|i| half::f16::from_f32(i as f32))
+                .collect::<Vec<_>>(),
+            &[64],
+        )
+        .unwrap();
+    let outh = s.ctx.full_nan(DType::F16, &[64]).unwrap();
+    let other = KernelDef {
+        signature: sig("scaled"),
+        build: |sp| build(sp, true, 0),
+    };
+    let order: Vec<u32> = (0..12)
+        .chain((0..12).rev())
+        .chain((0..12).step_by(5))
+        .collect();
+    for (round, &n) in order.iter().enumerate() {
+        let half = round % 3 == 0;
+        let simd = round % 4 == 1;
+        let def = if simd { &other } else { &SCALED };
+        let (x, out) = if half { (&xh, &outh) } else { (&s.x, &s.out) };
+        scaled_args(s.ctx.launch(def).constexpr("n", n), (x, out), 0.5)
+            .grid([2, 1, 1])
+            .group_size(32)
+            .run()
+            .unwrap();
+        let got: Vec<f64> = if half {
+            out.to_vec::<half::f16>()
+                .unwrap()
+                .iter()
+                .map(|v| v.to_f64())
+                .collect()
+        } else {
+            out.to_vec::<f32>()
+                .unwrap()
+                .iter()
+                .map(|&v| f64::from(v))
+                .collect()
+        };
+        for (i, g) in got.iter().enumerate() {
+            // simd: the group's sum of x (32 per group) times the scale, plus n.
+            let group = (i / 32 * 32) as f64;
+            let sum: f64 = (0..32).map(|j| group + j as f64).sum();
+            let want = if simd { sum } else { i as f64 } * 0.5 + f64::from(n);
+            assert!(
+                (g - want).abs() <= want.abs() * 2e-3,
+                "round {round}: [{i}] {g} != {want}"
+            );
+        }
+    }
+}
+
+#[test]
 fn a_kernel_with_a_declared_occupancy_runs_at_its_group_size() {
     let s = setup();
     let bounded = bounded_def();

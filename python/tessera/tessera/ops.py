@@ -3,8 +3,9 @@ declarations: inputs first (required ones positional, optional ones defaulting t
 then the parameters as keywords with their declared defaults (a parameter the op decides
 defaults to None, a required one has none), then each output as a keyword: an array to
 write in place, or None to have it made. The docstring is the declaration's. Outside
-torch.compile each function first offers the call to the native eager path
-(``_tessera.call_torch``, CUDA tensors in one call); what it declines takes ``_call``."""
+torch.compile each function first offers the call to the native eager path (the op's
+``_tessera.EagerOp`` handle, called with the arguments flat: CUDA tensors in one call);
+what it declines takes ``_call``."""
 
 import keyword
 
@@ -71,17 +72,17 @@ def _generate(decl):
         outputs.append((t["name"], py))
         args.append(f"{py}=None")
     as_dict = lambda pairs: "{" + ", ".join(f"{n!r}: {py}" for n, py in pairs) + "}"
-    as_tuple = lambda pairs: "(" + "".join(f"{py}, " for _, py in pairs) + ")"
     name = decl["name"]
     src = f"def {name}({', '.join(args)}):\n"
     if _compiling is not None:
         # CUDA tensors in one native call; it returns None for anything else (NumPy, CPU
         # tensors, a call torch.library must see), which the general path below takes.
-        env.update(_compiling=_compiling, _eager=_tessera.call_torch)
-        env["_op"] = _tessera.EagerOp(name, [n for n, _ in inputs])
+        # The op's native handle takes the arguments flat, so the call makes no tuples.
+        env.update(_compiling=_compiling, _eager=_tessera.EagerOp(name, [n for n, _ in inputs]))
+        flat = ", ".join(py for _, py in inputs + params + outputs)
         src += (
             "    if not _compiling():\n"
-            f"        r = _eager(_op, {as_tuple(inputs)}, {as_tuple(params)}, {as_tuple(outputs)})\n"
+            f"        r = _eager({flat})\n"
             "        if r is not None:\n"
             "            return r\n"
         )

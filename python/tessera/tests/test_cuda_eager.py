@@ -98,6 +98,55 @@ def test_a_bad_call_after_good_ones_still_raises_and_changes_nothing(g):
     close(ops.rms_norm(x, w, out=out), rms(x, w), torch.float16)
 
 
+def test_a_repeat_of_the_same_tensors_still_checks_what_changed(g):
+    """The eager path keeps the last call's borrowed tensors for a call of the same
+    addresses, dtypes, shapes, device and stream; a call that changes any of them (the same
+    Python objects changed in place, or other views of the same memory) is bound and
+    checked again, and parameters are read on every call."""
+    x, w = rand(g, 4, 512), rand(g, 512)
+    out = torch.empty_like(x)
+    for _ in range(3):
+        assert ops.rms_norm(x, w, out=out) is out
+    close(out, rms(x, w), torch.float32)
+    close(ops.rms_norm(x, w, eps=0.5, out=out), rms(x, w, 0.5), torch.float32)
+    keep = out.clone()
+    bad = [
+        (ValueError, "eps", lambda: ops.rms_norm(x, w, eps=-1.0, out=out)),
+        (ValueError, "shape", lambda: ops.rms_norm(x, w[:256], out=out)),
+        (ValueError, "shape", lambda: ops.rms_norm(x, w, out=out[:2])),
+        (ValueError, "must be", lambda: ops.rms_norm(x, w, out=out.view(torch.int32))),
+        (ValueError, "aliases", lambda: ops.rms_norm(x, w, out=x)),
+    ]
+    for error, match, call in bad:
+        ops.rms_norm(x, w, eps=0.5, out=out)
+        with pytest.raises((error, RuntimeError), match=match):
+            call()
+        torch.cuda.synchronize()
+        assert torch.equal(out, keep)
+    # The same objects, their shape changed in place (same address): checked again.
+    out.resize_(2, 512)
+    with pytest.raises((ValueError, RuntimeError), match="shape"):
+        ops.rms_norm(x, w, out=out)
+    out.resize_(4, 512)
+    torch.cuda.synchronize()
+    assert torch.equal(out, keep)
+    x2 = rand(g, 4, 512)
+    x.copy_(x2)
+    close(ops.rms_norm(x, w, out=out), rms(x2, w), torch.float32)
+
+
+def test_the_op_handle_takes_its_arguments_flat(g):
+    if EAGER_COMPILING is None:
+        pytest.skip("this PyTorch lacks what the eager path calls")
+    op = _tessera.EagerOp("rms_norm", ["x", "w"])
+    x, w = rand(g, 3, 256), rand(g, 256)
+    out = torch.empty_like(x)
+    assert op(x, w, None, out) is out
+    close(out, rms(x, w), torch.float32)
+    with pytest.raises(ValueError, match="takes 4 arguments"):
+        op(x, w, out)
+
+
 def test_strided_and_offset_inputs_are_read_right(g):
     base = rand(g, 8, 256 + 8)
     w = rand(g, 256)

@@ -37,6 +37,12 @@ def test_reads_address_dtype_and_shape(dtype):
     assert described(x) == (x.data_ptr(), NAMES[dtype], [3, 5, 7], True)
 
 
+def test_more_dimensions_than_the_path_takes_read_as_none():
+    # Shapes are held inline up to 8 dimensions; a tensor of more takes the general path.
+    assert described(torch.zeros((2,) * 8))[2] == [2] * 8
+    assert _tessera.describe_tensor(torch.zeros((1,) * 9)) is None
+
+
 def test_a_dtype_tessera_does_not_run_reads_as_none():
     assert described(torch.zeros(4, dtype=torch.float64))[1] is None
     assert described(torch.zeros(4, dtype=torch.int64))[1] is None

@@ -1,5 +1,7 @@
 //! The Metal device behind [`crate::Backend`]: buffers, compilation into pipeline states,
-//! stream-ordered dispatch on one command queue, and GPU timestamps for timing.
+//! stream-ordered dispatch on one command queue, and GPU timestamps for timing. The device
+//! and queue may be a caller's ([`MetalBackend::on_queue`]), and a view may encode into a
+//! caller's command buffer instead of committing its own ([`MetalBackend::encoding_into`]).
 
 use super::buffer::MetalBuffer;
 use super::library::{Pipeline, PipelineCache};
@@ -21,6 +23,22 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tessera_compiler::msl::{self, MslArg, MslSource};
 use tessera_ir::Kernel;
+
+/// Whether two Objective-C references are one object.
+fn same_object<T: ?Sized>(a: &T, b: &T) -> bool {
+    std::ptr::addr_eq(a as *const T, b as *const T)
+}
+
+/// Refuses a command buffer that can no longer take encoders (committed, or done).
+fn check_encodable(cb: &ProtocolObject<dyn MTLCommandBuffer>) -> Result<()> {
+    let status = cb.status();
+    if status != MTLCommandBufferStatus::NotEnqueued && status != MTLCommandBufferStatus::Enqueued {
+        return Err(error(
+            "the caller's command buffer is already committed; give one that is not",
+        ));
+    }
+    Ok(())
+}
 
 fn error(message: impl Into<String>) -> RuntimeError {
     RuntimeError::Backend {
@@ -71,13 +89,17 @@ impl CompiledKernel for MetalKernel {
     }
 }
 
-/// The system's default Metal device.
+/// A Metal device and the command queue its work is committed to: the system default
+/// device and a queue of its own, or a caller's device and queue.
 pub struct MetalBackend {
     info: DeviceInfo,
     device: Retained<ProtocolObject<dyn MTLDevice>>,
     queue: Retained<ProtocolObject<dyn MTLCommandQueue>>,
     pipelines: PipelineCache,
     in_flight: Mutex<InFlight>,
+    /// A caller's command buffer that launches encode into, never committed here (the
+    /// caller commits it); `None`: each launch commits a command buffer of its own.
+    target: Option<CommandBuffer>,
 }
 
 // SAFETY: the device, queue and pipeline cache are thread-safe Metal objects; the command
@@ -103,6 +125,60 @@ impl MetalBackend {
         let queue = device
             .newCommandQueue()
             .ok_or_else(|| unavailable("cannot create a Metal command queue".into()))?;
+        Ok(MetalBackend::from_parts(device, queue, None))
+    }
+
+    /// The backend on a caller's `device`, committing its work to the caller's `queue`, so
+    /// it is ordered with the caller's own command buffers on that queue (a Metal queue runs
+    /// its command buffers in the order they were committed). Refused when the queue is
+    /// another device's.
+    pub fn on_queue(
+        device: Retained<ProtocolObject<dyn MTLDevice>>,
+        queue: Retained<ProtocolObject<dyn MTLCommandQueue>>,
+    ) -> Result<MetalBackend> {
+        if !same_object(&*queue.device(), &*device) {
+            return Err(error(
+                "the command queue belongs to another Metal device than the one given",
+            ));
+        }
+        Ok(MetalBackend::from_parts(device, queue, None))
+    }
+
+    /// A view of this backend whose launches encode into the caller's command buffer `cb`
+    /// (one compute encoder per launch, ended before the launch returns) and commit
+    /// nothing: the caller commits `cb` and waits for it. Refused when `cb` is another
+    /// device's, already committed, or does not retain its references (the workspaces a
+    /// call makes are released when the call returns; the command buffer must keep them).
+    pub fn encoding_into(
+        &self,
+        cb: Retained<ProtocolObject<dyn MTLCommandBuffer>>,
+    ) -> Result<MetalBackend> {
+        if !same_object(&*cb.device(), &*self.device) {
+            return Err(error(
+                "the command buffer belongs to another Metal device than this context's",
+            ));
+        }
+        if !cb.retainedReferences() {
+            return Err(error(
+                "the command buffer does not retain its references (made with \
+                 commandBufferWithUnretainedReferences); a call's workspaces are released when \
+                 it returns, so make it with commandBuffer()",
+            ));
+        }
+        check_encodable(&cb)?;
+        let queue = cb.commandQueue();
+        Ok(MetalBackend::from_parts(
+            self.device.clone(),
+            queue,
+            Some(cb),
+        ))
+    }
+
+    fn from_parts(
+        device: Retained<ProtocolObject<dyn MTLDevice>>,
+        queue: Retained<ProtocolObject<dyn MTLCommandQueue>>,
+        target: Option<CommandBuffer>,
+    ) -> MetalBackend {
         let max = device.maxThreadsPerThreadgroup();
         let info = DeviceInfo {
             kind: BackendKind::Metal,
@@ -113,13 +189,32 @@ impl MetalBackend {
             compute_units: 0,
             memory_bytes: device.recommendedMaxWorkingSetSize(),
         };
-        Ok(MetalBackend {
+        MetalBackend {
             info,
             device,
             queue,
             pipelines: PipelineCache::default(),
             in_flight: Mutex::new(InFlight::default()),
-        })
+            target,
+        }
+    }
+
+    /// The device this backend runs on.
+    pub fn device(&self) -> &ProtocolObject<dyn MTLDevice> {
+        &self.device
+    }
+
+    /// Refuses what a view encoding into a caller's command buffer cannot do: wait for
+    /// its work (the caller has not committed it; waiting would never end) or copy
+    /// between the CPU and a buffer (the copy would not be ordered with the encoded work).
+    fn not_encoding_into(&self, what: &str) -> Result<()> {
+        if self.target.is_some() {
+            return Err(error(format!(
+                "{what} on a context that encodes into a caller's command buffer: commit the \
+                 command buffer, wait for it, and use the context on the queue"
+            )));
+        }
+        Ok(())
     }
 
     /// Waits for every committed command buffer; reports a failed one.
@@ -141,6 +236,19 @@ impl MetalBackend {
             }
         }
         Ok(())
+    }
+
+    /// The Metal buffer behind `buf`, refused where the CPU cannot copy through it.
+    fn cpu_buffer<'b>(&self, buf: &'b dyn DeviceBuffer, what: &str) -> Result<&'b MetalBuffer> {
+        self.not_encoding_into(what)?;
+        let b = downcast_buffer::<MetalBuffer>(buf, BackendKind::Metal)?;
+        if !b.cpu_access {
+            return Err(error(format!(
+                "{what} of a borrowed buffer that is not in shared storage: the CPU cannot \
+                 reach its bytes; copy it on the GPU (a blit) into a shared buffer"
+            )));
+        }
+        Ok(b)
     }
 
     fn check_range(buf: &dyn DeviceBuffer, offset: usize, len: usize, what: &str) -> Result<()> {
@@ -174,12 +282,12 @@ impl Backend for MetalBackend {
             unsafe { std::ptr::write_bytes(b.contents().as_ptr().cast::<u8>(), 0, bytes) };
             Some(b)
         };
-        Ok(Arc::new(MetalBuffer { buffer, len: bytes }))
+        Ok(Arc::new(MetalBuffer::owned(buffer, bytes)))
     }
 
     fn upload(&self, dst: &dyn DeviceBuffer, offset: usize, src: &[u8]) -> Result<()> {
         Self::check_range(dst, offset, src.len(), "an upload")?;
-        let b = downcast_buffer::<MetalBuffer>(dst, BackendKind::Metal)?;
+        let b = self.cpu_buffer(dst, "an upload")?;
         self.wait()?;
         b.write(offset, src);
         Ok(())
@@ -187,7 +295,7 @@ impl Backend for MetalBackend {
 
     fn download(&self, src: &dyn DeviceBuffer, offset: usize, dst: &mut [u8]) -> Result<()> {
         Self::check_range(src, offset, dst.len(), "a download")?;
-        let b = downcast_buffer::<MetalBuffer>(src, BackendKind::Metal)?;
+        let b = self.cpu_buffer(src, "a download")?;
         self.wait()?;
         b.read(offset, dst);
         Ok(())
@@ -233,10 +341,16 @@ impl Backend for MetalBackend {
                 args.len()
             )));
         }
-        let cb = self
-            .queue
-            .commandBuffer()
-            .ok_or_else(|| error("cannot create a command buffer"))?;
+        let cb = match &self.target {
+            Some(cb) => {
+                check_encodable(cb)?;
+                cb.clone()
+            }
+            None => self
+                .queue
+                .commandBuffer()
+                .ok_or_else(|| error("cannot create a command buffer"))?,
+        };
         let enc = cb
             .computeCommandEncoder()
             .ok_or_else(|| error("cannot create a compute encoder"))?;
@@ -252,7 +366,11 @@ impl Backend for MetalBackend {
                     // SAFETY: `buffer` is the index the MSL declares for this parameter, well
                     // below Metal's 31 buffer slots for any kernel the DSL builds.
                     unsafe {
-                        enc.setBuffer_offset_atIndex(b.buffer.as_deref(), 0, *buffer as usize)
+                        enc.setBuffer_offset_atIndex(
+                            b.buffer.as_deref(),
+                            b.offset,
+                            *buffer as usize,
+                        )
                     };
                 }
                 MslArg::Scalar {
@@ -282,6 +400,10 @@ impl Backend for MetalBackend {
             size(group_size, 1, 1),
         );
         enc.endEncoding();
+        if self.target.is_some() {
+            // The caller commits its command buffer.
+            return Ok(());
+        }
         cb.commit();
         let mut f = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(rec) = f.recording.as_mut() {
@@ -292,7 +414,12 @@ impl Backend for MetalBackend {
     }
 
     fn synchronize(&self) -> Result<()> {
+        self.not_encoding_into("waiting")?;
         self.wait()
+    }
+
+    fn as_metal(&self) -> Option<&MetalBackend> {
+        Some(self)
     }
 
     /// GPU time from the first recorded command buffer's start to the last one's end.
@@ -301,6 +428,7 @@ impl Backend for MetalBackend {
         f: &mut dyn FnMut() -> Result<()>,
         iters: u32,
     ) -> Result<Option<Duration>> {
+        self.not_encoding_into("timing")?;
         self.wait()?;
         self.in_flight
             .lock()
