@@ -1145,14 +1145,14 @@ impl Builder {
 
     /// The threadgroup's tile product ([`Op::FragMmaTiles`]): simdgroup `s` adds
     /// `A[16s.., :]·B[16j.., :]ᵀ` into `accs[j]`, both tiles 64 wide in threadgroup memory
-    /// in the 128-byte-swizzled layout.
+    /// in the 128-byte-swizzled layout; with `asynchronous` it only starts (see
+    /// [`Builder::frag_mma_wait`]).
     pub fn frag_mma_tiles(
         &mut self,
         accs: &FragArray,
-        a: Mem,
-        a_index: Value,
-        b: Mem,
-        b_index: Value,
+        (a, a_index): (Mem, Value),
+        (b, b_index): (Mem, Value),
+        asynchronous: bool,
     ) -> R<()> {
         let n = accs.frags.len();
         if n == 0 || n > 16 {
@@ -1194,6 +1194,22 @@ impl Builder {
                 a_index: ai,
                 b: b.mem,
                 b_index: bi,
+                asynchronous,
+            },
+            vec![],
+        );
+        Ok(())
+    }
+
+    /// Waits for the threadgroup's asynchronous tile product into `accs`
+    /// ([`Op::FragMmaWait`]).
+    pub fn frag_mma_wait(&mut self, accs: &FragArray) -> R<()> {
+        for &f in &accs.frags {
+            self.frag_role(f, FragRole::Acc, "matrix_mma_wait", "the accumulator array")?;
+        }
+        self.push(
+            Op::FragMmaWait {
+                accs: accs.frags.iter().map(|f| f.index).collect(),
             },
             vec![],
         );

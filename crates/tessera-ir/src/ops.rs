@@ -718,13 +718,22 @@ pub enum Op {
     /// `index + 64r + 8((k / 8) ⊕ (r mod 8)) + k mod 8` (see [`swizzled_128b`]). The
     /// indices are multiples of 512 (1024 bytes) and, like the control flow reaching the
     /// op, threadgroup-uniform; the threadgroup size is a multiple of 128 (whole
-    /// warpgroups). No result.
+    /// warpgroups). With `asynchronous` the product only starts: until the threadgroup's
+    /// next [`Op::FragMmaWait`] the accumulators are in use (no op may touch them) and the
+    /// tiles are being read (no store or copy may write them). No result.
     FragMmaTiles {
         accs: Vec<u32>,
         a: MemRef,
         a_index: ValueId,
         b: MemRef,
         b_index: ValueId,
+        asynchronous: bool,
+    },
+    /// Waits until the threadgroup's asynchronous tile product into `accs` has finished:
+    /// the accumulators hold the sums and its tiles may be written again. A threadgroup
+    /// collective, like the product. No result.
+    FragMmaWait {
+        accs: Vec<u32>,
     },
     /// Starts an asynchronous copy of `width` consecutive elements from device memory
     /// `src[src_index..]` to threadgroup memory `dst[dst_index..]` (one element type; 4, 8
@@ -769,6 +778,7 @@ impl Op {
             | Op::SimdBarrier
             | Op::CommitCopies
             | Op::WaitCopies(_)
+            | Op::FragMmaWait { .. }
             | Op::FragMma { .. }
             | Op::FragRowReduce { .. }
             | Op::FragRowMap { .. }
@@ -828,6 +838,7 @@ impl Op {
             | Op::SimdBarrier
             | Op::CommitCopies
             | Op::WaitCopies(_)
+            | Op::FragMmaWait { .. }
             | Op::FragMma { .. }
             | Op::FragRowReduce { .. }
             | Op::FragRowMap { .. }
@@ -969,6 +980,7 @@ impl Op {
                 | Op::FragAdd { .. }
                 | Op::FragConvert { .. }
                 | Op::FragMmaTiles { .. }
+                | Op::FragMmaWait { .. }
         )
     }
 
@@ -988,7 +1000,7 @@ impl Op {
             | Op::FragRowsRaise { d, a, b, .. }
             | Op::FragAdd { d, a, b } => vec![d, a, b],
             Op::FragConvert { dst, src } => vec![dst, src],
-            Op::FragMmaTiles { accs, .. } => accs.iter_mut().collect(),
+            Op::FragMmaTiles { accs, .. } | Op::FragMmaWait { accs } => accs.iter_mut().collect(),
             _ => vec![],
         }
     }
@@ -1009,7 +1021,7 @@ impl Op {
             | Op::FragRowsRaise { d, a, b, .. }
             | Op::FragAdd { d, a, b } => vec![*d, *a, *b],
             Op::FragConvert { dst, src } => vec![*dst, *src],
-            Op::FragMmaTiles { accs, .. } => accs.clone(),
+            Op::FragMmaTiles { accs, .. } | Op::FragMmaWait { accs } => accs.clone(),
             _ => vec![],
         }
     }

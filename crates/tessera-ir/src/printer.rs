@@ -209,16 +209,22 @@ impl Printer<'_> {
             Op::FragConvert { dst, src } => {
                 format!("frag_convert {} = {}", self.frag(*dst), self.frag(*src))
             }
+            Op::FragMmaWait { accs } => {
+                let accs: Vec<String> = accs.iter().map(|f| self.frag(*f)).collect();
+                format!("matrix_mma_wait [{}]", accs.join(", "))
+            }
             Op::FragMmaTiles {
                 accs,
                 a,
                 a_index,
                 b,
                 b_index,
+                asynchronous,
             } => {
                 let accs: Vec<String> = accs.iter().map(|f| self.frag(*f)).collect();
                 format!(
-                    "matrix_mma_tiles [{}] += {}[{a_index}] · {}[{b_index}]ᵀ",
+                    "matrix_mma_tiles{} [{}] += {}[{a_index}] · {}[{b_index}]ᵀ",
+                    if *asynchronous { "_async" } else { "" },
                     accs.join(", "),
                     self.mem(*a),
                     self.mem(*b)

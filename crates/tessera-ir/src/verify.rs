@@ -347,7 +347,7 @@ impl<'a> Verifier<'a> {
                     ),
                 ));
             }
-            Op::FragMmaTiles { .. }
+            Op::FragMmaTiles { .. } | Op::FragMmaWait { .. }
                 if ctrl < self.barrier_level
                     || inst
                         .op
@@ -761,7 +761,8 @@ impl<'a> Verifier<'a> {
             | Op::FragRowsRaise { .. }
             | Op::FragAdd { .. }
             | Op::FragConvert { .. }
-            | Op::FragMmaTiles { .. } => self.frag_op(s, inst, ops),
+            | Op::FragMmaTiles { .. }
+            | Op::FragMmaWait { .. } => self.frag_op(s, inst, ops),
             Op::Simd(op, _) => {
                 let t = scalar(ops[0])?;
                 let ok = match op {
@@ -1025,6 +1026,11 @@ impl<'a> Verifier<'a> {
                 self.index_u32(ops[0], loc, name)?;
                 self.index_u32(ops[1], loc, name)?;
             }
+            Op::FragMmaWait { accs } => {
+                for f in accs {
+                    role(*f, FragRole::Acc, "every accumulator")?;
+                }
+            }
             _ => return Ok(None),
         }
         Ok(Some(vec![]))
@@ -1125,7 +1131,12 @@ pub fn op_name(op: &Op) -> &'static str {
         Op::FragRowsRaise { .. } => "matrix_rows_raise",
         Op::FragAdd { .. } => "matrix_add",
         Op::FragConvert { .. } => "frag_convert",
-        Op::FragMmaTiles { .. } => "matrix_mma_tiles",
+        Op::FragMmaTiles {
+            asynchronous: false,
+            ..
+        } => "matrix_mma_tiles",
+        Op::FragMmaTiles { .. } => "matrix_mma_tiles_async",
+        Op::FragMmaWait { .. } => "matrix_mma_wait",
     }
 }
 
@@ -1215,7 +1226,8 @@ impl Analysis<'_> {
             | Op::FragRowsRaise { .. }
             | Op::FragAdd { .. }
             | Op::FragConvert { .. }
-            | Op::FragMmaTiles { .. } => Threadgroup,
+            | Op::FragMmaTiles { .. }
+            | Op::FragMmaWait { .. } => Threadgroup,
             Op::Simd(op, _) => match op {
                 SimdOp::PrefixSum | SimdOp::PrefixExclusiveSum => Varying,
                 _ => Simdgroup.max(self.min_of(&inst.op.operands())),

@@ -32,6 +32,8 @@ pub const FRAG_STATEMENTS: &[&str] = &[
     "matrix_convert",
     "matrix_add",
     "matrix_mma_tiles",
+    "matrix_mma_tiles_async",
+    "matrix_mma_wait",
 ];
 
 /// The fragment arguments of one statement: each argument's code (a `Frag`), and the
@@ -245,30 +247,43 @@ impl Lower<'_> {
                 quote!(#b.frag_convert(#d, #s)?;)
             }
             // (accs, a[i], b[j]): the threadgroup's product of two swizzled tiles.
-            "matrix_mma_tiles" => {
+            "matrix_mma_wait" => {
+                want(1, "(accs): it waits for the tile product into `accs`")?;
+                let accs = frag_array_name(&c.args[0])?;
+                quote!(#b.frag_mma_wait(&#accs)?;)
+            }
+            "matrix_mma_tiles" | "matrix_mma_tiles_async" => {
                 want(
                     3,
                     "(accs, a[index], b[index]): `accs` an array of accumulators, `a` and `b` \
                      swizzled threadgroup tiles",
                 )?;
-                let accs = match &c.args[0] {
-                    syn::Expr::Path(p) if p.path.get_ident().is_some() => {
-                        p.path.get_ident().cloned().expect("checked")
-                    }
-                    other => {
-                        return err(
-                            other.span(),
-                            "name the whole accumulator array: `matrix_mma_tiles(acc, …)` for \
-                             `let acc = [matrix_acc(); n];`",
-                        )
-                    }
-                };
+                let accs = frag_array_name(&c.args[0])?;
                 let (ma, ia) = self.mem_index(&c.args[1], name)?;
                 let (mb, ib) = self.mem_index(&c.args[2], name)?;
-                quote!(let __ia = #ia; let __ib = #ib; #b.frag_mma_tiles(&#accs, #ma, __ia, #mb, __ib)?;)
+                let asynchronous = name == "matrix_mma_tiles_async";
+                quote!(
+                    let __ia = #ia;
+                    let __ib = #ib;
+                    #b.frag_mma_tiles(&#accs, (#ma, __ia), (#mb, __ib), #asynchronous)?;
+                )
             }
             other => return err(c.span(), &format!("`{other}` is not a fragment statement")),
         };
         Ok(fa.wrap(self, op))
+    }
+}
+
+/// The name of a whole fragment array (the tile product's accumulators).
+fn frag_array_name(e: &syn::Expr) -> syn::Result<syn::Ident> {
+    match e {
+        syn::Expr::Path(p) if p.path.get_ident().is_some() => {
+            Ok(p.path.get_ident().cloned().expect("checked"))
+        }
+        other => err(
+            other.span(),
+            "name the whole accumulator array: `matrix_mma_tiles(acc, …)` for \
+             `let acc = [matrix_acc(); n];`",
+        ),
     }
 }

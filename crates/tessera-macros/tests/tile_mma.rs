@@ -44,6 +44,43 @@ fn tiles_product<T>(a: Tensor<T>, b: Tensor<T>, c: Tensor<f32>, mut out: Tensor<
     }
 }
 
+/// The product started asynchronously, then (by `mode`) 0: waited for and stored; 1: tile
+/// A written before the wait; 2: an accumulator stored before the wait; 3: never waited for.
+#[kernel]
+fn async_product(a: Tensor<bf16>, mut out: Tensor<f32>, mode: u32) {
+    let sa = threadgroup_array::<bf16>(64 * 64);
+    let tid = thread_id();
+    for e in range(tid, 64 * 64, 128) {
+        let r = e / 64;
+        let k = e % 64;
+        store(
+            sa[r * 64 + (((k >> 3) ^ (r & 7)) << 3) + (k & 7)],
+            load(a[e]),
+        );
+    }
+    barrier();
+    let acc = [matrix_acc(); 4];
+    for j in 0..4 {
+        matrix_fill(acc[j], 0.0);
+    }
+    matrix_mma_tiles_async(acc, sa[0], sa[0]);
+    if mode == 1 {
+        store(sa[tid], load(a[0]));
+    }
+    if mode == 2 {
+        matrix_store(acc[1], out[0], 64);
+    }
+    if mode != 3 {
+        matrix_mma_wait(acc);
+    }
+    if mode != 3 {
+        let s = simd_id();
+        for j in 0..4 {
+            matrix_store(acc[j], out[s * 1024 + 16 * j], 64);
+        }
+    }
+}
+
 /// A tile index that depends on the simdgroup.
 #[kernel]
 fn per_simdgroup_tile(mut out: Tensor<f32>) {
@@ -157,4 +194,56 @@ fn a_tile_index_that_differs_between_simdgroups_is_refused_before_it_runs() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("threadgroup collective"), "{e}");
+}
+
+/// Runs `async_product` in `mode` on `ctx`: A·Aᵀ (64 × 64) or the error.
+fn run_async(ctx: &Context, mode: u32) -> Result<(Vec<f64>, Vec<f64>), String> {
+    let a = values(64 * 64, 41);
+    let ta = ctx
+        .tensor(
+            &a.iter().map(|&y| bf16::from_f64(y)).collect::<Vec<_>>(),
+            &[a.len()],
+        )
+        .unwrap();
+    let out = ctx.zeros(DType::F32, &[64 * 64]).unwrap();
+    let k = async_product::ir().unwrap();
+    ctx.launch_ir(&k)
+        .arg("a", &ta)
+        .arg("out", &out)
+        .scalar("mode", mode)
+        .grid([1, 1, 1])
+        .group_size(128)
+        .run()
+        .map_err(|e| e.to_string())?;
+    let mut want = vec![0.0; 64 * 64];
+    for r in 0..64 {
+        for c in 0..64 {
+            want[r * 64 + c] = (0..64).map(|k| a[r * 64 + k] * a[c * 64 + k]).sum();
+        }
+    }
+    Ok((out.to_f64_vec().unwrap(), want))
+}
+
+#[test]
+fn an_asynchronous_product_waited_for_matches_the_math() {
+    for ctx in contexts() {
+        let (got, want) = run_async(&ctx, 0).unwrap();
+        assert_eq!(got, want, "on {}", ctx.info().name);
+    }
+}
+
+#[test]
+fn touching_an_asynchronous_product_before_its_wait_is_reported() {
+    let ctx = Context::cpu();
+    for (mode, says) in [
+        (1, "writes element"),
+        (2, "uses accumulator `acc[1]`"),
+        (3, "the kernel ends"),
+    ] {
+        let e = run_async(&ctx, mode).unwrap_err();
+        assert!(
+            e.contains(says) && e.contains("matrix_mma_wait"),
+            "mode {mode}: {e}"
+        );
+    }
 }

@@ -170,6 +170,9 @@ pub enum Violation {
     /// A wait while copies issued since the last commit are uncommitted (the wait would
     /// not cover them), or the kernel's end with copies still in flight.
     CopiesInFlight { copies: u32, at_end: bool },
+    /// While an asynchronous tile product is in flight: `what` (a write of one of its
+    /// tiles, a use of one of its accumulators, another product, or the kernel's end).
+    PendingProduct { what: String },
 }
 
 impl fmt::Display for Violation {
@@ -235,6 +238,11 @@ impl fmt::Display for Violation {
                  into it is in flight; commit the copy and `wait_copies` for its group (then \
                  `barrier()` if other threads read it) first",
                 if *write { "writes" } else { "reads" }
+            ),
+            Violation::PendingProduct { what } => write!(
+                f,
+                "{what} while a `matrix_mma_tiles_async` is in flight; `matrix_mma_wait` for \
+                 it first"
             ),
             Violation::CopiesInFlight {
                 copies,

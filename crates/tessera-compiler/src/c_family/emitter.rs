@@ -645,6 +645,7 @@ impl<D: Fragments> Emitter<'_, D> {
                 a_index,
                 b,
                 b_index,
+                asynchronous,
             } => {
                 let accs = accs.iter().map(|f| self.frag(*f)).collect::<R<Vec<_>>>()?;
                 let (ma, mb) = (self.mem(*a)?, self.mem(*b)?);
@@ -658,7 +659,11 @@ impl<D: Fragments> Emitter<'_, D> {
                     }
                 }
                 let (ai, bi) = (self.val(*a_index)?, self.val(*b_index)?);
-                D::frag_mma_tiles(self, &accs, (&ma, &ai), (&mb, &bi));
+                D::frag_mma_tiles(self, &accs, (&ma, &ai), (&mb, &bi), *asynchronous);
+            }
+            Op::FragMmaWait { accs } => {
+                let accs = accs.iter().map(|f| self.frag(*f)).collect::<R<Vec<_>>>()?;
+                D::frag_mma_wait(self, &accs);
             }
             Op::If {
                 cond,
@@ -719,6 +724,7 @@ fn op_name(op: &Op) -> String {
         | Op::FragRowsRaise { .. }
         | Op::FragAdd { .. }
         | Op::FragConvert { .. }
-        | Op::FragMmaTiles { .. }) => tessera_ir::verify::op_name(op).into(),
+        | Op::FragMmaTiles { .. }
+        | Op::FragMmaWait { .. }) => tessera_ir::verify::op_name(op).into(),
     }
 }

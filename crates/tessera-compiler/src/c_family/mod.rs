@@ -205,8 +205,17 @@ pub(crate) trait Fragments: Dialect {
     fn frag_convert(e: &mut Emitter<Self>, dst: usize, src: usize);
     /// The threadgroup's product of two 128-byte-swizzled tiles (see
     /// `tessera_ir::Op::FragMmaTiles`): simdgroup `s` adds `A[16s.., :]·B[16j.., :]ᵀ` into
-    /// accumulator `accs[j]`; each tile is `(memory, index)`.
-    fn frag_mma_tiles(e: &mut Emitter<Self>, accs: &[usize], a: (&Mem, &str), b: (&Mem, &str));
+    /// accumulator `accs[j]`; each tile is `(memory, index)`. With `asynchronous` the
+    /// product may still run after the hook's code, until [`Fragments::frag_mma_wait`].
+    fn frag_mma_tiles(
+        e: &mut Emitter<Self>,
+        accs: &[usize],
+        a: (&Mem, &str),
+        b: (&Mem, &str),
+        asynchronous: bool,
+    );
+    /// Waits for the asynchronous tile product into `accs`.
+    fn frag_mma_wait(e: &mut Emitter<Self>, accs: &[usize]);
     /// Emitted before each threadgroup barrier of a kernel that multiplies tiles (what
     /// makes ordinary stores to a tile visible to the tensor cores' reads).
     fn frag_tiles_before_barrier(_e: &mut Emitter<Self>) {}

@@ -398,8 +398,18 @@ for (int ts_i = 0; ts_i < 8; ++ts_i) {x} = {y};"
         }
     }
 
-    fn frag_mma_tiles(e: &mut Emitter<Cuda>, accs: &[usize], a: (&Mem, &str), b: (&Mem, &str)) {
-        super::tiles::emit(e, accs, a, b);
+    fn frag_mma_tiles(
+        e: &mut Emitter<Cuda>,
+        accs: &[usize],
+        a: (&Mem, &str),
+        b: (&Mem, &str),
+        asynchronous: bool,
+    ) {
+        super::tiles::emit(e, accs, a, b, asynchronous);
+    }
+
+    fn frag_mma_wait(e: &mut Emitter<Cuda>, accs: &[usize]) {
+        super::tiles::emit_wait(e, accs);
     }
 
     fn frag_tiles_before_barrier(e: &mut Emitter<Cuda>) {

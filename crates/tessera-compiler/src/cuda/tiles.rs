@@ -23,8 +23,34 @@ pub(super) fn before_barrier(e: &mut Emitter<Cuda>) {
     e.line("#endif");
 }
 
-/// Emits the tile product into accumulators `accs` (fragment indices).
-pub(super) fn emit(e: &mut Emitter<Cuda>, accs: &[usize], a: (&Mem, &str), b: (&Mem, &str)) {
+/// The registers of accumulators `accs`, in wgmma's order.
+fn registers(e: &Emitter<Cuda>, accs: &[usize]) -> Vec<String> {
+    accs.iter()
+        .flat_map(|&f| {
+            let nm = e.names.frags[f].clone();
+            (0..8).map(move |r| format!("{nm}[{r}]"))
+        })
+        .collect()
+}
+
+/// Waits for an asynchronous product into `accs` (nothing where products are synchronous).
+pub(super) fn emit_wait(e: &mut Emitter<Cuda>, accs: &[usize]) {
+    let regs = registers(e, accs);
+    e.line("#if TS_WGMMA");
+    e.line("asm volatile(\"wgmma.wait_group.sync.aligned 0;\" ::: \"memory\");");
+    fence_operands(e, &regs);
+    e.line("#endif");
+}
+
+/// Emits the tile product into accumulators `accs` (fragment indices); with `asynchronous`
+/// on sm_90a the wgmma group is committed but not waited for.
+pub(super) fn emit(
+    e: &mut Emitter<Cuda>,
+    accs: &[usize],
+    a: (&Mem, &str),
+    b: (&Mem, &str),
+    asynchronous: bool,
+) {
     let names: Vec<String> = accs.iter().map(|&f| e.names.frags[f].clone()).collect();
     let ((ma, ai), (mb, bi)) = (a, b);
     let ty = match ma.elem {
@@ -32,10 +58,7 @@ pub(super) fn emit(e: &mut Emitter<Cuda>, accs: &[usize], a: (&Mem, &str), b: (&
         _ => "f16",
     };
     let n = 16 * names.len();
-    let regs: Vec<String> = names
-        .iter()
-        .flat_map(|nm| (0..8).map(move |r| format!("{nm}[{r}]")))
-        .collect();
+    let regs = registers(e, accs);
     e.line("{");
     e.depth += 1;
     e.line("#if TS_WGMMA");
@@ -65,8 +88,10 @@ pub(super) fn emit(e: &mut Emitter<Cuda>, accs: &[usize], a: (&Mem, &str), b: (&
         ));
     }
     e.line("asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\");");
-    e.line("asm volatile(\"wgmma.wait_group.sync.aligned 0;\" ::: \"memory\");");
-    fence_operands(e, &regs);
+    if !asynchronous {
+        e.line("asm volatile(\"wgmma.wait_group.sync.aligned 0;\" ::: \"memory\");");
+        fence_operands(e, &regs);
+    }
     e.line("#else");
     // Simdgroup s: rows 16s … of A, every column block of B, 16 columns of K at a time.
     e.line("const unsigned int ts_l = threadIdx.x & 31u, ts_q = ts_l >> 3, ts_rr = ts_l & 7u;");

@@ -168,9 +168,18 @@ impl Fragments for Msl {
         ));
     }
 
-    fn frag_mma_tiles(e: &mut Emitter<Msl>, accs: &[usize], a: (&Mem, &str), b: (&Mem, &str)) {
+    fn frag_mma_wait(_e: &mut Emitter<Msl>, _accs: &[usize]) {}
+
+    fn frag_mma_tiles(
+        e: &mut Emitter<Msl>,
+        accs: &[usize],
+        a: (&Mem, &str),
+        b: (&Mem, &str),
+        _asynchronous: bool,
+    ) {
         // No warpgroup MMA on Metal: each simdgroup gathers its operands from the swizzled
-        // tiles 16 columns of K at a time and multiplies on simdgroup matrices.
+        // tiles 16 columns of K at a time and multiplies on simdgroup matrices, at once
+        // (so its wait is nothing).
         e.d.helpers.insert(Helper::SgSwizzledLoad);
         let lane = e.d.builtin(MslBuiltin::ThreadIndexInSimdgroup);
         let sid = e.d.builtin(MslBuiltin::SimdgroupIndexInThreadgroup);

@@ -71,7 +71,7 @@ impl Group<'_> {
     /// True while any copy of the threadgroup is in flight.
     #[inline(always)]
     pub(crate) fn copies_in_flight(&self) -> bool {
-        !self.copies.in_flight.is_empty()
+        !self.copies.in_flight.is_empty() || self.product.is_some()
     }
 
     /// Fails if an access (a read, or a write with `write`) of `len` elements of `mem`
@@ -89,6 +89,9 @@ impl Group<'_> {
         let MemRef::Shared(a) = mem else {
             return Ok(());
         };
+        if write {
+            self.check_tiles_not_written(inst, lane, a, at, len)?;
+        }
         if self.copies.in_flight.is_empty() {
             return Ok(());
         }

@@ -2,6 +2,10 @@
 //! thread present, a group of whole warpgroups, the tile indices the same on every thread
 //! and 1024-byte aligned, every element of both tiles in bounds, written and not the target
 //! of a copy in flight; then each simdgroup's accumulators gain its 16 rows of `A·Bᵀ`, in f32.
+//! An asynchronous product is computed when it starts and stays in flight until its wait:
+//! meanwhile a write of either tile (a store, a fragment store, a copy issued into it), any
+//! op on its accumulators, another product or the kernel's end is reported — what a GPU
+//! would silently get wrong.
 
 use super::group::{Group, UNWRITTEN};
 use super::mask::Mask;
@@ -16,6 +20,15 @@ const WARPGROUP: usize = 128;
 /// Elements of a tile row (128 bytes of 16-bit elements).
 const WIDTH: usize = 64;
 
+/// An asynchronous tile product not yet waited for.
+pub(crate) struct ProductInFlight {
+    accs: Vec<u32>,
+    /// `(threadgroup array, first element, elements)` of each tile.
+    tiles: [(u32, usize, usize); 2],
+    /// The op that started it, for the end-of-kernel message.
+    inst: Inst,
+}
+
 impl Group<'_> {
     /// Runs a [`Op::FragMmaTiles`].
     pub(crate) fn frag_mma_tiles(&mut self, inst: &Inst, m: &Mask) -> Result<()> {
@@ -25,11 +38,15 @@ impl Group<'_> {
             a_index,
             b,
             b_index,
+            asynchronous,
         } = &inst.op
         else {
             return Ok(());
         };
         self.check_whole_group(inst, m)?;
+        if self.product.is_some() {
+            return Err(self.pending(inst, "starts another tile product".into()));
+        }
         if !self.n.is_multiple_of(WARPGROUP) {
             return Err(self.unsupported_tiles(
                 inst,
@@ -77,7 +94,90 @@ impl Group<'_> {
                 }
             }
         }
+        if *asynchronous {
+            let (MemRef::Shared(ka), MemRef::Shared(kb)) = (*a, *b) else {
+                return Ok(());
+            };
+            self.product = Some(ProductInFlight {
+                accs: accs.clone(),
+                tiles: [
+                    (ka, ai, 16 * simdgroups * WIDTH),
+                    (kb, bi, 16 * accs.len() * WIDTH),
+                ],
+                inst: inst.clone(),
+            });
+        }
         Ok(())
+    }
+
+    /// Runs a [`Op::FragMmaWait`]: the product in flight (if any) must be into the same
+    /// accumulators.
+    pub(crate) fn frag_mma_wait(&mut self, inst: &Inst, m: &Mask) -> Result<()> {
+        let Op::FragMmaWait { accs } = &inst.op else {
+            return Ok(());
+        };
+        self.check_whole_group(inst, m)?;
+        if let Some(p) = &self.product {
+            if p.accs != *accs {
+                return Err(
+                    self.pending(inst, "waits for a product into other accumulators".into())
+                );
+            }
+        }
+        self.product = None;
+        Ok(())
+    }
+
+    fn pending(&self, inst: &Inst, what: String) -> crate::RuntimeError {
+        self.fail(inst, 0, Violation::PendingProduct { what })
+    }
+
+    /// Fails if a fragment op names an accumulator of the product in flight.
+    pub(crate) fn check_accumulators_free(&self, inst: &Inst) -> Result<()> {
+        let Some(p) = &self.product else {
+            return Ok(());
+        };
+        if let Some(f) = inst.op.frags().into_iter().find(|f| p.accs.contains(f)) {
+            let name = self.p.kernel.body.frags[f as usize].name.clone();
+            return Err(self.pending(inst, format!("uses accumulator `{name}`")));
+        }
+        Ok(())
+    }
+
+    /// Fails if a write of `len` elements of threadgroup array `array` from `at` (by
+    /// `lane`) touches a tile of the product in flight.
+    pub(crate) fn check_tiles_not_written(
+        &self,
+        inst: &Inst,
+        lane: u32,
+        array: u32,
+        at: usize,
+        len: usize,
+    ) -> Result<()> {
+        let Some(p) = &self.product else {
+            return Ok(());
+        };
+        for &(k, start, n) in &p.tiles {
+            if k == array && at < start + n && start < at + len {
+                let memory = self.p.mem_name(MemRef::Shared(array));
+                return Err(self.fail(
+                    inst,
+                    lane,
+                    Violation::PendingProduct {
+                        what: format!("thread {lane} writes element {at} of tile `{memory}`"),
+                    },
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Fails if the kernel ends with a product in flight.
+    pub(crate) fn check_no_product_at_end(&self) -> Result<()> {
+        match &self.product {
+            None => Ok(()),
+            Some(p) => Err(self.pending(&p.inst, "the kernel ends".into())),
+        }
     }
 
     fn unsupported_tiles(&self, inst: &Inst, thread: u32, message: String) -> crate::RuntimeError {

@@ -80,6 +80,8 @@ pub(crate) struct Group<'a> {
     pub frag_set: Vec<Vec<bool>>,
     /// Asynchronous copies in flight and each lane's groups.
     pub copies: AsyncCopies,
+    /// The asynchronous tile product in flight, if any.
+    pub product: Option<super::frag_tiles::ProductInFlight>,
 }
 
 /// The destination slot and source slots of an elementwise op, borrowed together.
@@ -145,6 +147,7 @@ impl<'a> Group<'a> {
             frags: vec![vec![0.0; n.div_ceil(32) * super::frag::TILE]; body.frags.len()],
             frag_set: vec![vec![false; n.div_ceil(32)]; body.frags.len()],
             copies: AsyncCopies::new(n, body.shared.iter().map(|a| a.len as usize)),
+            product: None,
         };
         // Values the same for every threadgroup of the launch.
         for h in &p.hoisted {
@@ -215,9 +218,11 @@ impl<'a> Group<'a> {
             self.origins_used = false;
         }
         self.copies.reset();
+        self.product = None;
         let p = self.p;
         self.exec_block(&p.kernel.body.block, &Mask::full())?;
-        self.check_copies_landed()
+        self.check_copies_landed()?;
+        self.check_no_product_at_end()
     }
 
     // ── errors ───────────────────────────────────────────────────────────────
@@ -553,8 +558,12 @@ impl<'a> Group<'a> {
             | Op::FragRows { .. }
             | Op::FragRowsRaise { .. }
             | Op::FragAdd { .. }
-            | Op::FragConvert { .. } => self.frag_op(inst, m),
+            | Op::FragConvert { .. } => {
+                self.check_accumulators_free(inst)?;
+                self.frag_op(inst, m)
+            }
             Op::FragMmaTiles { .. } => self.frag_mma_tiles(inst, m),
+            Op::FragMmaWait { .. } => self.frag_mma_wait(inst, m),
             Op::Call { func, .. } => Err(self.unsupported(
                 inst,
                 m,

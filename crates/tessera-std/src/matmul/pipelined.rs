@@ -2,8 +2,9 @@
 //! accumulation), on whole tiles: a threadgroup of `wg` warpgroups owns a `64·wg × 16·nb`
 //! output tile; K advances 64 at a time through `stages` threadgroup buffers filled by
 //! asynchronous copies in the 128-byte-swizzled layout, `stages − 1` tiles ahead of the
-//! product, and each step is one `matrix_mma_tiles` (warpgroup MMA from shared memory on
-//! sm_90a, `mma.sync` from the same tiles elsewhere). K must be a multiple of 8 (16-byte
+//! product, and each step is one `matrix_mma_tiles_async` (warpgroup MMA from shared memory
+//! on sm_90a, `mma.sync` from the same tiles elsewhere) that runs while the threads issue
+//! the next tile's copies. K must be a multiple of 8 (16-byte
 //! copies); M, N and K need not be multiples of the tile (the copies zero-fill past the
 //! edges and the edge tiles store through a masked path).
 
@@ -78,6 +79,10 @@ pub fn matmul_bt_pipelined_kernel<T>(
     for t in 0..tiles {
         wait_copies(stages - 2);
         barrier();
+        // The product of tile t runs while the copies of tile t + stages − 1 are issued
+        // into the buffers tile t − 1 used (every product on them ended before the barrier).
+        let cur = t % stages;
+        matrix_mma_tiles_async(acc, sa[cur * bm * 64], sb[cur * bn * 64]);
         let next = t + stages - 1;
         if next < tiles {
             let st = next % stages;
@@ -85,8 +90,7 @@ pub fn matmul_bt_pipelined_kernel<T>(
             fetch_tile(sb, st * bn * 64, b, col0, bn, n, k, next * 64, tid, threads);
         }
         commit_copies();
-        let cur = t % stages;
-        matrix_mma_tiles(acc, sa[cur * bm * 64], sb[cur * bn * 64]);
+        matrix_mma_wait(acc);
     }
     let s = simd_id();
     let r0 = row0 + 16 * s;
