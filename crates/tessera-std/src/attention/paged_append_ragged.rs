@@ -120,7 +120,7 @@ pub fn ragged_slots_check_kernel(
         if i < batch + 1 + tokens {
             let t = i - batch - 1;
             let b = sequence_of(cu_seqlens, t, batch, steps);
-            let (slot, _pos, ok) = ragged_slot(
+            let (slot, pos, ok) = ragged_slot(
                 cu_seqlens,
                 block_table,
                 seq_lens,
@@ -130,28 +130,43 @@ pub fn ragged_slots_check_kernel(
                 max_blocks,
                 blocks,
             );
-            // A slot an earlier token of the batch takes (a page the table hands to two
-            // places) would make the row that lands depend on timing.
-            let mut taken = false;
-            if ok {
-                for u in 0..t {
-                    if !padding(cu_seqlens, u, batch) {
-                        let bu = sequence_of(cu_seqlens, u, batch, steps);
-                        let (slot_u, _pos_u, ok_u) = ragged_slot(
-                            cu_seqlens,
-                            block_table,
-                            seq_lens,
-                            u,
-                            bu,
-                            page_size,
-                            max_blocks,
-                            blocks,
-                        );
-                        taken = taken || (ok_u && slot_u == slot);
+            // A slot another token of the batch takes (a page the table hands to two
+            // places) would make the row that lands depend on timing. Checked per page
+            // entry (a sequence's run of tokens in one page), not per token pair: the
+            // token that opens an entry compares its page and offsets with every entry.
+            let pos_in_page = pos % page_size;
+            let start = load(cu_seqlens[b]).cast::<u32>();
+            if ok && (t == start || pos_in_page == 0) {
+                let page = slot / page_size;
+                let end = load(cu_seqlens[b + 1]).cast::<u32>();
+                let hi = min(page_size, pos_in_page + (end - t));
+                for b2 in 0..batch {
+                    let s2 = load(cu_seqlens[b2]);
+                    let e2 = load(cu_seqlens[b2 + 1]);
+                    let l2 = load(seq_lens[b2]);
+                    if l2 >= 0i32 && s2 < e2 {
+                        let n2 = (e2 - s2).cast::<u32>();
+                        let s2 = s2.cast::<u32>();
+                        let l2 = l2.cast::<u32>();
+                        let last = min((l2 + n2 - 1) / page_size, max_blocks - 1);
+                        for j in range(l2 / page_size, last + 1, 1u32) {
+                            let page2 = load(block_table[b2 * max_blocks + j]);
+                            let other = b2 != b || j != pos / page_size;
+                            if other && page2 >= 0i32 && page2.cast::<u32>() == page {
+                                let lo2 = select(j * page_size < l2, l2 - j * page_size, 0u32);
+                                let hi2 = min(page_size, l2 + n2 - j * page_size);
+                                let o = max(pos_in_page, lo2);
+                                if o < min(hi, hi2) {
+                                    let t1 = t + (o - pos_in_page);
+                                    let t2 = s2 + (j * page_size + o - l2);
+                                    let _first = atomic_min(first_bad[0], batch + 1 + max(t1, t2));
+                                }
+                            }
+                        }
                     }
                 }
             }
-            if (!ok || taken) && !padding(cu_seqlens, t, batch) {
+            if !ok && !padding(cu_seqlens, t, batch) {
                 let _first = atomic_min(first_bad[0], i);
             }
         }

@@ -128,7 +128,7 @@ fn launch(
 ) -> Result<(), OpError> {
     let [m, n, k] = check(op, a, b, c, bt)?;
     if bt && k % 8 == 0 {
-        let (wg, nb, stages) = pipelined_shape(ctx, m);
+        let (wg, nb, stages) = pipelined_shape(ctx, m, n);
         return matmul_bt_pipelined_kernel::launch(
             ctx,
             matmul_bt_pipelined_kernel::Args { a, b, c, m, n, k },
@@ -150,18 +150,21 @@ fn launch(
     .map_err(runtime(op))
 }
 
-/// The pipelined kernel's (warpgroups, accumulators a simdgroup, stages) for `m` rows.
-/// Where threadgroup memory allows (CUDA): 128 × 256 tiles three buffers deep (144 KiB);
-/// at m ≤ 256, 64 × 128 tiles four deep, so more threadgroups fill the GPU (measured on
-/// an H100, docs/perf-notes.md). Elsewhere 64 × 64 two deep (32 KiB, what the CPU and
-/// Metal give).
-pub fn pipelined_shape(ctx: &Context, m: u32) -> (u32, u32, u32) {
-    if ctx.info().max_shared_bytes < 144 * 1024 {
-        (1, 4, 2)
-    } else if m <= 256 {
-        (1, 8, 4)
-    } else {
+/// The pipelined kernel's (warpgroups, accumulators a simdgroup, stages) for an `m × n`
+/// output. Where threadgroup memory allows (CUDA): 128 × 256 tiles three buffers deep (144
+/// KiB) when they make at least half a wave of threadgroups, else 64 × 128 tiles four deep
+/// so more threadgroups fill the GPU (measured on an H100, docs/perf-notes.md). Elsewhere
+/// 64 × 64 two deep (32 KiB, what the CPU and Metal give).
+pub fn pipelined_shape(ctx: &Context, m: u32, n: u32) -> (u32, u32, u32) {
+    let info = ctx.info();
+    if info.max_shared_bytes < 144 * 1024 {
+        return (1, 4, 2);
+    }
+    let big = m.div_ceil(128) as u64 * n.div_ceil(256) as u64;
+    if 2 * big >= info.compute_units.max(1) as u64 {
         (2, 16, 3)
+    } else {
+        (1, 8, 4)
     }
 }
 

@@ -16,6 +16,7 @@ use crate::attention::paged_append_ragged::{
 use crate::attention::paged_reference::paged_append;
 use crate::decl::RefArgs;
 use crate::rope::{rope, RopeConfig, RopeLayout, RopeScaling, RopeTable};
+use crate::Outcome;
 use tessera_ir::{Literal, Specialization};
 use DType::I32;
 
@@ -182,6 +183,78 @@ fn ragged_case(
 /// A call of 4 tokens (`[2, 64]` rows, f32) of a batch of 2 into NHD caches
 /// `[4, 4, 2, 64]` (a table of 2 pages a sequence), refused for `reason`, k_cache
 /// untouched.
+/// Random small tables (3 sequences, pages of 2, rows of 3 pages drawn from a pool of 6,
+/// so pages are often handed out twice): the op must refuse exactly the batches in which
+/// two tokens land in one slot, naming the first such token, as a brute-force check over
+/// every pair of tokens finds it, and take every other batch.
+fn shared_slots_against_every_pair() -> Case {
+    Case {
+        op: OP,
+        kind: CaseKind::Correctness,
+        dtype: Some(F32),
+        name: "random tables: shared slots against every token pair".into(),
+        run: Box::new(|ctx, rng| {
+            let (page, rows, pool) = (2usize, 3usize, 6usize);
+            let mut checked = 0;
+            for _trial in 0..40 {
+                let lens: Vec<usize> = (0..3).map(|_| rng.int(0, 3) as usize).collect();
+                let counts: Vec<usize> = lens
+                    .iter()
+                    .map(|&l| rng.int(0, (page * rows - l) as u32 + 1) as usize)
+                    .collect();
+                let mut cu = vec![0usize];
+                for c in &counts {
+                    cu.push(cu.last().copied().unwrap_or(0) + c);
+                }
+                let tokens = cu[3].max(1);
+                let table: Vec<i32> = (0..3 * rows)
+                    .map(|_| rng.int(0, pool as u32) as i32)
+                    .collect();
+                // Brute force: the first token whose slot an earlier token takes.
+                let slot = |t: usize| -> usize {
+                    let b = (0..3).find(|&b| cu[b] <= t && t < cu[b + 1]).unwrap_or(0);
+                    let pos = lens[b] + t - cu[b];
+                    table[b * rows + pos / page] as usize * page + pos % page
+                };
+                let want = (0..cu[3]).find(|&t| (0..t).any(|u| slot(u) == slot(t)));
+                let z = |shape: &[usize]| ctx.zeros(F32, shape).map_err(err);
+                let (k, v) = (z(&[tokens, 1, 64])?, z(&[tokens, 1, 64])?);
+                let (kc, vc) = (z(&[pool, page, 1, 64])?, z(&[pool, page, 1, 64])?);
+                let cu_i: Vec<i32> = cu.iter().map(|&x| x as i32).collect();
+                let lens_i: Vec<i32> = lens.iter().map(|&x| x as i32).collect();
+                let cu_t = ctx.tensor(&cu_i, &[4]).map_err(err)?;
+                let lens_t = ctx.tensor(&lens_i, &[3]).map_err(err)?;
+                let table_t = ctx.tensor(&table, &[3, rows]).map_err(err)?;
+                let check = SlotCheck::new(ctx).map_err(err)?;
+                let got = paged_kv_append_ragged(
+                    ctx,
+                    (&k, &v),
+                    (&cu_t, &table_t, &lens_t),
+                    (&kc, &vc),
+                    KvLayout::Nhd,
+                    None,
+                    &check,
+                );
+                match (want, got) {
+                    (None, Ok(())) => {}
+                    (Some(t), Err(e)) if e.to_string().contains(&format!("token {t} (")) => {}
+                    (want, got) => {
+                        return Err(format!(
+                            "cu {cu:?} lens {lens:?} table {table:?}: the first shared slot is \
+                             {want:?} by brute force, the op says {got:?}"
+                        ))
+                    }
+                }
+                checked += 1;
+            }
+            Ok(Outcome {
+                checked,
+                ..Outcome::default()
+            })
+        }),
+    }
+}
+
 fn addressing_rejection(
     what: &str,
     reason: &'static str,
@@ -289,6 +362,7 @@ pub(crate) fn ragged_cases() -> Vec<Case> {
         v.push(ragged_case(dt, Hnd, &[1, 1, 1], [16, 2, 36], true));
     }
     v.push(ragged_case(F32, Hnd, &[12], [1, 2, 64], true));
+    v.push(shared_slots_against_every_pair());
     // A table of 2 pages of 4 a sequence; pool pages 0..4.
     v.extend([
         addressing_rejection(
