@@ -13,7 +13,7 @@
 use super::format::AffineFormat;
 use super::qgemv::affine_weight;
 use crate::error::{runtime, OpError};
-use crate::matmul::pipelined::{fetch_tile, swizzled};
+use crate::matmul::pipelined::fetch_tile;
 use crate::matmul::tiled::MATMUL_DTYPES;
 use crate::validate::{distinct_named, dtype_in, dtype_is, fits_u32, shape_is};
 use tessera_macros::kernel;
@@ -87,14 +87,20 @@ pub fn affine_qgemm_kernel<T>(
             let inside = t * 2 + half < units;
             let scale = select(inside, load(sc[2 * i]), 0.0f32);
             let bias = select(inside, load(sc[2 * i + 1]), 0.0f32);
-            for j in 0..32 {
-                let bit = j * bits;
-                let word = load(words[i * bits + bit / 32]);
-                // The last word never starts a straddling value: a unit ends on a word
-                // boundary.
-                let next = load(words[i * bits + min(bit / 32 + 1, bits - 1)]);
-                let w = affine_weight(word, next, bit % 32, bits, scale, bias);
-                store(sb[wbuf + swizzled(r, 32 * half + j)], w.cast::<T>());
+            // Eight values at a time: columns 8·(4·half + q) … of row r, one 16-byte
+            // chunk of the swizzled tile (`swizzled(r, c)` written out for a chunk), so the
+            // eight stores become one.
+            for q in 0..4 {
+                let at = wbuf + r * 64 + (((4 * half + q) ^ (r & 7)) << 3);
+                for jj in 0..8 {
+                    let bit = (q * 8 + jj) * bits;
+                    let word = load(words[i * bits + bit / 32]);
+                    // The last word never starts a straddling value: a unit ends on a
+                    // word boundary.
+                    let next = load(words[i * bits + min(bit / 32 + 1, bits - 1)]);
+                    let w = affine_weight(word, next, bit % 32, bits, scale, bias);
+                    store(sb[at + jj], w.cast::<T>());
+                }
             }
         }
         if t + 1 < tiles {
@@ -159,6 +165,11 @@ pub fn affine_qgemm_kernel<T>(
     }
 }
 
+/// Every tile shape `(wg, nb, stages)` the kernel is built for: 64 × 64 two deep (32 KiB),
+/// 64 × 128 four deep (64 KiB), 128 × 128 four deep (96 KiB), 128 × 256 three deep
+/// (112 KiB).
+pub const QGEMM_SHAPES: [(u32, u32, u32); 4] = [(1, 4, 2), (1, 8, 4), (2, 8, 4), (2, 16, 3)];
+
 /// The kernel's (warpgroups, accumulators a simdgroup, stages) for `m` rows. Where
 /// threadgroup memory allows (CUDA): 128 × 128 tiles, x four buffers deep (96 KiB with
 /// the two weight buffers, so two threadgroups share an SM and one's dequantization runs
@@ -188,6 +199,23 @@ pub fn affine_qgemm(
     y: &Tensor,
     bits: u32,
     group_size: u32,
+) -> Result<(), OpError> {
+    affine_qgemm_tiles(ctx, x, packed, scales, biases, y, bits, group_size, None)
+}
+
+/// [`affine_qgemm`] on the tile shape `(wg, nb, stages)` of [`QGEMM_SHAPES`] given, not
+/// chosen by [`qgemm_shape`]: the benches time the others beside the choice.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn affine_qgemm_tiles(
+    ctx: &Context,
+    x: &Tensor,
+    packed: &Tensor,
+    scales: &Tensor,
+    biases: &Tensor,
+    y: &Tensor,
+    bits: u32,
+    group_size: u32,
+    tiles: Option<(u32, u32, u32)>,
 ) -> Result<(), OpError> {
     const OP: &str = "affine_qgemm";
     let format = AffineFormat::new(OP, bits, group_size)?;
@@ -236,7 +264,7 @@ pub fn affine_qgemm(
     fits_u32(OP, "the word count of `packed`", packed.len())?;
     fits_u32(OP, "the element count of `y`", y.len())?;
     let (m, n) = (m as u32, n as u32);
-    let (wg, nb, stages) = qgemm_shape(ctx, m);
+    let (wg, nb, stages) = tiles.unwrap_or_else(|| qgemm_shape(ctx, m));
     affine_qgemm_kernel::launch(
         ctx,
         affine_qgemm_kernel::Args {

@@ -2,18 +2,16 @@
 //! with N not a multiple of any tile, a K whose last 64-value tile holds one unit, M past
 //! 256 (the widest tiles where threadgroup memory holds them), on quantized weights and
 //! on random words; the kernel at every tile shape; benches at M = 4096 on Llama-3
-//! projections (K × N = 4096 × 4096 and 4096 × 14336), 4 and 8 bits, group 64.
+//! projections (K × N = 4096 × 4096 and 4096 × 14336), 4 and 8 bits, group 64, and the
+//! other tile shapes at 4096³.
 
 use super::*;
 use crate::matmul::tiled::MATMUL_DTYPES;
-use crate::quant::qgemm::{affine_qgemm, affine_qgemm_kernel};
+use crate::quant::qgemm::{affine_qgemm, affine_qgemm_kernel, affine_qgemm_tiles, QGEMM_SHAPES};
 use crate::registry::{BenchCase, Case, CaseKind, KernelUse, PreparedBench};
 use crate::testing::{accuracy, compare, kernel_use, rejection, zeros};
 
 const OP: &str = "affine_qgemm";
-
-/// The tile shapes `(wg, nb, stages)` `qgemm_shape` picks from.
-const SHAPES: [(u32, u32, u32); 3] = [(1, 4, 2), (1, 8, 4), (2, 8, 4)];
 
 fn correct(
     dtype: DType,
@@ -115,7 +113,7 @@ pub(crate) fn qgemm_kernels() -> Vec<KernelUse> {
     let mut v = Vec::new();
     for dt in MATMUL_DTYPES {
         for bits in crate::quant::format::AFFINE_BITS {
-            for (wg, nb, stages) in SHAPES {
+            for (wg, nb, stages) in QGEMM_SHAPES {
                 v.push(kernel_use(
                     &affine_qgemm_kernel::DEF,
                     dt,
@@ -128,59 +126,75 @@ pub(crate) fn qgemm_kernels() -> Vec<KernelUse> {
 }
 
 pub(crate) fn qgemm_benches() -> Vec<BenchCase> {
-    let dtype = DType::BF16;
-    let group = 64;
     let mut v = Vec::new();
     for bits in [4u32, 8] {
-        for (m, n, k, quick) in [
-            (256, 256, 256, true),
-            (4096, 4096, 4096, false),
-            (4096, 14336, 4096, false),
-        ] {
-            let weights = n * k * bits as usize / 8 + 2 * (n * k / group) * dtype.size_bytes();
-            v.push(BenchCase {
-                op: OP,
-                kernel: "affine_qgemm_kernel",
-                dtype,
-                shape: format!("bits={bits} group_size={group} M={m} N={n} K={k}"),
-                bytes: (weights + (m * k + m * n) * dtype.size_bytes()) as u64,
-                flops: (2 * m * n * k) as u64,
-                quick,
-                prepare: Box::new(move |ctx, rng| {
-                    let (x, xv) = random_tensor(ctx, rng, dtype, &[m, k], -1.0, 1.0)?;
-                    let q = random_quantized(ctx, rng, dtype, (n, k), (bits, group as u32))?;
-                    let y = poisoned(ctx, dtype, &[m, n])?;
-                    let reference = reference::qgemm(
-                        &xv,
-                        &q.host.packed,
-                        &q.host.scales,
-                        &q.host.biases,
-                        (m, n, k),
-                        bits,
-                        group,
-                        dtype,
-                    );
-                    let (c, o) = (ctx.clone(), y.clone());
-                    Ok(PreparedBench {
-                        launch: Box::new(move || {
-                            affine_qgemm(
-                                &c,
-                                &x,
-                                &q.packed,
-                                &q.scales,
-                                &q.biases,
-                                &o,
-                                bits,
-                                group as u32,
-                            )
-                            .map_err(err)
-                        }),
-                        output: y,
-                        reference,
-                    })
-                }),
-            });
-        }
+        v.push(bench(bits, (256, 256, 256), true, None));
+        v.push(bench(bits, (4096, 4096, 4096), false, None));
+        v.push(bench(bits, (4096, 14336, 4096), false, None));
+    }
+    // The other tile shapes where threadgroup memory holds them, beside the choice.
+    for tiles in [(1, 8, 4), (2, 16, 3)] {
+        v.push(bench(4, (4096, 4096, 4096), false, Some(tiles)));
     }
     v
+}
+
+/// `bits`-bit, group-64 bf16 weights at `(m, n, k)`, on the tile shape `qgemm_shape`
+/// picks or on `tiles`.
+fn bench(
+    bits: u32,
+    (m, n, k): (usize, usize, usize),
+    quick: bool,
+    tiles: Option<(u32, u32, u32)>,
+) -> BenchCase {
+    let dtype = DType::BF16;
+    let group = 64;
+    let weights = n * k * bits as usize / 8 + 2 * (n * k / group) * dtype.size_bytes();
+    let tile_name = match tiles {
+        Some((wg, nb, stages)) => format!(" tiles={}x{}x{stages}", 64 * wg, 16 * nb),
+        None => String::new(),
+    };
+    BenchCase {
+        op: OP,
+        kernel: "affine_qgemm_kernel",
+        dtype,
+        shape: format!("bits={bits} group_size={group} M={m} N={n} K={k}{tile_name}"),
+        bytes: (weights + (m * k + m * n) * dtype.size_bytes()) as u64,
+        flops: (2 * m * n * k) as u64,
+        quick,
+        prepare: Box::new(move |ctx, rng| {
+            let (x, xv) = random_tensor(ctx, rng, dtype, &[m, k], -1.0, 1.0)?;
+            let q = random_quantized(ctx, rng, dtype, (n, k), (bits, group as u32))?;
+            let y = poisoned(ctx, dtype, &[m, n])?;
+            let reference = reference::qgemm(
+                &xv,
+                &q.host.packed,
+                &q.host.scales,
+                &q.host.biases,
+                (m, n, k),
+                bits,
+                group,
+                dtype,
+            );
+            let (c, o) = (ctx.clone(), y.clone());
+            Ok(PreparedBench {
+                launch: Box::new(move || {
+                    affine_qgemm_tiles(
+                        &c,
+                        &x,
+                        &q.packed,
+                        &q.scales,
+                        &q.biases,
+                        &o,
+                        bits,
+                        group as u32,
+                        tiles,
+                    )
+                    .map_err(err)
+                }),
+                output: y,
+                reference,
+            })
+        }),
+    }
 }
