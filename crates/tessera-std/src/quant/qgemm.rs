@@ -22,8 +22,10 @@ use tessera_runtime::{Context, DType, Tensor};
 /// `y[r, c] = Σ_k x[r, k]·round(scale·q[c, k] + bias)` on tiles: `units = K / 32`,
 /// `units_per_group = group_size / 32`. A thread dequantizes `nb / (4·wg)` units of each
 /// weight tile (`nb` a multiple of `4·wg`). Grid `[ceil(N / 16nb), ceil(M / 64wg), 1]`,
-/// `128·wg` threads.
-#[kernel]
+/// `128·wg` threads. Declared for two threadgroups of 256 threads an SM (at most 128
+/// registers a thread on CUDA), so that one threadgroup's dequantization runs while the
+/// other's product does: the accumulators of a 128 × 128 tile are 64 registers a thread.
+#[kernel(group_size = 256, groups_per_core = 2)]
 pub fn affine_qgemm_kernel<T>(
     x: Tensor<T>,
     packed: Tensor<u32>,
@@ -165,10 +167,11 @@ pub fn affine_qgemm_kernel<T>(
     }
 }
 
-/// Every tile shape `(wg, nb, stages)` the kernel is built for: 64 × 64 two deep (32 KiB),
-/// 64 × 128 four deep (64 KiB), 128 × 128 four deep (96 KiB), 128 × 256 three deep
-/// (112 KiB).
-pub const QGEMM_SHAPES: [(u32, u32, u32); 4] = [(1, 4, 2), (1, 8, 4), (2, 8, 4), (2, 16, 3)];
+/// Every tile shape `(wg, nb, stages)` the kernel is built for: 64 × 64 with x two deep
+/// (32 KiB of threadgroup memory with the two weight buffers), 64 × 128 four deep (64 KiB),
+/// 128 × 128 four deep (96 KiB). (128 × 256 tiles, as the dense GEMM takes, need 128
+/// accumulator registers a thread: one threadgroup an SM, nothing beside its products.)
+pub const QGEMM_SHAPES: [(u32, u32, u32); 3] = [(1, 4, 2), (1, 8, 4), (2, 8, 4)];
 
 /// The kernel's (warpgroups, accumulators a simdgroup, stages) for `m` rows. Where
 /// threadgroup memory allows (CUDA): 128 × 128 tiles, x four buffers deep (96 KiB with
