@@ -20,11 +20,12 @@ use tessera_macros::kernel;
 use tessera_runtime::{Context, DType, Tensor};
 
 /// `y[r, c] = Σ_k x[r, k]·round(scale·q[c, k] + bias)` on tiles: `units = K / 32`,
-/// `units_per_group = group_size / 32`. A thread dequantizes `nb / (4·wg)` units of each
-/// weight tile (`nb` a multiple of `4·wg`). Grid `[ceil(N / 16nb), ceil(M / 64wg), 1]`,
-/// `128·wg` threads. Declared for two threadgroups of 256 threads an SM (at most 128
-/// registers a thread on CUDA), so that one threadgroup's dequantization runs while the
-/// other's product does: the accumulators of a 128 × 128 tile are 64 registers a thread.
+/// `units_per_group = group_size / 32`, threadgroups in bands of `band` column tiles. A
+/// thread dequantizes `nb / (4·wg)` units of each weight tile (`nb` a multiple of `4·wg`).
+/// Grid `[ceil(N / 16nb), ceil(M / 64wg), 1]`, `128·wg` threads. Declared for two
+/// threadgroups of 256 threads an SM (at most 128 registers a thread on CUDA), so that
+/// one threadgroup's dequantization runs while the other's product does: the
+/// accumulators of a 128 × 128 tile are 64 registers a thread.
 #[kernel(group_size = 256, groups_per_core = 2)]
 pub fn affine_qgemm_kernel<T>(
     x: Tensor<T>,
@@ -36,6 +37,7 @@ pub fn affine_qgemm_kernel<T>(
     n: u32,
     units: u32,
     units_per_group: u32,
+    band: u32,
     #[constexpr] wg: u32,
     #[constexpr] nb: u32,
     #[constexpr] stages: u32,
@@ -55,8 +57,17 @@ pub fn affine_qgemm_kernel<T>(
     for j in 0..nb {
         matrix_fill(acc[j], 0.0);
     }
-    let row0 = group_id_y() * bm;
-    let col0 = group_id_x() * bn;
+    // Threadgroups in bands of `band` column tiles, each band walked row tile by row
+    // tile: the groups resident at once share a few column tiles' weights (which stay
+    // in L2) rather than sweeping every column of N between two uses of one.
+    let col_tiles = (n + bn - 1) / bn;
+    let row_tiles = (m + bm - 1) / bm;
+    let id = group_id_y() * col_tiles + group_id_x();
+    let first = id / (band * row_tiles) * band;
+    let width = min(band, col_tiles - first);
+    let in_band = id - first * row_tiles;
+    let row0 = in_band / width * bm;
+    let col0 = (first + in_band % width) * bn;
     let tid = thread_id();
     let tiles = (k + 63) / 64;
     for s in 0..stages - 1 {
@@ -166,6 +177,11 @@ pub fn affine_qgemm_kernel<T>(
         }
     }
 }
+
+/// Column tiles a band of `affine_qgemm_kernel`'s threadgroups shares: at 128 × 128 tiles
+/// and M = 4096 a band is 512 groups, two waves of an H100's 264, whose weights (16 column
+/// tiles, 8 MiB at 8 bits and K = 4096) stay in L2 while the band's row tiles pass.
+pub const QGEMM_BAND: u32 = 16;
 
 /// Every tile shape `(wg, nb, stages)` the kernel is built for: 64 × 64 with x two deep
 /// (32 KiB of threadgroup memory with the two weight buffers), 64 × 128 four deep (64 KiB),
@@ -280,6 +296,7 @@ pub(crate) fn affine_qgemm_tiles(
             n,
             units: (k / 32) as u32,
             units_per_group: group_size / 32,
+            band: QGEMM_BAND,
         },
         affine_qgemm_kernel::Consts {
             wg,

@@ -1,9 +1,9 @@
 //! Cases of `affine_qgemm`: f16 and bf16 × every bits × group size at M = 17, 33 and 130
-//! with N not a multiple of any tile, a K whose last 64-value tile holds one unit, M past
-//! 256 (the widest tiles where threadgroup memory holds them), on quantized weights and
-//! on random words; the kernel at every tile shape; benches at M = 4096 on Llama-3
-//! projections (K × N = 4096 × 4096 and 4096 × 14336), 4 and 8 bits, group 64, and the
-//! 64 × 128 tiles at 4096³.
+//! with N not a multiple of any tile, a K whose last 64-value tile holds one unit, N over
+//! more than one band of column tiles, M past 256 (CUDA's 128-row tiles), on quantized
+//! weights and on random words; the kernel at every tile shape; benches at M = 4096 on
+//! Llama-3 projections (K × N = 4096 × 4096 and 4096 × 14336), 4 and 8 bits, group 64,
+//! and the 64 × 128 tiles at 4096³.
 
 use super::*;
 use crate::matmul::tiled::MATMUL_DTYPES;
@@ -63,6 +63,9 @@ pub(crate) fn qgemm_cases() -> Vec<Case> {
         }
         // Three units: the last 64-value tile holds one unit, the other dequantizes to zeros.
         v.push(correct(dtype, (33, 20, 96), (4, 32), false));
+        // Wide N: a full band of column tiles and a partial one (CUDA's 128 columns) or
+        // two full and a partial (64 columns).
+        v.push(correct(dtype, (130, 2056, 64), (8, 64), false));
         // Past 256 rows: on CUDA the 128-row tiles.
         v.push(correct(dtype, (300, 136, 384), (4, 128), true));
     }
