@@ -380,8 +380,8 @@ def embedding_peers(p, dt, nsets):
 
 def linear_peers(p, dt, nsets):
     """PyTorch's `x @ W.T` with W a dense [N, K] matrix in the activations' dtype (cuBLAS):
-    the peer of the dense GEMV, and of the quantized one (what it replaces). Its own input
-    sets: dense weights are larger than the quantized row's bytes."""
+    the peer of the dense GEMV, and of the quantized GEMV and GEMM (what they replace). Its
+    own input sets: dense weights are larger than the quantized row's bytes."""
     m, n, k = p["M"], p["N"], p["K"]
     sets = [(rnd((m, k), dt), rnd((n, k), dt, -0.05, 0.05))
             for _ in range(sets_for(n * k * dt.itemsize, 0))]
@@ -689,7 +689,8 @@ def peers_for(row, nsets):
         return cast_peers(p, dt, nsets)
     if op == "embedding":
         return embedding_peers(p, dt, nsets)
-    if op in ("gemv", "affine_qgemv", "gguf_qgemv", "gptq_qgemv", "awq_qgemv", "matmul_bt"):
+    if op in ("gemv", "affine_qgemv", "affine_qgemm", "gguf_qgemv", "gptq_qgemv", "awq_qgemv",
+              "matmul_bt"):
         return linear_peers(p, dt, nsets)
     if op == "matmul":
         return matmul_peers(p, dt, nsets)

@@ -12,13 +12,13 @@ use crate::decl::{
 use crate::error::OpError;
 use tessera_runtime::DType;
 
-const BITS: ParamDecl = ParamDecl {
+pub(super) const BITS: ParamDecl = ParamDecl {
     name: "bits",
     kind: ParamKind::UInt { min: 2, max: 8 },
     default: ParamDefault::Value("4"),
     doc: "bits per value: 2, 3, 4, 5, 6 or 8",
 };
-const GROUP_SIZE: ParamDecl = ParamDecl {
+pub(super) const GROUP_SIZE: ParamDecl = ParamDecl {
     name: "group_size",
     kind: ParamKind::UInt { min: 32, max: 128 },
     default: ParamDefault::Value("64"),
@@ -26,16 +26,16 @@ const GROUP_SIZE: ParamDecl = ParamDecl {
 };
 
 /// (bits, group_size) of a call.
-fn format(a: &OpArgs) -> Result<(u32, u32), OpError> {
+pub(super) fn format(a: &OpArgs) -> Result<(u32, u32), OpError> {
     Ok((a.params.u32("bits")?, a.params.u32("group_size")?))
 }
 
 #[cfg(feature = "cases")]
-fn ref_format(r: &RefArgs) -> Result<(u32, usize), OpError> {
+pub(super) fn ref_format(r: &RefArgs) -> Result<(u32, usize), OpError> {
     Ok((r.params.u32("bits")?, r.params.usize("group_size")?))
 }
 
-const PACKED: TensorDecl = TensorDecl::new(
+pub(super) const PACKED: TensorDecl = TensorDecl::new(
     "packed",
     &["N", "KW"],
     DtypeRule::OneOf(U32),
@@ -46,20 +46,21 @@ const SCALES_IN: TensorDecl = TensorDecl::float(
     &["N", "KG"],
     "one scale per group, KG = K/group_size",
 );
-const BIASES_IN: TensorDecl = TensorDecl::new(
+pub(super) const BIASES_IN: TensorDecl = TensorDecl::new(
     "biases",
     &["N", "KG"],
     DtypeRule::Like("scales"),
     "one bias per group",
 );
 /// A 4-bit, group-64 example: K = 128, so KW = 16 and KG = 2.
-const EXAMPLE_DIMS: &[(&str, usize)] = &[("M", 3), ("N", 5), ("K", 128), ("KW", 16), ("KG", 2)];
-const EXAMPLE_PARAMS: &[(&str, &str)] = &[("bits", "4"), ("group_size", "64")];
+pub(super) const EXAMPLE_DIMS: &[(&str, usize)] =
+    &[("M", 3), ("N", 5), ("K", 128), ("KW", 16), ("KG", 2)];
+pub(super) const EXAMPLE_PARAMS: &[(&str, &str)] = &[("bits", "4"), ("group_size", "64")];
 /// Any u32 word is a valid run of codes.
-const ANY_WORD: (&str, f64, f64) = ("packed", 0.0, 4294967295.0);
+pub(super) const ANY_WORD: (&str, f64, f64) = ("packed", 0.0, 4294967295.0);
 
-const FORMAT_INVARIANT: &str = "bits is 2, 3, 4, 5, 6 or 8; group_size is 32, 64 or 128";
-const FORMAT_REJECTIONS: [Rejection; 2] = [
+pub(super) const FORMAT_INVARIANT: &str = "bits is 2, 3, 4, 5, 6 or 8; group_size is 32, 64 or 128";
+pub(super) const FORMAT_REJECTIONS: [Rejection; 2] = [
     Rejection {
         invariant: 0,
         by: Break::Param("bits", "7"),

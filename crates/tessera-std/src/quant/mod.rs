@@ -1,10 +1,11 @@
 //! Quantized weights in MLX's affine format (bits 2, 3, 4, 5, 6, 8; groups of 32, 64 or
 //! 128 with a scale and a bias each), laid out exactly as MLX writes them, so the tensors
-//! of an MLX-quantized safetensors file are used as they are: quantize, dequantize, and
-//! the quantized GEMV / skinny GEMM of decode. And fp8 weights and activations (e4m3 and
-//! e5m2 as PyTorch stores them, scales per tensor or per block as DeepSeek-V3 lays them
-//! out): quantize, dequantize and a GEMV. And GPTQ's int4 checkpoints (act-order off):
-//! dequantize and a GEMV on the packed words; the same for AWQ's.
+//! of an MLX-quantized safetensors file are used as they are: quantize, dequantize, the
+//! quantized GEMV / skinny GEMM of decode and the quantized GEMM of prefill. And fp8
+//! weights and activations (e4m3 and e5m2 as PyTorch stores them, scales per tensor or per
+//! block as DeepSeek-V3 lays them out): quantize, dequantize and a GEMV. And GPTQ's int4
+//! checkpoints (act-order off): dequantize and a GEMV on the packed words; the same for
+//! AWQ's.
 
 pub mod affine;
 pub mod awq;
@@ -31,6 +32,8 @@ mod gptq_cases;
 mod gptq_decl;
 #[cfg(feature = "cases")]
 pub mod gptq_reference;
+pub mod qgemm;
+mod qgemm_decl;
 pub mod qgemv;
 pub mod qgemv_mma;
 #[cfg(feature = "cases")]
@@ -43,4 +46,5 @@ pub use fp8::{fp8_dequantize, fp8_quantize};
 pub use fp8_format::{Fp8Format, Fp8Scaling};
 pub use fp8_qgemv::fp8_qgemv;
 pub use gptq::{gptq_dequantize, gptq_qgemv};
+pub use qgemm::affine_qgemm;
 pub use qgemv::affine_qgemv;

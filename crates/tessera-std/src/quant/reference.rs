@@ -127,6 +127,34 @@ pub fn qgemv(
     crate::matmul::reference::matmul(x, &w, (m, n, k), true)
 }
 
+/// `y[m, n] = Σ_k x[m, k]·Ŵ[n, k]` in f64 with `Ŵ = scale·q + bias` rounded once to
+/// `dtype` (the sum is exact in f64 for the inputs the cases make, and `round_to` goes
+/// through f32 as the GEMM's f32 `scale·q + bias` does): the product of x with the weights
+/// in the activation dtype, which the quantized GEMM multiplies on the tensor cores.
+#[allow(clippy::too_many_arguments)]
+pub fn qgemm(
+    x: &[f64],
+    packed: &[f64],
+    scales: &[f64],
+    biases: &[f64],
+    (m, n, k): (usize, usize, usize),
+    bits: u32,
+    group: usize,
+    dtype: DType,
+) -> Vec<f64> {
+    let words = k * bits as usize / 32;
+    let w: Vec<f64> = (0..n)
+        .flat_map(|r| {
+            let row = &packed[r * words..(r + 1) * words];
+            (0..k).map(move |c| {
+                let g = r * (k / group) + c / group;
+                round_to(dtype, scales[g] * code(row, c, bits) as f64 + biases[g])
+            })
+        })
+        .collect();
+    crate::matmul::reference::matmul(x, &w, (m, n, k), true)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,10 +3,12 @@
 //! the formats every op is checked over.
 
 mod dequantize;
+mod qgemm;
 mod qgemv;
 mod quantize;
 
 pub(super) use dequantize::{dequantize_benches, dequantize_cases, dequantize_kernels};
+pub(super) use qgemm::{qgemm_benches, qgemm_cases, qgemm_kernels};
 pub(super) use qgemv::{qgemv_benches, qgemv_cases, qgemv_kernels};
 pub(super) use quantize::{quantize_benches, quantize_cases, quantize_kernels};
 
