@@ -7,7 +7,7 @@
 //! weight tile (`16·nb` rows × two units of 32 values, each unit `bits` whole u32 words
 //! with one scale and bias) is dequantized by the threads from registers into one of two
 //! swizzled B buffers with plain stores, and the packed words, scales and biases of the
-//! next tile are loaded into registers before the current `matrix_mma_tiles`, so their
+//! next tile are loaded into registers before the current `matrix_mma_tiles_async`, so their
 //! latency hides behind the product. Weights are never dequantized to memory.
 
 use super::format::AffineFormat;
@@ -130,6 +130,9 @@ pub fn affine_qgemm_kernel<T>(
                 store(sc[2 * i + 1], load(biases[gi]).cast::<f32>());
             }
         }
+        // The previous tile's product ran under this tile's dequantization; it must end
+        // before the barrier hands its x buffer to the next copies.
+        matrix_mma_wait(acc);
         wait_copies(stages - 2);
         // The barrier publishes this tile's weights and x copies; the B buffer written next
         // step was last read by the product before it, which every thread has finished.
@@ -150,8 +153,9 @@ pub fn affine_qgemm_kernel<T>(
             );
         }
         commit_copies();
-        matrix_mma_tiles(acc, sa[(t % stages) * bm * 64], sb[wbuf]);
+        matrix_mma_tiles_async(acc, sa[(t % stages) * bm * 64], sb[wbuf]);
     }
+    matrix_mma_wait(acc);
     let s = simd_id();
     let r0 = row0 + 16 * s;
     if row0 + bm <= m && col0 + bn <= n {
