@@ -1201,15 +1201,31 @@ impl Builder {
         Ok(())
     }
 
-    /// Waits for the threadgroup's asynchronous tile product into `accs`
-    /// ([`Op::FragMmaWait`]).
-    pub fn frag_mma_wait(&mut self, accs: &FragArray) -> R<()> {
+    /// Waits until at most `pending` (known when the kernel is built) of the threadgroup's
+    /// asynchronous tile products into `accs` are in flight ([`Op::FragMmaWait`]).
+    pub fn frag_mma_wait(&mut self, accs: &FragArray, pending: Value) -> R<()> {
         for &f in &accs.frags {
             self.frag_role(f, FragRole::Acc, "matrix_mma_wait", "the accumulator array")?;
         }
+        let pending = match self.known_const(pending).and_then(|l| l.as_i64()) {
+            Some(n) if (0..=7).contains(&n) => n as u32,
+            Some(n) => {
+                return Err(self.error(format!(
+                    "`matrix_mma_wait(…, {n})`: the products left in flight are 0 to 7"
+                )))
+            }
+            None => {
+                return Err(self.error(
+                    "the count of `matrix_mma_wait` must be known when the kernel is built \
+                     (the GPU instruction takes an immediate): use a literal or a #[constexpr] \
+                     parameter",
+                ))
+            }
+        };
         self.push(
             Op::FragMmaWait {
                 accs: accs.frags.iter().map(|f| f.index).collect(),
+                pending,
             },
             vec![],
         );

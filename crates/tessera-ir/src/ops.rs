@@ -718,9 +718,10 @@ pub enum Op {
     /// `index + 64r + 8((k / 8) ⊕ (r mod 8)) + k mod 8` (see [`swizzled_128b`]). The
     /// indices are multiples of 512 (1024 bytes) and, like the control flow reaching the
     /// op, threadgroup-uniform; the threadgroup size is a multiple of 128 (whole
-    /// warpgroups). With `asynchronous` the product only starts: until the threadgroup's
-    /// next [`Op::FragMmaWait`] the accumulators are in use (no op may touch them) and the
-    /// tiles are being read (no store or copy may write them). No result.
+    /// warpgroups). With `asynchronous` the product only starts: until a
+    /// [`Op::FragMmaWait`] retires it the accumulators are in use (no op but another
+    /// asynchronous product into the same accumulators, which runs after it, may touch them)
+    /// and the tiles are being read (no store or copy may write them). No result.
     FragMmaTiles {
         accs: Vec<u32>,
         a: MemRef,
@@ -729,11 +730,13 @@ pub enum Op {
         b_index: ValueId,
         asynchronous: bool,
     },
-    /// Waits until the threadgroup's asynchronous tile product into `accs` has finished:
-    /// the accumulators hold the sums and its tiles may be written again. A threadgroup
-    /// collective, like the product. No result.
+    /// Waits until at most `pending` of the threadgroup's asynchronous tile products into
+    /// `accs` are still in flight, the oldest retiring first: a retired product's tiles
+    /// may be written again, and with `pending` 0 the accumulators hold the sums. A
+    /// threadgroup collective, like the product. No result.
     FragMmaWait {
         accs: Vec<u32>,
+        pending: u32,
     },
     /// Starts an asynchronous copy of `width` consecutive elements from device memory
     /// `src[src_index..]` to threadgroup memory `dst[dst_index..]` (one element type; 4, 8
@@ -1000,7 +1003,9 @@ impl Op {
             | Op::FragRowsRaise { d, a, b, .. }
             | Op::FragAdd { d, a, b } => vec![d, a, b],
             Op::FragConvert { dst, src } => vec![dst, src],
-            Op::FragMmaTiles { accs, .. } | Op::FragMmaWait { accs } => accs.iter_mut().collect(),
+            Op::FragMmaTiles { accs, .. } | Op::FragMmaWait { accs, .. } => {
+                accs.iter_mut().collect()
+            }
             _ => vec![],
         }
     }
@@ -1021,7 +1026,7 @@ impl Op {
             | Op::FragRowsRaise { d, a, b, .. }
             | Op::FragAdd { d, a, b } => vec![*d, *a, *b],
             Op::FragConvert { dst, src } => vec![*dst, *src],
-            Op::FragMmaTiles { accs, .. } | Op::FragMmaWait { accs } => accs.clone(),
+            Op::FragMmaTiles { accs, .. } | Op::FragMmaWait { accs, .. } => accs.clone(),
             _ => vec![],
         }
     }

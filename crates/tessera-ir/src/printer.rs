@@ -209,9 +209,9 @@ impl Printer<'_> {
             Op::FragConvert { dst, src } => {
                 format!("frag_convert {} = {}", self.frag(*dst), self.frag(*src))
             }
-            Op::FragMmaWait { accs } => {
+            Op::FragMmaWait { accs, pending } => {
                 let accs: Vec<String> = accs.iter().map(|f| self.frag(*f)).collect();
-                format!("matrix_mma_wait [{}]", accs.join(", "))
+                format!("matrix_mma_wait [{}], {pending}", accs.join(", "))
             }
             Op::FragMmaTiles {
                 accs,

@@ -1026,7 +1026,7 @@ impl<'a> Verifier<'a> {
                 self.index_u32(ops[0], loc, name)?;
                 self.index_u32(ops[1], loc, name)?;
             }
-            Op::FragMmaWait { accs } => {
+            Op::FragMmaWait { accs, .. } => {
                 for f in accs {
                     role(*f, FragRole::Acc, "every accumulator")?;
                 }

@@ -248,9 +248,14 @@ impl Lower<'_> {
             }
             // (accs, a[i], b[j]): the threadgroup's product of two swizzled tiles.
             "matrix_mma_wait" => {
-                want(1, "(accs): it waits for the tile product into `accs`")?;
+                want(
+                    2,
+                    "(accs, n): it waits until at most n (a literal or #[constexpr]) tile \
+                     products into `accs` are in flight",
+                )?;
                 let accs = frag_array_name(&c.args[0])?;
-                quote!(#b.frag_mma_wait(&#accs)?;)
+                let n = self.expr(&c.args[1])?;
+                quote!(let __n = #n; #b.frag_mma_wait(&#accs, __n)?;)
             }
             "matrix_mma_tiles" | "matrix_mma_tiles_async" => {
                 want(

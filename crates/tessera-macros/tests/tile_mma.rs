@@ -71,13 +71,49 @@ fn async_product(a: Tensor<bf16>, mut out: Tensor<f32>, mode: u32) {
         matrix_store(acc[1], out[0], 64);
     }
     if mode != 3 {
-        matrix_mma_wait(acc);
+        matrix_mma_wait(acc, 0);
     }
     if mode != 3 {
         let s = simd_id();
         for j in 0..4 {
             matrix_store(acc[j], out[s * 1024 + 16 * j], 64);
         }
+    }
+}
+
+/// Two products chained into the same accumulators (A·Aᵀ from two tiles of `a`), one left
+/// in flight by `matrix_mma_wait(acc, 1)`; then (by `mode`) 0: nothing; 1: the first
+/// product's tile rewritten (retired: allowed); 2: the second's (in flight: an error).
+#[kernel]
+fn chained_products(a: Tensor<bf16>, mut out: Tensor<f32>, mode: u32) {
+    let sa = threadgroup_array::<bf16>(2 * 64 * 64);
+    let tid = thread_id();
+    for e in range(tid, 2 * 64 * 64, 128) {
+        let r = e / 64;
+        let k = e % 64;
+        store(
+            sa[r * 64 + (((k >> 3) ^ (r & 7)) << 3) + (k & 7)],
+            load(a[e]),
+        );
+    }
+    barrier();
+    let acc = [matrix_acc(); 4];
+    for j in 0..4 {
+        matrix_fill(acc[j], 0.0);
+    }
+    matrix_mma_tiles_async(acc, sa[0], sa[0]);
+    matrix_mma_tiles_async(acc, sa[4096], sa[4096]);
+    matrix_mma_wait(acc, 1);
+    if mode == 1 {
+        store(sa[tid], load(a[0]));
+    }
+    if mode == 2 {
+        store(sa[4096 + tid], load(a[0]));
+    }
+    matrix_mma_wait(acc, 0);
+    let s = simd_id();
+    for j in 0..4 {
+        matrix_store(acc[j], out[s * 1024 + 16 * j], 64);
     }
 }
 
@@ -245,5 +281,54 @@ fn touching_an_asynchronous_product_before_its_wait_is_reported() {
             e.contains(says) && e.contains("matrix_mma_wait"),
             "mode {mode}: {e}"
         );
+    }
+}
+
+#[test]
+fn a_wait_that_leaves_one_product_in_flight_retires_the_older_one() {
+    let a = values(2 * 64 * 64, 57);
+    let mut want = vec![0.0; 64 * 64];
+    for h in 0..2 {
+        for r in 0..64 {
+            for c in 0..64 {
+                want[r * 64 + c] += (0..64)
+                    .map(|k| a[h * 4096 + r * 64 + k] * a[h * 4096 + c * 64 + k])
+                    .sum::<f64>();
+            }
+        }
+    }
+    let k = chained_products::ir().unwrap();
+    for ctx in contexts() {
+        for mode in [0u32, 1, 2] {
+            let ta = ctx
+                .tensor(
+                    &a.iter().map(|&y| bf16::from_f64(y)).collect::<Vec<_>>(),
+                    &[a.len()],
+                )
+                .unwrap();
+            let out = ctx.zeros(DType::F32, &[64 * 64]).unwrap();
+            let r = ctx
+                .launch_ir(&k)
+                .arg("a", &ta)
+                .arg("out", &out)
+                .scalar("mode", mode)
+                .grid([1, 1, 1])
+                .group_size(128)
+                .run();
+            let name = &ctx.info().name;
+            if mode == 2 && name.starts_with("cpu") {
+                let e = r.unwrap_err().to_string();
+                assert!(
+                    e.contains("writes element") && e.contains("in flight"),
+                    "{e}"
+                );
+                continue;
+            }
+            if mode == 2 {
+                continue; // a race on a GPU: only the CPU can report it
+            }
+            r.unwrap();
+            assert_eq!(out.to_f64_vec().unwrap(), want, "mode {mode} on {name}");
+        }
     }
 }

@@ -661,9 +661,9 @@ impl<D: Fragments> Emitter<'_, D> {
                 let (ai, bi) = (self.val(*a_index)?, self.val(*b_index)?);
                 D::frag_mma_tiles(self, &accs, (&ma, &ai), (&mb, &bi), *asynchronous);
             }
-            Op::FragMmaWait { accs } => {
+            Op::FragMmaWait { accs, pending } => {
                 let accs = accs.iter().map(|f| self.frag(*f)).collect::<R<Vec<_>>>()?;
-                D::frag_mma_wait(self, &accs);
+                D::frag_mma_wait(self, &accs, *pending);
             }
             Op::If {
                 cond,

@@ -214,8 +214,8 @@ pub(crate) trait Fragments: Dialect {
         b: (&Mem, &str),
         asynchronous: bool,
     );
-    /// Waits for the asynchronous tile product into `accs`.
-    fn frag_mma_wait(e: &mut Emitter<Self>, accs: &[usize]);
+    /// Waits until at most `pending` asynchronous tile products into `accs` are in flight.
+    fn frag_mma_wait(e: &mut Emitter<Self>, accs: &[usize], pending: u32);
     /// Emitted before each threadgroup barrier of a kernel that multiplies tiles (what
     /// makes ordinary stores to a tile visible to the tensor cores' reads).
     fn frag_tiles_before_barrier(_e: &mut Emitter<Self>) {}

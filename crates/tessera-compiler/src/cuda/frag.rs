@@ -408,8 +408,8 @@ for (int ts_i = 0; ts_i < 8; ++ts_i) {x} = {y};"
         super::tiles::emit(e, accs, a, b, asynchronous);
     }
 
-    fn frag_mma_wait(e: &mut Emitter<Cuda>, accs: &[usize]) {
-        super::tiles::emit_wait(e, accs);
+    fn frag_mma_wait(e: &mut Emitter<Cuda>, accs: &[usize], pending: u32) {
+        super::tiles::emit_wait(e, accs, pending);
     }
 
     fn frag_tiles_before_barrier(e: &mut Emitter<Cuda>) {

@@ -33,11 +33,14 @@ fn registers(e: &Emitter<Cuda>, accs: &[usize]) -> Vec<String> {
         .collect()
 }
 
-/// Waits for an asynchronous product into `accs` (nothing where products are synchronous).
-pub(super) fn emit_wait(e: &mut Emitter<Cuda>, accs: &[usize]) {
+/// Waits until at most `pending` asynchronous products into `accs` are in flight (nothing
+/// where products are synchronous).
+pub(super) fn emit_wait(e: &mut Emitter<Cuda>, accs: &[usize], pending: u32) {
     let regs = registers(e, accs);
     e.line("#if TS_WGMMA");
-    e.line("asm volatile(\"wgmma.wait_group.sync.aligned 0;\" ::: \"memory\");");
+    e.line(&format!(
+        "asm volatile(\"wgmma.wait_group.sync.aligned {pending};\" ::: \"memory\");"
+    ));
     fence_operands(e, &regs);
     e.line("#endif");
 }

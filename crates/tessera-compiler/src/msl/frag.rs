@@ -168,7 +168,7 @@ impl Fragments for Msl {
         ));
     }
 
-    fn frag_mma_wait(_e: &mut Emitter<Msl>, _accs: &[usize]) {}
+    fn frag_mma_wait(_e: &mut Emitter<Msl>, _accs: &[usize], _pending: u32) {}
 
     fn frag_mma_tiles(
         e: &mut Emitter<Msl>,

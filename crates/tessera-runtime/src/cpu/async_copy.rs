@@ -71,7 +71,7 @@ impl Group<'_> {
     /// True while any copy of the threadgroup is in flight.
     #[inline(always)]
     pub(crate) fn copies_in_flight(&self) -> bool {
-        !self.copies.in_flight.is_empty() || self.product.is_some()
+        !self.copies.in_flight.is_empty() || !self.products.is_empty()
     }
 
     /// Fails if an access (a read, or a write with `write`) of `len` elements of `mem`

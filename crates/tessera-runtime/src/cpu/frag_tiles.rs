@@ -2,10 +2,11 @@
 //! thread present, a group of whole warpgroups, the tile indices the same on every thread
 //! and 1024-byte aligned, every element of both tiles in bounds, written and not the target
 //! of a copy in flight; then each simdgroup's accumulators gain its 16 rows of `A·Bᵀ`, in f32.
-//! An asynchronous product is computed when it starts and stays in flight until its wait:
-//! meanwhile a write of either tile (a store, a fragment store, a copy issued into it), any
-//! op on its accumulators, another product or the kernel's end is reported — what a GPU
-//! would silently get wrong.
+//! An asynchronous product is computed when it starts and stays in flight until a wait
+//! retires it (the oldest first): meanwhile a write of either tile (a store, a fragment
+//! store, a copy issued into it), any op on its accumulators but another product into the
+//! same ones, a product into overlapping other ones or the kernel's end is reported — what
+//! a GPU would silently get wrong.
 
 use super::group::{Group, UNWRITTEN};
 use super::mask::Mask;
@@ -44,8 +45,15 @@ impl Group<'_> {
             return Ok(());
         };
         self.check_whole_group(inst, m)?;
-        if self.product.is_some() {
-            return Err(self.pending(inst, "starts another tile product".into()));
+        let clash = self
+            .products
+            .iter()
+            .any(|p| p.accs != *accs && p.accs.iter().any(|f| accs.contains(f)));
+        if clash {
+            return Err(self.pending(
+                inst,
+                "starts a tile product into some of the same accumulators".into(),
+            ));
         }
         if !self.n.is_multiple_of(WARPGROUP) {
             return Err(self.unsupported_tiles(
@@ -94,11 +102,11 @@ impl Group<'_> {
                 }
             }
         }
-        if *asynchronous {
-            let (MemRef::Shared(ka), MemRef::Shared(kb)) = (*a, *b) else {
-                return Ok(());
-            };
-            self.product = Some(ProductInFlight {
+        if !*asynchronous {
+            // Its wait retires every product before it too.
+            self.products.clear();
+        } else if let (MemRef::Shared(ka), MemRef::Shared(kb)) = (*a, *b) {
+            self.products.push(ProductInFlight {
                 accs: accs.clone(),
                 tiles: [
                     (ka, ai, 16 * simdgroups * WIDTH),
@@ -110,21 +118,15 @@ impl Group<'_> {
         Ok(())
     }
 
-    /// Runs a [`Op::FragMmaWait`]: the product in flight (if any) must be into the same
-    /// accumulators.
+    /// Runs a [`Op::FragMmaWait`]: the oldest products retire until at most `pending`
+    /// remain.
     pub(crate) fn frag_mma_wait(&mut self, inst: &Inst, m: &Mask) -> Result<()> {
-        let Op::FragMmaWait { accs } = &inst.op else {
+        let Op::FragMmaWait { pending, .. } = &inst.op else {
             return Ok(());
         };
         self.check_whole_group(inst, m)?;
-        if let Some(p) = &self.product {
-            if p.accs != *accs {
-                return Err(
-                    self.pending(inst, "waits for a product into other accumulators".into())
-                );
-            }
-        }
-        self.product = None;
+        let keep = (*pending as usize).min(self.products.len());
+        self.products.drain(..self.products.len() - keep);
         Ok(())
     }
 
@@ -134,10 +136,11 @@ impl Group<'_> {
 
     /// Fails if a fragment op names an accumulator of the product in flight.
     pub(crate) fn check_accumulators_free(&self, inst: &Inst) -> Result<()> {
-        let Some(p) = &self.product else {
+        if self.products.is_empty() {
             return Ok(());
-        };
-        if let Some(f) = inst.op.frags().into_iter().find(|f| p.accs.contains(f)) {
+        }
+        let busy = |f: &u32| self.products.iter().any(|p| p.accs.contains(f));
+        if let Some(f) = inst.op.frags().into_iter().find(busy) {
             let name = self.p.kernel.body.frags[f as usize].name.clone();
             return Err(self.pending(inst, format!("uses accumulator `{name}`")));
         }
@@ -154,10 +157,7 @@ impl Group<'_> {
         at: usize,
         len: usize,
     ) -> Result<()> {
-        let Some(p) = &self.product else {
-            return Ok(());
-        };
-        for &(k, start, n) in &p.tiles {
+        for &(k, start, n) in self.products.iter().flat_map(|p| &p.tiles) {
             if k == array && at < start + n && start < at + len {
                 let memory = self.p.mem_name(MemRef::Shared(array));
                 return Err(self.fail(
@@ -174,7 +174,7 @@ impl Group<'_> {
 
     /// Fails if the kernel ends with a product in flight.
     pub(crate) fn check_no_product_at_end(&self) -> Result<()> {
-        match &self.product {
+        match self.products.first() {
             None => Ok(()),
             Some(p) => Err(self.pending(&p.inst, "the kernel ends".into())),
         }

@@ -80,8 +80,8 @@ pub(crate) struct Group<'a> {
     pub frag_set: Vec<Vec<bool>>,
     /// Asynchronous copies in flight and each lane's groups.
     pub copies: AsyncCopies,
-    /// The asynchronous tile product in flight, if any.
-    pub product: Option<super::frag_tiles::ProductInFlight>,
+    /// The asynchronous tile products in flight, oldest first.
+    pub products: Vec<super::frag_tiles::ProductInFlight>,
 }
 
 /// The destination slot and source slots of an elementwise op, borrowed together.
@@ -147,7 +147,7 @@ impl<'a> Group<'a> {
             frags: vec![vec![0.0; n.div_ceil(32) * super::frag::TILE]; body.frags.len()],
             frag_set: vec![vec![false; n.div_ceil(32)]; body.frags.len()],
             copies: AsyncCopies::new(n, body.shared.iter().map(|a| a.len as usize)),
-            product: None,
+            products: Vec::new(),
         };
         // Values the same for every threadgroup of the launch.
         for h in &p.hoisted {
@@ -218,7 +218,7 @@ impl<'a> Group<'a> {
             self.origins_used = false;
         }
         self.copies.reset();
-        self.product = None;
+        self.products.clear();
         let p = self.p;
         self.exec_block(&p.kernel.body.block, &Mask::full())?;
         self.check_copies_landed()?;

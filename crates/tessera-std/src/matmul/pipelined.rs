@@ -90,7 +90,7 @@ pub fn matmul_bt_pipelined_kernel<T>(
             fetch_tile(sb, st * bn * 64, b, col0, bn, n, k, next * 64, tid, threads);
         }
         commit_copies();
-        matrix_mma_wait(acc);
+        matrix_mma_wait(acc, 0);
     }
     let s = simd_id();
     let r0 = row0 + 16 * s;

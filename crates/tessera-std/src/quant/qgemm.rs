@@ -132,7 +132,7 @@ pub fn affine_qgemm_kernel<T>(
         }
         // The previous tile's product ran under this tile's dequantization; it must end
         // before the barrier hands its x buffer to the next copies.
-        matrix_mma_wait(acc);
+        matrix_mma_wait(acc, 0);
         wait_copies(stages - 2);
         // The barrier publishes this tile's weights and x copies; the B buffer written next
         // step was last read by the product before it, which every thread has finished.
@@ -155,7 +155,7 @@ pub fn affine_qgemm_kernel<T>(
         commit_copies();
         matrix_mma_tiles_async(acc, sa[(t % stages) * bm * 64], sb[wbuf]);
     }
-    matrix_mma_wait(acc);
+    matrix_mma_wait(acc, 0);
     let s = simd_id();
     let r0 = row0 + 16 * s;
     if row0 + bm <= m && col0 + bn <= n {
