@@ -1152,9 +1152,16 @@ impl Builder {
         accs: &FragArray,
         (a, a_index): (Mem, Value),
         (b, b_index): (Mem, Value),
-        asynchronous: bool,
+        (asynchronous, b_kn): (bool, bool),
     ) -> R<()> {
         let n = accs.frags.len();
+        if b_kn && !n.is_multiple_of(4) {
+            return Err(self.error(format!(
+                "`matrix_mma_tiles_kn` takes accumulators four at a time (a tile B of whole \
+                 64-column blocks); `{}` has {n}",
+                accs.name
+            )));
+        }
         if n == 0 || n > 16 {
             return Err(self.error(format!(
                 "`matrix_mma_tiles` takes an array of 1 to 16 accumulators (16 to 256 output \
@@ -1195,6 +1202,7 @@ impl Builder {
                 b: b.mem,
                 b_index: bi,
                 asynchronous,
+                b_kn,
             },
             vec![],
         );

@@ -729,6 +729,11 @@ pub enum Op {
         b: MemRef,
         b_index: ValueId,
         asynchronous: bool,
+        /// Tile B is `[64 (K), 16·accs.len() (N)]` instead: 64-column blocks of N, each a
+        /// `64 × 64` swizzled tile with rows along K (element `(k, n)` at
+        /// `b_index + 4096·(n / 64) + swizzled_128b(k, n mod 64)`), as `x·W` reads a
+        /// row-major `W[K, N]`; the accumulators come four at a time.
+        b_kn: bool,
     },
     /// Waits until at most `pending` of the threadgroup's asynchronous tile products into
     /// `accs` are still in flight, the oldest retiring first: a retired product's tiles

@@ -220,11 +220,17 @@ impl Printer<'_> {
                 b,
                 b_index,
                 asynchronous,
+                b_kn,
             } => {
                 let accs: Vec<String> = accs.iter().map(|f| self.frag(*f)).collect();
                 format!(
                     "matrix_mma_tiles{} [{}] += {}[{a_index}] · {}[{b_index}]ᵀ",
-                    if *asynchronous { "_async" } else { "" },
+                    match (*b_kn, *asynchronous) {
+                        (false, false) => "",
+                        (false, true) => "_async",
+                        (true, false) => "_kn",
+                        (true, true) => "_kn_async",
+                    },
                     accs.join(", "),
                     self.mem(*a),
                     self.mem(*b)

@@ -991,7 +991,15 @@ impl<'a> Verifier<'a> {
                 role(*dst, FragRole::A, "the result")?;
                 role(*src, FragRole::Acc, "the source")?;
             }
-            Op::FragMmaTiles { accs, a, b, .. } => {
+            Op::FragMmaTiles {
+                accs, a, b, b_kn, ..
+            } => {
+                if *b_kn && !accs.len().is_multiple_of(4) {
+                    return Err(bad(format!(
+                        "with tile B as [K, N] takes accumulators four at a time, got {}",
+                        accs.len()
+                    )));
+                }
                 if accs.is_empty() || accs.len() > 16 {
                     return Err(bad(format!(
                         "takes 1 to 16 accumulators (a tile 16 to 256 columns wide), got {}",

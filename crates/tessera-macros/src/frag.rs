@@ -33,6 +33,8 @@ pub const FRAG_STATEMENTS: &[&str] = &[
     "matrix_add",
     "matrix_mma_tiles",
     "matrix_mma_tiles_async",
+    "matrix_mma_tiles_kn",
+    "matrix_mma_tiles_kn_async",
     "matrix_mma_wait",
 ];
 
@@ -257,7 +259,10 @@ impl Lower<'_> {
                 let n = self.expr(&c.args[1])?;
                 quote!(let __n = #n; #b.frag_mma_wait(&#accs, __n)?;)
             }
-            "matrix_mma_tiles" | "matrix_mma_tiles_async" => {
+            "matrix_mma_tiles"
+            | "matrix_mma_tiles_async"
+            | "matrix_mma_tiles_kn"
+            | "matrix_mma_tiles_kn_async" => {
                 want(
                     3,
                     "(accs, a[index], b[index]): `accs` an array of accumulators, `a` and `b` \
@@ -266,11 +271,12 @@ impl Lower<'_> {
                 let accs = frag_array_name(&c.args[0])?;
                 let (ma, ia) = self.mem_index(&c.args[1], name)?;
                 let (mb, ib) = self.mem_index(&c.args[2], name)?;
-                let asynchronous = name == "matrix_mma_tiles_async";
+                let asynchronous = name.ends_with("_async");
+                let kn = name.contains("_kn");
                 quote!(
                     let __ia = #ia;
                     let __ib = #ib;
-                    #b.frag_mma_tiles(&#accs, (#ma, __ia), (#mb, __ib), #asynchronous)?;
+                    #b.frag_mma_tiles(&#accs, (#ma, __ia), (#mb, __ib), (#asynchronous, #kn))?;
                 )
             }
             other => return err(c.span(), &format!("`{other}` is not a fragment statement")),

@@ -646,6 +646,7 @@ impl<D: Fragments> Emitter<'_, D> {
                 b,
                 b_index,
                 asynchronous,
+                b_kn,
             } => {
                 let accs = accs.iter().map(|f| self.frag(*f)).collect::<R<Vec<_>>>()?;
                 let (ma, mb) = (self.mem(*a)?, self.mem(*b)?);
@@ -659,7 +660,11 @@ impl<D: Fragments> Emitter<'_, D> {
                     }
                 }
                 let (ai, bi) = (self.val(*a_index)?, self.val(*b_index)?);
-                D::frag_mma_tiles(self, &accs, (&ma, &ai), (&mb, &bi), *asynchronous);
+                let form = super::TileForm {
+                    asynchronous: *asynchronous,
+                    b_kn: *b_kn,
+                };
+                D::frag_mma_tiles(self, &accs, (&ma, &ai), (&mb, &bi), form);
             }
             Op::FragMmaWait { accs, pending } => {
                 let accs = accs.iter().map(|f| self.frag(*f)).collect::<R<Vec<_>>>()?;

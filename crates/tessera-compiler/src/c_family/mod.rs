@@ -167,6 +167,14 @@ pub(crate) fn plain_copy<D: Dialect>(e: &mut Emitter<D>, c: &AsyncCopy<'_>) {
     }
 }
 
+/// A tile product's form: asynchronous (waited for by a later op), and tile B as
+/// `[K, N]` blocks instead of `[N, K]` rows.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TileForm {
+    pub asynchronous: bool,
+    pub b_kn: bool,
+}
+
 /// How a dialect spells matrix fragments (16×16 tiles held across a simdgroup), apart
 /// from [`Dialect`] so each target keeps them in a file of their own. The core has
 /// checked the fragments, roles and memory before a hook runs.
@@ -212,7 +220,7 @@ pub(crate) trait Fragments: Dialect {
         accs: &[usize],
         a: (&Mem, &str),
         b: (&Mem, &str),
-        asynchronous: bool,
+        form: TileForm,
     );
     /// Waits until at most `pending` asynchronous tile products into `accs` are in flight.
     fn frag_mma_wait(e: &mut Emitter<Self>, accs: &[usize], pending: u32);

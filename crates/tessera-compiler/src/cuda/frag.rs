@@ -14,7 +14,7 @@
 //! element gather.
 
 use super::dialect::Cuda;
-use crate::c_family::{Emitter, Fragments, Mem, Space};
+use crate::c_family::{Emitter, Fragments, Mem, Space, TileForm};
 use tessera_ir::{FragRole, RowMap, RowReduce, RowsOp, Scalar};
 
 /// The lane decomposition every fragment op starts from.
@@ -403,9 +403,9 @@ for (int ts_i = 0; ts_i < 8; ++ts_i) {x} = {y};"
         accs: &[usize],
         a: (&Mem, &str),
         b: (&Mem, &str),
-        asynchronous: bool,
+        form: TileForm,
     ) {
-        super::tiles::emit(e, accs, a, b, asynchronous);
+        super::tiles::emit(e, accs, a, b, form);
     }
 
     fn frag_mma_wait(e: &mut Emitter<Cuda>, accs: &[usize], pending: u32) {

@@ -114,12 +114,21 @@ static __device__ __forceinline__ unsigned long long ts_wgmma_desc(const void* t
   const unsigned long long a = ts_tile_addr(tile);
   return ((a & 0x3FFFFull) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
 }
+// An MN-major tile ([K, N] in 64-column blocks): blocks 8 KiB apart (LBO), 8-row groups of K 1 KiB apart (SBO).
+static __device__ __forceinline__ unsigned long long ts_wgmma_desc_kn(const void* tile) {
+  const unsigned long long a = ts_tile_addr(tile);
+  return ((a & 0x3FFFFull) >> 4) | (512ull << 16) | (64ull << 32) | (1ull << 62);
+}
 #else
 #define TS_WGMMA 0
 #endif
 // Four 8x8 quarters of 16-bit elements; lane l gives the address of row l % 8 of quarter l / 8.
 static __device__ __forceinline__ void ts_ldmatrix4(unsigned int* r, const void* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(ts_tile_addr(p)) : "memory");
+}
+static __device__ __forceinline__ void ts_ldmatrix4_trans(unsigned int* r, const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(ts_tile_addr(p)) : "memory");
 }
 "#;

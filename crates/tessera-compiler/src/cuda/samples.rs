@@ -1111,7 +1111,12 @@ pub fn tile_mma() -> R<Sample> {
         let at = b.binary(BinaryOp::Add, row, Value::Int(16 * j as i64))?;
         b.frag_load(f, c, at, Value::Int(32), false)?;
     }
-    b.frag_mma_tiles(&acc, (sa, Value::Int(0)), (sb, Value::Int(512)), false)?;
+    b.frag_mma_tiles(
+        &acc,
+        (sa, Value::Int(0)),
+        (sb, Value::Int(512)),
+        (false, false),
+    )?;
     for (j, &f) in acc.frags.iter().enumerate() {
         let at = b.binary(BinaryOp::Add, row, Value::Int(16 * j as i64))?;
         b.frag_store(f, out, at, Value::Int(32))?;

@@ -8,7 +8,7 @@
 //! swizzled row) and multiplies with `mma.sync`.
 
 use super::dialect::Cuda;
-use crate::c_family::{Emitter, Mem};
+use crate::c_family::{Emitter, Mem, TileForm};
 use tessera_ir::Scalar;
 
 /// The fence that orders the thread's earlier generic-proxy accesses of shared memory
@@ -45,15 +45,18 @@ pub(super) fn emit_wait(e: &mut Emitter<Cuda>, accs: &[usize], pending: u32) {
     e.line("#endif");
 }
 
-/// Emits the tile product into accumulators `accs` (fragment indices); with `asynchronous`
-/// on sm_90a the wgmma group is committed but not waited for.
+/// Emits the tile product into accumulators `accs` (fragment indices); an asynchronous
+/// one on sm_90a is committed but not waited for. A `[K, N]` tile B is read by wgmma as
+/// MN-major (its transpose bit; 64-column blocks 8 KiB apart, 8-row groups 1 KiB apart,
+/// 2 KiB per 16 rows of K) and by `ldmatrix.trans` elsewhere.
 pub(super) fn emit(
     e: &mut Emitter<Cuda>,
     accs: &[usize],
     a: (&Mem, &str),
     b: (&Mem, &str),
-    asynchronous: bool,
+    form: TileForm,
 ) {
+    let TileForm { asynchronous, b_kn } = form;
     let names: Vec<String> = accs.iter().map(|&f| e.names.frags[f].clone()).collect();
     let ((ma, ai), (mb, bi)) = (a, b);
     let ty = match ma.elem {
@@ -70,8 +73,13 @@ pub(super) fn emit(
         "const unsigned long long ts_da = ts_wgmma_desc(&{}[({ai}) + (threadIdx.x >> 7) * 4096u]);",
         ma.name
     ));
+    let (desc_b, step_b, trans_b) = if b_kn {
+        ("ts_wgmma_desc_kn", 128, 1)
+    } else {
+        ("ts_wgmma_desc", 2, 0)
+    };
     e.line(&format!(
-        "const unsigned long long ts_db = ts_wgmma_desc(&{}[{bi}]);",
+        "const unsigned long long ts_db = {desc_b}(&{}[{bi}]);",
         mb.name
     ));
     fence_operands(e, &regs);
@@ -82,12 +90,12 @@ pub(super) fn emit(
     for kk in 0..4 {
         e.line(&format!(
             "asm volatile(\"{{ .reg .pred p; setp.ne.b32 p, %{one}, 0; \
-             wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty}.{ty} {{{}}}, %{da}, %{db}, p, 1, 1, 0, 0; }}\" \
+             wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty}.{ty} {{{}}}, %{da}, %{db}, p, 1, 1, 0, {trans_b}; }}\" \
              : {} : \"l\"(ts_da + {}ull), \"l\"(ts_db + {}ull), \"r\"(1));",
             d_list.join(","),
             outs.join(", "),
             2 * kk,
-            2 * kk
+            step_b * kk
         ));
     }
     e.line("asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\");");
@@ -108,14 +116,26 @@ pub(super) fn emit(
     ));
     for (j, nm) in names.iter().enumerate() {
         e.line("  {");
-        e.line(&format!(
-            "    const unsigned int ts_br = {}u + ts_rr + 8u * (ts_q >> 1);",
-            16 * j
-        ));
-        e.line(&format!(
-            "    ts_ldmatrix4(ts_fb, &{}[({bi}) + ts_br * 64u + (((2u * ts_k + (ts_q & 1u)) ^ (ts_br & 7u)) << 3)]);",
-            mb.name
-        ));
+        if b_kn {
+            // Quarter q: rows of K 16k + 8 (q & 1) …, columns of N 16j + 8 (q >> 1) ….
+            e.line(&format!(
+                "    const unsigned int ts_bk = 16u * ts_k + ts_rr + 8u * (ts_q & 1u), ts_bn = {}u + 8u * (ts_q >> 1);",
+                16 * j
+            ));
+            e.line(&format!(
+                "    ts_ldmatrix4_trans(ts_fb, &{}[({bi}) + (ts_bn >> 6) * 4096u + ts_bk * 64u + ((((ts_bn & 63u) >> 3) ^ (ts_bk & 7u)) << 3)]);",
+                mb.name
+            ));
+        } else {
+            e.line(&format!(
+                "    const unsigned int ts_br = {}u + ts_rr + 8u * (ts_q >> 1);",
+                16 * j
+            ));
+            e.line(&format!(
+                "    ts_ldmatrix4(ts_fb, &{}[({bi}) + ts_br * 64u + (((2u * ts_k + (ts_q & 1u)) ^ (ts_br & 7u)) << 3)]);",
+                mb.name
+            ));
+        }
         for h in 0..2 {
             let o = 4 * h;
             e.line(&format!(

@@ -10,7 +10,7 @@ use super::dialect::Msl;
 use super::helpers::Helper;
 use super::source::MslBuiltin;
 use super::types::scalar;
-use crate::c_family::{Emitter, Fragments, Mem};
+use crate::c_family::{Emitter, Fragments, Mem, TileForm};
 use tessera_ir::{FragRole, RowMap, RowReduce, RowsOp, Scalar};
 
 impl Msl {
@@ -175,7 +175,7 @@ impl Fragments for Msl {
         accs: &[usize],
         a: (&Mem, &str),
         b: (&Mem, &str),
-        _asynchronous: bool,
+        form: TileForm,
     ) {
         // No warpgroup MMA on Metal: each simdgroup gathers its operands from the swizzled
         // tiles 16 columns of K at a time and multiplies on simdgroup matrices, at once
@@ -186,6 +186,8 @@ impl Fragments for Msl {
         let ((ma, ai), (mb, bi)) = (a, b);
         let t = scalar(ma.elem);
         let names: Vec<String> = accs.iter().map(|&f| e.names.frags[f].clone()).collect();
+        // Mode 1: B rows are output columns ([N, K]); mode 2: B is [K, N] in 64-column blocks.
+        let mode_b = if form.b_kn { 2 } else { 1 };
         e.line("for (uint tsr_k = 0; tsr_k < 64u; tsr_k += 16u) {");
         e.depth += 1;
         e.line(&format!(
@@ -194,7 +196,7 @@ impl Fragments for Msl {
         for blk in 0..4 {
             let (bi_, bj) = (blk / 2, blk % 2);
             e.line(&format!(
-                "tsr_sg_load_swz<{t}>(tsr_ta[{blk}], &{}[{ai}], uint({sid}) * 16u + {}u, tsr_k + {}u, false, ushort({lane}));",
+                "tsr_sg_load_swz<{t}>(tsr_ta[{blk}], &{}[{ai}], uint({sid}) * 16u + {}u, tsr_k + {}u, 0u, ushort({lane}));",
                 ma.name,
                 8 * bi_,
                 8 * bj
@@ -204,7 +206,7 @@ impl Fragments for Msl {
             for blk in 0..4 {
                 let (bi_, bj) = (blk / 2, blk % 2);
                 e.line(&format!(
-                    "tsr_sg_load_swz<{t}>(tsr_tb[{blk}], &{}[{bi}], tsr_k + {}u, {}u, true, ushort({lane}));",
+                    "tsr_sg_load_swz<{t}>(tsr_tb[{blk}], &{}[{bi}], tsr_k + {}u, {}u, {mode_b}u, ushort({lane}));",
                     mb.name,
                     8 * bi_,
                     16 * j + 8 * bj

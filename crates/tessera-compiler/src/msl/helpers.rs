@@ -103,26 +103,30 @@ impl Helper {
 }
 
 /// Block `(r0, c0)` of a swizzled tile as an 8×8 matrix: element `(i, j)` is the tile's
-/// logical `(r0 + i, c0 + j)` (with `tr`, `(c0 + j, r0 + i)`), at `64·row + 8·((col / 8) ⊕
-/// (row mod 8)) + col mod 8`. On Metal a lane fills its two elements (the `thread_elements`
-/// layout of [`SG_ROWS`]); in the emulator every lane holds the whole matrix.
+/// logical `(r0 + i, c0 + j)` (mode 1: `(c0 + j, r0 + i)`), at `64·row + 8·((col / 8) ⊕
+/// (row mod 8)) + col mod 8`; mode 2 reads `(r0 + i, c0 + j)` of a `[K, N]` tile in
+/// 64-column blocks 4096 elements apart. On Metal a lane fills its two elements (the
+/// `thread_elements` layout of [`SG_ROWS`]); in the emulator every lane holds the whole
+/// matrix.
 const SG_SWIZZLED_LOAD: &str = "inline uint tsr_swz(uint r, uint c) { return r * 64u + ((((c >> 3) ^ (r & 7u))) << 3) + (c & 7u); }
+inline uint tsr_swz_at(uint r, uint c, uint mode) {
+    return mode == 0u ? tsr_swz(r, c) : mode == 1u ? tsr_swz(c, r) : (c >> 6) * 4096u + tsr_swz(r, c & 63u);
+}
 #ifndef TESSERA_SG_ELEMENTWISE
 template <typename T>
-inline void tsr_sg_load_swz(thread simdgroup_matrix<T, 8, 8>& m, const threadgroup T* tile, uint r0, uint c0, bool tr, ushort lane) {
+inline void tsr_sg_load_swz(thread simdgroup_matrix<T, 8, 8>& m, const threadgroup T* tile, uint r0, uint c0, uint mode, ushort lane) {
     uint fm = ((lane >> 2) & 4u) + ((lane >> 1) & 3u), fn = ((lane >> 2) & 2u) * 2u + (lane & 1u) * 2u;
     for (uint k = 0; k < 2; ++k) {
-        uint i = fm, j = fn + k;
-        m.thread_elements()[k] = tr ? tile[tsr_swz(c0 + j, r0 + i)] : tile[tsr_swz(r0 + i, c0 + j)];
+        m.thread_elements()[k] = tile[tsr_swz_at(r0 + fm, c0 + fn + k, mode)];
     }
 }
 #else
 template <typename T>
-inline void tsr_sg_load_swz(thread simdgroup_matrix<T, 8, 8>& m, const threadgroup T* tile, uint r0, uint c0, bool tr, ushort lane) {
+inline void tsr_sg_load_swz(thread simdgroup_matrix<T, 8, 8>& m, const threadgroup T* tile, uint r0, uint c0, uint mode, ushort lane) {
     (void)lane;
     for (uint i = 0; i < 8; ++i)
         for (uint j = 0; j < 8; ++j)
-            m.e[i * 8 + j] = tr ? tile[tsr_swz(c0 + j, r0 + i)] : tile[tsr_swz(r0 + i, c0 + j)];
+            m.e[i * 8 + j] = tile[tsr_swz_at(r0 + i, c0 + j, mode)];
 }
 #endif
 ";

@@ -40,6 +40,7 @@ impl Group<'_> {
             b,
             b_index,
             asynchronous,
+            b_kn,
         } = &inst.op
         else {
             return Ok(());
@@ -72,8 +73,8 @@ impl Group<'_> {
         let ai = self.tile_index(inst, *a_index, "a")?;
         let bi = self.tile_index(inst, *b_index, "b")?;
         let simdgroups = self.n / SIMD;
-        let ta = self.read_tile(inst, *a, ai, 16 * simdgroups, "a")?;
-        let tb = self.read_tile(inst, *b, bi, 16 * accs.len(), "b")?;
+        let ta = self.read_tile(inst, (*a, ai), 16 * simdgroups, "a", false)?;
+        let tb = self.read_tile(inst, (*b, bi), 16 * accs.len(), "b", *b_kn)?;
         for &f in accs {
             for g in 0..simdgroups {
                 if !self.frag_set[f as usize][g] {
@@ -214,14 +215,15 @@ impl Group<'_> {
         Ok(first as usize)
     }
 
-    /// The logical `rows × 64` tile at `index` of threadgroup array `mem`, as f32, row-major.
+    /// The logical `rows × 64` tile at `index` of threadgroup array `mem`, as f32, row-major;
+    /// with `kn` stored transposed, `[64, rows]` in 64-column blocks 4096 elements apart.
     fn read_tile(
         &self,
         inst: &Inst,
-        mem: MemRef,
-        index: usize,
+        (mem, index): (MemRef, usize),
         rows: usize,
         what: &str,
+        kn: bool,
     ) -> Result<Vec<f32>> {
         let MemRef::Shared(k) = mem else {
             return Err(self.unsupported_tiles(
@@ -247,7 +249,13 @@ impl Group<'_> {
         let mut out = vec![0f32; rows * WIDTH];
         for r in 0..rows {
             for c in 0..WIDTH {
-                let at = index + swizzled_128b(r as u32, c as u32) as usize;
+                let (r32, c32) = (r as u32, c as u32);
+                let at = index
+                    + if kn {
+                        (r / 64) * 4096 + swizzled_128b(c32, r32 % 64) as usize
+                    } else {
+                        swizzled_128b(r32, c32) as usize
+                    };
                 self.check_not_in_flight(inst, 0, mem, at, 1, false)?;
                 if arr.tag[at] != 0 {
                     let origin = if arr.tag[at] == UNWRITTEN {

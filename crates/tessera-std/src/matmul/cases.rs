@@ -2,7 +2,7 @@
 //! edges in every dimension; a rejection per invariant; specialisations; bench shapes
 //! (up to 2048·2048·512: the f64 reference of a larger GEMM takes minutes).
 
-use super::pipelined::matmul_bt_pipelined_kernel;
+use super::pipelined::matmul_pipelined_kernel;
 use super::reference;
 use super::tiled::{matmul, matmul_bt, matmul_tiled_kernel, MATMUL_DTYPES};
 use crate::error::OpError;
@@ -64,12 +64,10 @@ fn cases(bt: bool) -> Vec<Case> {
         for dims in [(32, 32, 16), (50, 70, 45), (1, 33, 200), (65, 16, 8)] {
             v.push(correct(dt, dims, bt));
         }
-        // With `b` as [N, K] and K a multiple of 8 the pipelined kernel runs: several
-        // K tiles through the ring of stages, a partial last one, edge tiles both ways.
-        if bt {
-            for dims in [(64, 64, 64), (130, 72, 200), (3, 17, 136), (300, 260, 520)] {
-                v.push(correct(dt, dims, bt));
-            }
+        // With K (and for `b` as [K, N], N) a multiple of 8 the pipelined kernel runs:
+        // several K tiles through the ring of stages, a partial last one, edge tiles.
+        for dims in [(64, 64, 64), (130, 72, 200), (3, 24, 136), (300, 264, 520)] {
+            v.push(correct(dt, dims, bt));
         }
     }
     v.extend([
@@ -154,17 +152,15 @@ fn kernels(bt: bool) -> Vec<KernelUse> {
             spec: Specialization::new(vec![t], vec![Literal::U32(bt as u32)]),
         })
         .collect();
-    if bt {
-        for t in MATMUL_DTYPES {
-            for (wg, nb, stages) in [(2, 16, 3), (1, 8, 4), (1, 4, 2)] {
-                v.push(KernelUse {
-                    def: &matmul_bt_pipelined_kernel::DEF,
-                    spec: Specialization::new(
-                        vec![t],
-                        vec![Literal::U32(wg), Literal::U32(nb), Literal::U32(stages)],
-                    ),
-                });
-            }
+    for t in MATMUL_DTYPES {
+        for (wg, nb, stages) in [(2, 16, 3), (1, 8, 4), (1, 4, 2)] {
+            v.push(KernelUse {
+                def: &matmul_pipelined_kernel::DEF,
+                spec: Specialization::new(
+                    vec![t],
+                    [wg, nb, stages, bt as u32].map(Literal::U32).to_vec(),
+                ),
+            });
         }
     }
     v
@@ -183,11 +179,7 @@ fn benches(bt: bool) -> Vec<BenchCase> {
         ] {
             v.push(BenchCase {
                 op,
-                kernel: if bt {
-                    "matmul_bt_pipelined_kernel"
-                } else {
-                    "matmul_tiled_kernel"
-                },
+                kernel: "matmul_pipelined_kernel",
                 dtype: dt,
                 shape: format!("M={m} N={n} K={k}"),
                 bytes: ((m * k + k * n + m * n) * dt.size_bytes()) as u64,

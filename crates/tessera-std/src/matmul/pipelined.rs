@@ -1,11 +1,11 @@
-//! The pipelined GEMM of the linear layer, `c[M, N] = a[M, K]·b[N, K]ᵀ` (f16/bf16, f32
-//! accumulation), on whole tiles: a threadgroup of `wg` warpgroups owns a `64·wg × 16·nb`
+//! The pipelined GEMM, `c[M, N] = a[M, K]·b[N, K]ᵀ` (the linear layer, `bt` 1) or
+//! `a·b[K, N]` (`bt` 0), f16/bf16 with f32 accumulation, on whole tiles: a threadgroup of `wg` warpgroups owns a `64·wg × 16·nb`
 //! output tile; K advances 64 at a time through `stages` threadgroup buffers filled by
 //! asynchronous copies in the 128-byte-swizzled layout, `stages − 1` tiles ahead of the
 //! product, and each step is one `matrix_mma_tiles_async` (warpgroup MMA from shared memory
 //! on sm_90a, `mma.sync` from the same tiles elsewhere) that runs while the threads issue
-//! the next tile's copies. K must be a multiple of 8 (16-byte
-//! copies); M, N and K need not be multiples of the tile (the copies zero-fill past the
+//! the next tile's copies. K must be a multiple of 8 (16-byte copies), and N too when
+//! `b` is `[K, N]` (its tile is `[64, 16·nb]` in 64-column blocks); M, N and K need not be multiples of the tile (the copies zero-fill past the
 //! edges and the edge tiles store through a masked path).
 
 use tessera_macros::{func, kernel};
@@ -43,9 +43,44 @@ pub fn fetch_tile<T>(
     }
 }
 
-/// `c = a·bᵀ` on tiles; grid `[ceil(N / 16nb), ceil(M / 64wg), 1]`, `128·wg` threads.
+/// Starts the copies of rows `kt … kt + 64` of K (those below `k`), columns `col0 … col0 +
+/// cols` (those below `n`), of the row-major `[k, n]` matrix `src` into the `[64, cols]`
+/// tile at `at` of `dst`: 64-column blocks 4096 elements apart, each swizzled with its rows
+/// along K, 16 bytes a copy over the threadgroup's `threads` threads.
+#[allow(clippy::too_many_arguments)]
+#[func]
+pub fn fetch_tile_kn<T>(
+    mut dst: Mem<T>,
+    at: u32,
+    src: Mem<T>,
+    col0: u32,
+    cols: u32,
+    n: u32,
+    k: u32,
+    kt: u32,
+    tid: u32,
+    threads: u32,
+) {
+    let chunks = cols / 8;
+    for e in range(tid, 64 * chunks, threads) {
+        let r = e / chunks;
+        let col = (e % chunks) * 8;
+        let ok = kt + r < k && col0 + col < n;
+        let from = select(ok, (kt + r) * n + col0 + col, 0);
+        copy_async_or_zero(
+            dst[at + (col / 64) * 4096 + swizzled(r, col % 64)],
+            src[from],
+            8,
+            ok,
+        );
+    }
+}
+
+/// `c = a·bᵀ` (`bt` 1) or `a·b` (`bt` 0) on tiles; grid `[ceil(N / 16nb), ceil(M / 64wg),
+/// 1]`, `128·wg` threads.
+#[allow(clippy::too_many_arguments)]
 #[kernel]
-pub fn matmul_bt_pipelined_kernel<T>(
+pub fn matmul_pipelined_kernel<T>(
     a: Tensor<T>,
     b: Tensor<T>,
     mut c: Tensor<T>,
@@ -55,6 +90,7 @@ pub fn matmul_bt_pipelined_kernel<T>(
     #[constexpr] wg: u32,
     #[constexpr] nb: u32,
     #[constexpr] stages: u32,
+    #[constexpr] bt: u32,
 ) {
     let bm = 64 * wg;
     let bn = 16 * nb;
@@ -72,7 +108,11 @@ pub fn matmul_bt_pipelined_kernel<T>(
     for s in 0..stages - 1 {
         if s < tiles {
             fetch_tile(sa, s * bm * 64, a, row0, bm, m, k, s * 64, tid, threads);
-            fetch_tile(sb, s * bn * 64, b, col0, bn, n, k, s * 64, tid, threads);
+            if bt == 1 {
+                fetch_tile(sb, s * bn * 64, b, col0, bn, n, k, s * 64, tid, threads);
+            } else {
+                fetch_tile_kn(sb, s * bn * 64, b, col0, bn, n, k, s * 64, tid, threads);
+            }
         }
         commit_copies();
     }
@@ -82,12 +122,20 @@ pub fn matmul_bt_pipelined_kernel<T>(
         // The product of tile t runs while the copies of tile t + stages − 1 are issued
         // into the buffers tile t − 1 used (every product on them ended before the barrier).
         let cur = t % stages;
-        matrix_mma_tiles_async(acc, sa[cur * bm * 64], sb[cur * bn * 64]);
+        if bt == 1 {
+            matrix_mma_tiles_async(acc, sa[cur * bm * 64], sb[cur * bn * 64]);
+        } else {
+            matrix_mma_tiles_kn_async(acc, sa[cur * bm * 64], sb[cur * bn * 64]);
+        }
         let next = t + stages - 1;
         if next < tiles {
             let st = next % stages;
             fetch_tile(sa, st * bm * 64, a, row0, bm, m, k, next * 64, tid, threads);
-            fetch_tile(sb, st * bn * 64, b, col0, bn, n, k, next * 64, tid, threads);
+            if bt == 1 {
+                fetch_tile(sb, st * bn * 64, b, col0, bn, n, k, next * 64, tid, threads);
+            } else {
+                fetch_tile_kn(sb, st * bn * 64, b, col0, bn, n, k, next * 64, tid, threads);
+            }
         }
         commit_copies();
         matrix_mma_wait(acc, 0);

@@ -5,7 +5,7 @@
 //! edges, so any M, N, K works) and each simdgroup multiplies one 16×16 block. The
 //! transposed layout is read with transposed fragment loads.
 
-use super::pipelined::matmul_bt_pipelined_kernel;
+use super::pipelined::matmul_pipelined_kernel;
 use crate::error::{runtime, OpError};
 use crate::validate::{distinct_named, dtype_in, dtype_is, fits_u32, shape_is};
 use tessera_macros::kernel;
@@ -127,12 +127,19 @@ fn launch(
     bt: bool,
 ) -> Result<(), OpError> {
     let [m, n, k] = check(op, a, b, c, bt)?;
-    if bt && k % 8 == 0 {
+    // The pipelined kernel copies 16 bytes at a time along K of `a`, and along the
+    // contiguous dimension of `b` (K for `[N, K]`, N for `[K, N]`).
+    if k % 8 == 0 && (bt || n % 8 == 0) {
         let (wg, nb, stages) = pipelined_shape(ctx, m, n);
-        return matmul_bt_pipelined_kernel::launch(
+        return matmul_pipelined_kernel::launch(
             ctx,
-            matmul_bt_pipelined_kernel::Args { a, b, c, m, n, k },
-            matmul_bt_pipelined_kernel::Consts { wg, nb, stages },
+            matmul_pipelined_kernel::Args { a, b, c, m, n, k },
+            matmul_pipelined_kernel::Consts {
+                wg,
+                nb,
+                stages,
+                bt: bt as u32,
+            },
         )
         .grid([n.div_ceil(16 * nb), m.div_ceil(64 * wg), 1])
         .group_size(128 * wg)

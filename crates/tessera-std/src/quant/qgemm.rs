@@ -1,7 +1,7 @@
 //! `affine_qgemm`: the quantized GEMM of prefill, `y[M, N] = x[M, K]·Ŵᵀ` with `W` `[N,
 //! K]` in MLX's affine format and `Ŵ = scale·q + bias` computed in f32 and rounded once to
 //! the activation dtype (f16 or bf16), on warpgroup tile products as
-//! `matmul_bt_pipelined_kernel` runs them. A threadgroup of `wg` warpgroups owns a `64·wg
+//! `matmul_pipelined_kernel` runs them. A threadgroup of `wg` warpgroups owns a `64·wg
 //! × 16·nb` output tile and walks K 64 values at a time: the x tile arrives by 16-byte
 //! asynchronous copies into `stages` swizzled A buffers, `stages − 1` tiles ahead; the
 //! weight tile (`16·nb` rows × two units of 32 values, each unit `bits` whole u32 words
