@@ -117,6 +117,47 @@ fn chained_products(a: Tensor<bf16>, mut out: Tensor<f32>, mode: u32) {
     }
 }
 
+/// `out = A·B` with B `[64, 64]` (K × N) stored as a `[K, N]` tile (`matrix_mma_tiles_kn`):
+/// element `(k, n)` at `4096·(n / 64) + swizzled(k, n mod 64)`; A 64 × 64 as usual.
+#[kernel]
+fn kn_product(a: Tensor<bf16>, b: Tensor<bf16>, mut out: Tensor<f32>) {
+    let sa = threadgroup_array::<bf16>(64 * 64);
+    let sb = threadgroup_array::<bf16>(64 * 64);
+    let tid = thread_id();
+    for e in range(tid, 64 * 64, 128) {
+        let r = e / 64;
+        let k = e % 64;
+        store(
+            sa[r * 64 + (((k >> 3) ^ (r & 7)) << 3) + (k & 7)],
+            load(a[e]),
+        );
+        // b is row-major [K, N]: e = 64 k + n, the same swizzle with the row along K.
+        store(
+            sb[r * 64 + (((k >> 3) ^ (r & 7)) << 3) + (k & 7)],
+            load(b[e]),
+        );
+    }
+    barrier();
+    let acc = [matrix_acc(); 4];
+    for j in 0..4 {
+        matrix_fill(acc[j], 0.0);
+    }
+    matrix_mma_tiles_kn(acc, sa[0], sb[0]);
+    let s = simd_id();
+    for j in 0..4 {
+        matrix_store(acc[j], out[s * 1024 + 16 * j], 64);
+    }
+}
+
+/// Tile B as `[K, N]` with accumulators not four at a time.
+#[kernel]
+fn kn_three_accumulators(mut out: Tensor<f32>) {
+    let sa = threadgroup_array::<bf16>(4096);
+    let acc = [matrix_acc(); 3];
+    matrix_mma_tiles_kn(acc, sa[0], sa[0]);
+    matrix_store(acc[0], out[0], 16);
+}
+
 /// A tile index that depends on the simdgroup.
 #[kernel]
 fn per_simdgroup_tile(mut out: Tensor<f32>) {
@@ -331,4 +372,41 @@ fn a_wait_that_leaves_one_product_in_flight_retires_the_older_one() {
             assert_eq!(out.to_f64_vec().unwrap(), want, "mode {mode} on {name}");
         }
     }
+}
+
+#[test]
+fn a_k_by_n_tile_b_matches_the_math() {
+    let (a, b) = (values(64 * 64, 71), values(64 * 64, 73));
+    let mut want = vec![0.0; 64 * 64];
+    for r in 0..64 {
+        for c in 0..64 {
+            want[r * 64 + c] = (0..64).map(|k| a[r * 64 + k] * b[k * 64 + c]).sum();
+        }
+    }
+    let k = kn_product::ir().unwrap();
+    for ctx in contexts() {
+        let h = |x: &[f64]| {
+            ctx.tensor(
+                &x.iter().map(|&y| bf16::from_f64(y)).collect::<Vec<_>>(),
+                &[x.len()],
+            )
+            .unwrap()
+        };
+        let out = ctx.zeros(DType::F32, &[64 * 64]).unwrap();
+        ctx.launch_ir(&k)
+            .arg("a", &h(&a))
+            .arg("b", &h(&b))
+            .arg("out", &out)
+            .grid([1, 1, 1])
+            .group_size(128)
+            .run()
+            .unwrap();
+        assert_eq!(out.to_f64_vec().unwrap(), want, "on {}", ctx.info().name);
+    }
+}
+
+#[test]
+fn a_k_by_n_tile_b_takes_accumulators_four_at_a_time() {
+    let e = kn_three_accumulators::ir().unwrap_err().to_string();
+    assert!(e.contains("four at a time"), "{e}");
 }
