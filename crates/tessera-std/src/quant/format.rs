@@ -7,7 +7,7 @@
 //! (`group_size·bits` is a multiple of 32), so 32 values are always `bits` whole words.
 
 use crate::error::OpError;
-use crate::validate::{dtype_in, dtype_is, shape_is, FLOAT_DTYPES};
+use crate::validate::{distinct_named, dtype_in, dtype_is, fits_u32, shape_is, FLOAT_DTYPES};
 use tessera_runtime::{DType, Tensor};
 
 /// The bit widths MLX's affine quantization takes.
@@ -62,6 +62,53 @@ impl AffineFormat {
                 self.group_size
             ),
         ))
+    }
+
+    /// The weights of `y[M, N] = x[M, K]·dequant(W)ᵀ`: `packed` `[N, K·bits/32]` u32,
+    /// `scales` and `biases` `[N, K/group_size]` and `y` `[M, N]` in `x`'s dtype, `y`
+    /// apart from every input, every count within u32: returns N.
+    pub fn check_weights(
+        self,
+        op: &'static str,
+        (x, m, k): (&Tensor, usize, usize),
+        (packed, scales, biases): (&Tensor, &Tensor, &Tensor),
+        y: &Tensor,
+    ) -> Result<usize, OpError> {
+        dtype_is(op, "scales", scales, x.dtype())?;
+        dtype_is(op, "y", y, x.dtype())?;
+        distinct_named(
+            op,
+            "y",
+            y,
+            &[
+                ("x", x),
+                ("packed", packed),
+                ("scales", scales),
+                ("biases", biases),
+            ],
+        )?;
+        dtype_is(op, "packed", packed, DType::U32)?;
+        dtype_is(op, "biases", biases, x.dtype())?;
+        let n = match *packed.shape() {
+            [n, words] if n > 0 && words == self.words(k) => n,
+            ref s => {
+                return Err(OpError::invalid(
+                    op,
+                    format!(
+                        "`packed` must be [N, {}] ({k} {}-bit values per row, as `x` has K = {k}), got shape {s:?}",
+                        self.words(k),
+                        self.bits
+                    ),
+                ))
+            }
+        };
+        shape_is(op, "scales", scales, &[n, self.groups(k)])?;
+        shape_is(op, "biases", biases, &[n, self.groups(k)])?;
+        shape_is(op, "y", y, &[m, n])?;
+        fits_u32(op, "the element count of `x`", x.len())?;
+        fits_u32(op, "the word count of `packed`", packed.len())?;
+        fits_u32(op, "the element count of `y`", y.len())?;
+        Ok(n)
     }
 
     /// `packed` `[N, K·bits/32]` u32 with `scales` and `biases` `[N, K/group_size]` of one

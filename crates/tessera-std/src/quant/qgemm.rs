@@ -15,9 +15,9 @@ use super::qgemv::affine_weight;
 use crate::error::{runtime, OpError};
 use crate::matmul::pipelined::fetch_tile;
 use crate::matmul::tiled::MATMUL_DTYPES;
-use crate::validate::{distinct_named, dtype_in, dtype_is, fits_u32, shape_is};
+use crate::validate::dtype_in;
 use tessera_macros::kernel;
-use tessera_runtime::{Context, DType, Tensor};
+use tessera_runtime::{Context, Tensor};
 
 /// `y[r, c] = Σ_k x[r, k]·round(scale·q[c, k] + bias)` on tiles: `units = K / 32`,
 /// `units_per_group = group_size / 32`, threadgroups in bands of `band` column tiles. A
@@ -253,39 +253,7 @@ pub(crate) fn affine_qgemm_tiles(
         }
     };
     format.check_row(OP, k)?;
-    distinct_named(
-        OP,
-        "y",
-        y,
-        &[
-            ("x", x),
-            ("packed", packed),
-            ("scales", scales),
-            ("biases", biases),
-        ],
-    )?;
-    dtype_is(OP, "packed", packed, DType::U32)?;
-    dtype_is(OP, "scales", scales, x.dtype())?;
-    dtype_is(OP, "biases", biases, x.dtype())?;
-    dtype_is(OP, "y", y, x.dtype())?;
-    let n = match *packed.shape() {
-        [n, words] if n > 0 && words == format.words(k) => n,
-        ref s => {
-            return Err(OpError::invalid(
-                OP,
-                format!(
-                    "`packed` must be [N, {}] ({k} {bits}-bit values per row, as `x` has K = {k}), got shape {s:?}",
-                    format.words(k)
-                ),
-            ))
-        }
-    };
-    shape_is(OP, "scales", scales, &[n, format.groups(k)])?;
-    shape_is(OP, "biases", biases, &[n, format.groups(k)])?;
-    shape_is(OP, "y", y, &[m, n])?;
-    fits_u32(OP, "the element count of `x`", x.len())?;
-    fits_u32(OP, "the word count of `packed`", packed.len())?;
-    fits_u32(OP, "the element count of `y`", y.len())?;
+    let n = format.check_weights(OP, (x, m, k), (packed, scales, biases), y)?;
     let (m, n) = (m as u32, n as u32);
     let (wg, nb, stages) = tiles.unwrap_or_else(|| qgemm_shape(ctx, m));
     affine_qgemm_kernel::launch(

@@ -15,7 +15,7 @@ use super::format::AffineFormat;
 use super::qgemv_mma::{affine_qgemv_mma_kernel, QGEMV_MMA_COLUMNS};
 use crate::error::{runtime, OpError};
 use crate::matmul::gemv::{row_tile, skinny_rows, GEMV_COLUMNS_PER_GROUP};
-use crate::validate::{distinct_named, dtype_is, fits_u32, shape_is, FLOAT_DTYPES};
+use crate::validate::FLOAT_DTYPES;
 use tessera_macros::{func, kernel};
 use tessera_runtime::{Context, DType, Tensor};
 
@@ -210,39 +210,7 @@ pub fn affine_qgemv(
     let format = AffineFormat::new(OP, bits, group_size)?;
     let (m, k) = skinny_rows(OP, x, &FLOAT_DTYPES)?;
     format.check_row(OP, k)?;
-    dtype_is(OP, "scales", scales, x.dtype())?;
-    dtype_is(OP, "y", y, x.dtype())?;
-    distinct_named(
-        OP,
-        "y",
-        y,
-        &[
-            ("x", x),
-            ("packed", packed),
-            ("scales", scales),
-            ("biases", biases),
-        ],
-    )?;
-    dtype_is(OP, "packed", packed, DType::U32)?;
-    dtype_is(OP, "biases", biases, x.dtype())?;
-    let n = match *packed.shape() {
-        [n, words] if n > 0 && words == format.words(k) => n,
-        ref s => {
-            return Err(OpError::invalid(
-                OP,
-                format!(
-                    "`packed` must be [N, {}] ({k} {bits}-bit values per row, as `x` has K = {k}), got shape {s:?}",
-                    format.words(k)
-                ),
-            ))
-        }
-    };
-    shape_is(OP, "scales", scales, &[n, format.groups(k)])?;
-    shape_is(OP, "biases", biases, &[n, format.groups(k)])?;
-    shape_is(OP, "y", y, &[m, n])?;
-    fits_u32(OP, "the element count of `x`", x.len())?;
-    fits_u32(OP, "the word count of `packed`", packed.len())?;
-    fits_u32(OP, "the element count of `y`", y.len())?;
+    let n = format.check_weights(OP, (x, m, k), (packed, scales, biases), y)?;
     let (m, n) = (m as u32, n as u32);
     let (units, units_per_group) = ((k / 32) as u32, group_size / 32);
     // bf16 only: a dequantized f16 weight can pass f16's range (65504) although the f32
