@@ -18,7 +18,7 @@ pub(crate) const TILE: usize = D * D;
 const SIMD: usize = 32;
 
 /// Register bits of a memory element to f32.
-fn to_f32(elem: Scalar, bits: u32) -> f32 {
+pub(super) fn to_f32(elem: Scalar, bits: u32) -> f32 {
     match elem {
         Scalar::F16 => f16::from_bits(bits as u16).to_f32(),
         Scalar::BF16 => bf16::from_bits(bits as u16).to_f32(),
@@ -142,6 +142,37 @@ impl Group<'_> {
         Ok(out)
     }
 
+    /// The bits of element `a` of threadgroup array `k`, which a fragment or tile product
+    /// (`sink`) reads on behalf of `thread`: an error if it was never written or holds a
+    /// poisoned value.
+    pub(super) fn written_shared(
+        &self,
+        inst: &Inst,
+        thread: u32,
+        (k, a): (u32, usize),
+        sink: &str,
+    ) -> Result<u32> {
+        let arr = &self.shared[k as usize];
+        if arr.tag[a] == 0 {
+            return Ok(arr.data[a]);
+        }
+        let origin = if arr.tag[a] == UNWRITTEN {
+            "never-written threadgroup memory"
+        } else {
+            "a poisoned value stored there"
+        };
+        Err(self.fail(
+            inst,
+            thread,
+            Violation::Uninitialized {
+                origin: origin.to_string(),
+                memory: self.p.mem_name(MemRef::Shared(k)),
+                index: a as u64,
+                sink: sink.to_string(),
+            },
+        ))
+    }
+
     pub(crate) fn frag_op(&mut self, inst: &Inst, m: &Mask) -> Result<()> {
         let groups = self.active_simdgroups(inst, m)?;
         for v in inst.op.operands() {
@@ -182,27 +213,12 @@ impl Group<'_> {
                                 Some(view) => dev_load(view, a, elem),
                                 None => 0,
                             },
-                            MemRef::Shared(k) => {
-                                let arr = &self.shared[k as usize];
-                                if arr.tag[a] != 0 {
-                                    let origin = if arr.tag[a] == UNWRITTEN {
-                                        "never-written threadgroup memory".to_string()
-                                    } else {
-                                        "a poisoned value stored there".to_string()
-                                    };
-                                    return Err(self.fail(
-                                        inst,
-                                        (g * SIMD) as u32,
-                                        Violation::Uninitialized {
-                                            origin,
-                                            memory: self.p.mem_name(*mem),
-                                            index: a as u64,
-                                            sink: "a matrix fragment".into(),
-                                        },
-                                    ));
-                                }
-                                arr.data[a]
-                            }
+                            MemRef::Shared(k) => self.written_shared(
+                                inst,
+                                (g * SIMD) as u32,
+                                (k, a),
+                                "a matrix fragment",
+                            )?,
                             MemRef::Local(_) | MemRef::Arg(_) => 0,
                         };
                         *t = to_f32(elem, bits);

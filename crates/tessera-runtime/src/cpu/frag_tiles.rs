@@ -8,12 +8,11 @@
 //! same ones, a product into overlapping other ones or the kernel's end is reported — what
 //! a GPU would silently get wrong.
 
-use super::group::{Group, UNWRITTEN};
+use super::frag::to_f32;
+use super::group::Group;
 use super::mask::Mask;
-use super::scalar::f32d;
 use crate::error::{Result, Violation};
-use half::{bf16, f16};
-use tessera_ir::{swizzled_128b, Inst, MemRef, Op, Scalar, ValueId};
+use tessera_ir::{swizzled_128b, Inst, MemRef, Op, ValueId};
 
 const SIMD: usize = 32;
 /// Threads of a warpgroup.
@@ -245,7 +244,7 @@ impl Group<'_> {
                 },
             ));
         }
-        let arr = &self.shared[k as usize];
+        let sink = format!("tile `{what}` of `matrix_mma_tiles`");
         let mut out = vec![0f32; rows * WIDTH];
         for r in 0..rows {
             for c in 0..WIDTH {
@@ -257,29 +256,8 @@ impl Group<'_> {
                         swizzled_128b(r32, c32) as usize
                     };
                 self.check_not_in_flight(inst, 0, mem, at, 1, false)?;
-                if arr.tag[at] != 0 {
-                    let origin = if arr.tag[at] == UNWRITTEN {
-                        "never-written threadgroup memory".to_string()
-                    } else {
-                        "a poisoned value stored there".to_string()
-                    };
-                    return Err(self.fail(
-                        inst,
-                        0,
-                        Violation::Uninitialized {
-                            origin,
-                            memory: self.p.mem_name(mem),
-                            index: at as u64,
-                            sink: format!("tile `{what}` of `matrix_mma_tiles`"),
-                        },
-                    ));
-                }
-                let bits = arr.data[at];
-                out[r * WIDTH + c] = match elem {
-                    Scalar::F16 => f16::from_bits(bits as u16).to_f32(),
-                    Scalar::BF16 => bf16::from_bits(bits as u16).to_f32(),
-                    _ => f32d(bits),
-                };
+                let bits = self.written_shared(inst, 0, (k, at), &sink)?;
+                out[r * WIDTH + c] = to_f32(elem, bits);
             }
         }
         Ok(out)
