@@ -6,8 +6,29 @@
 //! simdgroups are errors.
 
 use tessera_ir::half::bf16;
-use tessera_macros::kernel;
-use tessera_runtime::{Context, DType};
+use tessera_macros::{func, kernel};
+use tessera_runtime::{Context, DType, Tensor};
+
+/// Stores the row-major `rows × 64` matrix `src` into the 128-byte-swizzled tile at `at`
+/// of `dst` (element `(r, c)` at `at + 64r + 8((c / 8) ⊕ (r mod 8)) + c mod 8`), spread
+/// over `threads` threads.
+#[func]
+fn stage_tile<T>(mut dst: Mem<T>, at: u32, src: Mem<T>, rows: u32, tid: u32, threads: u32) {
+    for e in range(tid, rows * 64, threads) {
+        let r = e / 64;
+        let c = e % 64;
+        store(
+            dst[at + r * 64 + (((c >> 3) ^ (r & 7)) << 3) + (c & 7)],
+            load(src[e]),
+        );
+    }
+}
+
+/// `x` as a bf16 tensor (every value is on a grid bf16 holds exactly).
+fn bf16_tensor(ctx: &Context, x: &[f64]) -> Tensor {
+    let h: Vec<bf16> = x.iter().map(|&y| bf16::from_f64(y)).collect();
+    ctx.tensor(&h, &[x.len()]).unwrap()
+}
 
 /// `out = c + A·Bᵀ` per simdgroup block: A `16·S × 64` (S simdgroups) stored swizzled at
 /// `a_at` of `sa`, B `48 × 64` at 0 of `sb`, c and out `16·S × 48` f32.
@@ -16,22 +37,8 @@ fn tiles_product<T>(a: Tensor<T>, b: Tensor<T>, c: Tensor<f32>, mut out: Tensor<
     let sa = threadgroup_array::<T>(512 + 128 * 64);
     let sb = threadgroup_array::<T>(48 * 64);
     let tid = thread_id();
-    for e in range(tid, 16 * simd_groups() * 64, group_size()) {
-        let r = e / 64;
-        let k = e % 64;
-        store(
-            sa[a_at + r * 64 + (((k >> 3) ^ (r & 7)) << 3) + (k & 7)],
-            load(a[e]),
-        );
-    }
-    for e in range(tid, 48 * 64, group_size()) {
-        let r = e / 64;
-        let k = e % 64;
-        store(
-            sb[r * 64 + (((k >> 3) ^ (r & 7)) << 3) + (k & 7)],
-            load(b[e]),
-        );
-    }
+    stage_tile(sa, a_at, a, 16 * simd_groups(), tid, group_size());
+    stage_tile(sb, 0, b, 48, tid, group_size());
     barrier();
     let acc = [matrix_acc(); 3];
     let s = simd_id();
@@ -50,14 +57,7 @@ fn tiles_product<T>(a: Tensor<T>, b: Tensor<T>, c: Tensor<f32>, mut out: Tensor<
 fn async_product(a: Tensor<bf16>, mut out: Tensor<f32>, mode: u32) {
     let sa = threadgroup_array::<bf16>(64 * 64);
     let tid = thread_id();
-    for e in range(tid, 64 * 64, 128) {
-        let r = e / 64;
-        let k = e % 64;
-        store(
-            sa[r * 64 + (((k >> 3) ^ (r & 7)) << 3) + (k & 7)],
-            load(a[e]),
-        );
-    }
+    stage_tile(sa, 0, a, 64, tid, 128);
     barrier();
     let acc = [matrix_acc(); 4];
     for j in 0..4 {
@@ -88,14 +88,7 @@ fn async_product(a: Tensor<bf16>, mut out: Tensor<f32>, mode: u32) {
 fn chained_products(a: Tensor<bf16>, mut out: Tensor<f32>, mode: u32) {
     let sa = threadgroup_array::<bf16>(2 * 64 * 64);
     let tid = thread_id();
-    for e in range(tid, 2 * 64 * 64, 128) {
-        let r = e / 64;
-        let k = e % 64;
-        store(
-            sa[r * 64 + (((k >> 3) ^ (r & 7)) << 3) + (k & 7)],
-            load(a[e]),
-        );
-    }
+    stage_tile(sa, 0, a, 2 * 64, tid, 128);
     barrier();
     let acc = [matrix_acc(); 4];
     for j in 0..4 {
@@ -124,19 +117,9 @@ fn kn_product(a: Tensor<bf16>, b: Tensor<bf16>, mut out: Tensor<f32>) {
     let sa = threadgroup_array::<bf16>(64 * 64);
     let sb = threadgroup_array::<bf16>(64 * 64);
     let tid = thread_id();
-    for e in range(tid, 64 * 64, 128) {
-        let r = e / 64;
-        let k = e % 64;
-        store(
-            sa[r * 64 + (((k >> 3) ^ (r & 7)) << 3) + (k & 7)],
-            load(a[e]),
-        );
-        // b is row-major [K, N]: e = 64 k + n, the same swizzle with the row along K.
-        store(
-            sb[r * 64 + (((k >> 3) ^ (r & 7)) << 3) + (k & 7)],
-            load(b[e]),
-        );
-    }
+    stage_tile(sa, 0, a, 64, tid, 128);
+    // b is row-major [K, N]: a 64 × 64 [K, N] tile is one block, its rows along K.
+    stage_tile(sb, 0, b, 64, tid, 128);
     barrier();
     let acc = [matrix_acc(); 4];
     for j in 0..4 {
@@ -200,21 +183,14 @@ fn run(ctx: &Context, threads: u32, a_at: u32, seed: u64) -> Result<(Vec<f64>, V
         values(48 * 64, seed + 1),
         values(rows * 48, seed + 2),
     );
-    let h = |x: &[f64]| {
-        ctx.tensor(
-            &x.iter().map(|&y| bf16::from_f64(y)).collect::<Vec<_>>(),
-            &[x.len()],
-        )
-        .unwrap()
-    };
     let tc = ctx
         .tensor(&c.iter().map(|&y| y as f32).collect::<Vec<_>>(), &[c.len()])
         .unwrap();
     let out = ctx.zeros(DType::F32, &[rows * 48]).unwrap();
     let k = tiles_product::ir(tessera_ir::Scalar::BF16).unwrap();
     ctx.launch_ir(&k)
-        .arg("a", &h(&a))
-        .arg("b", &h(&b))
+        .arg("a", &bf16_tensor(ctx, &a))
+        .arg("b", &bf16_tensor(ctx, &b))
         .arg("c", &tc)
         .arg("out", &out)
         .scalar("a_at", a_at)
@@ -276,12 +252,7 @@ fn a_tile_index_that_differs_between_simdgroups_is_refused_before_it_runs() {
 /// Runs `async_product` in `mode` on `ctx`: A·Aᵀ (64 × 64) or the error.
 fn run_async(ctx: &Context, mode: u32) -> Result<(Vec<f64>, Vec<f64>), String> {
     let a = values(64 * 64, 41);
-    let ta = ctx
-        .tensor(
-            &a.iter().map(|&y| bf16::from_f64(y)).collect::<Vec<_>>(),
-            &[a.len()],
-        )
-        .unwrap();
+    let ta = bf16_tensor(ctx, &a);
     let out = ctx.zeros(DType::F32, &[64 * 64]).unwrap();
     let k = async_product::ir().unwrap();
     ctx.launch_ir(&k)
@@ -341,12 +312,7 @@ fn a_wait_that_leaves_one_product_in_flight_retires_the_older_one() {
     let k = chained_products::ir().unwrap();
     for ctx in contexts() {
         for mode in [0u32, 1, 2] {
-            let ta = ctx
-                .tensor(
-                    &a.iter().map(|&y| bf16::from_f64(y)).collect::<Vec<_>>(),
-                    &[a.len()],
-                )
-                .unwrap();
+            let ta = bf16_tensor(&ctx, &a);
             let out = ctx.zeros(DType::F32, &[64 * 64]).unwrap();
             let r = ctx
                 .launch_ir(&k)
@@ -385,17 +351,10 @@ fn a_k_by_n_tile_b_matches_the_math() {
     }
     let k = kn_product::ir().unwrap();
     for ctx in contexts() {
-        let h = |x: &[f64]| {
-            ctx.tensor(
-                &x.iter().map(|&y| bf16::from_f64(y)).collect::<Vec<_>>(),
-                &[x.len()],
-            )
-            .unwrap()
-        };
         let out = ctx.zeros(DType::F32, &[64 * 64]).unwrap();
         ctx.launch_ir(&k)
-            .arg("a", &h(&a))
-            .arg("b", &h(&b))
+            .arg("a", &bf16_tensor(&ctx, &a))
+            .arg("b", &bf16_tensor(&ctx, &b))
             .arg("out", &out)
             .grid([1, 1, 1])
             .group_size(128)
