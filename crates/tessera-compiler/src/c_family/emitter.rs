@@ -53,10 +53,13 @@ pub(crate) struct Emitter<'k, D: Dialect> {
     consts: HashMap<ValueId, Literal>,
     /// The op being emitted, for messages.
     current: String,
+    /// The kernel multiplies tiles on warpgroups (its barriers fence for them).
+    tile_products: bool,
 }
 
 impl<'k, D: Dialect> Emitter<'k, D> {
     pub fn new(k: &'k Kernel, d: D) -> Self {
+        let tile_products = k.uses_warpgroups();
         let mut consts = HashMap::new();
         k.body.block.walk(&mut |i| {
             if let (Op::Const(l), Some(r)) = (&i.op, i.result()) {
@@ -72,6 +75,7 @@ impl<'k, D: Dialect> Emitter<'k, D> {
             vals: vec![None; k.body.values.len()],
             consts,
             current: String::new(),
+            tile_products,
         }
     }
 
@@ -495,7 +499,7 @@ impl<D: Fragments> Emitter<'_, D> {
                 self.define(r, vec![e])?;
             }
             Op::Barrier => {
-                if self.k.uses_warpgroups() {
+                if self.tile_products {
                     D::frag_tiles_before_barrier(self);
                 }
                 self.line(D::BARRIER)
