@@ -1,7 +1,7 @@
 //! Cases of `affine_qgemm`: f16 and bf16 × every bits × group size at M = 17, 33 and 130
 //! with N not a multiple of any tile, a K whose last 64-value tile holds one unit, N over
 //! more than one band of column tiles, M past 256 (CUDA's 128-row tiles), on quantized
-//! weights and on random words; the kernel at every tile shape; benches at M = 4096 on
+//! weights and on random words; rows of x holding NaN or inf; the kernel at every tile shape; benches at M = 4096 on
 //! Llama-3 projections (K × N = 4096 × 4096 and 4096 × 14336), 4 and 8 bits, group 64,
 //! and the 64 × 128 tiles at 4096³.
 
@@ -9,7 +9,7 @@ use super::*;
 use crate::matmul::tiled::MATMUL_DTYPES;
 use crate::quant::qgemm::{affine_qgemm, affine_qgemm_kernel, affine_qgemm_tiles, QGEMM_SHAPES};
 use crate::registry::{BenchCase, Case, CaseKind, KernelUse, PreparedBench};
-use crate::testing::{accuracy, compare, kernel_use, rejection, zeros};
+use crate::testing::{accuracy, compare, kernel_use, rejection, upload, zeros};
 
 const OP: &str = "affine_qgemm";
 
@@ -53,9 +53,60 @@ fn correct(
     }
 }
 
+/// A NaN in one row of x and an infinity in another: those rows of y are non-finite (the
+/// NaN propagates; inf meets weights of both signs or zero), and every other row matches
+/// the reference on the finite rows alone.
+fn non_finite_rows(dtype: DType) -> Case {
+    let ((m, n, k), (bits, group)) = ((40, 72, 128), (4, 64));
+    Case {
+        op: OP,
+        kind: CaseKind::Correctness,
+        dtype: Some(dtype),
+        name: format!("NaN and inf rows bits={bits} group_size={group} M={m} N={n} K={k}"),
+        run: Box::new(move |ctx, rng| {
+            let (_, mut xv) = random_tensor(ctx, rng, dtype, &[m, k], -1.0, 1.0)?;
+            let (nan_row, inf_row) = (3, 29);
+            xv[nan_row * k + 17] = f64::NAN;
+            xv[inf_row * k + 90] = f64::INFINITY;
+            let (x, _) = upload(ctx, dtype, &xv, &[m, k])?;
+            let q = quantized(ctx, rng, dtype, (n, k), (bits, group))?;
+            let y = poisoned(ctx, dtype, &[m, n])?;
+            affine_qgemm(ctx, &x, &q.packed, &q.scales, &q.biases, &y, bits, group).map_err(err)?;
+            let got = y.to_f64_vec().map_err(err)?;
+            for r in [nan_row, inf_row] {
+                if let Some(c) = (0..n).find(|&c| got[r * n + c].is_finite()) {
+                    return Err(format!(
+                        "y[{r}, {c}] = {} is finite, but row {r} of x holds a non-finite value",
+                        got[r * n + c]
+                    ));
+                }
+                xv[r * k..(r + 1) * k].fill(0.0);
+            }
+            let want = reference::qgemm(
+                &xv,
+                &q.host.packed,
+                &q.host.scales,
+                &q.host.biases,
+                (m, n, k),
+                bits,
+                group as usize,
+                dtype,
+            );
+            let rows = |v: &[f64]| -> Vec<f64> {
+                (0..m)
+                    .filter(|r| ![nan_row, inf_row].contains(r))
+                    .flat_map(|r| v[r * n..(r + 1) * n].to_vec())
+                    .collect()
+            };
+            compare(&rows(&got), &rows(&want), accuracy(OP, dtype)?)
+        }),
+    }
+}
+
 pub(crate) fn qgemm_cases() -> Vec<Case> {
     let mut v = Vec::new();
     for dtype in MATMUL_DTYPES {
+        v.push(non_finite_rows(dtype));
         for (i, format) in formats().enumerate() {
             let k = 2 * format.1 as usize;
             let m = [17, 33, 130][i % 3];
