@@ -12,7 +12,7 @@ use crate::kernel::{
 use crate::literal::Literal;
 use crate::ops::{
     AtomicOp, BinaryOp, Builtin, MemRef, Op, ReduceOp, RowMap, RowReduce, RowsOp, ShuffleKind,
-    SimdOp, UnaryOp,
+    SimdOp, TileA, UnaryOp,
 };
 use crate::types::{Scalar, Type};
 use std::cell::Cell;
@@ -43,6 +43,13 @@ pub struct Mem {
 pub struct FragArray {
     pub name: String,
     pub frags: Vec<Frag>,
+}
+
+/// Operand A of [`Builder::frag_mma_tiles`]: a swizzled tile of a threadgroup array from an
+/// index, or an array of four A operands in registers.
+pub enum TileOperand<'a> {
+    Tile(Mem, Value),
+    Frags(&'a FragArray),
 }
 
 /// A matrix fragment declared in the kernel (see [`FragDecl`]).
@@ -1150,7 +1157,7 @@ impl Builder {
     pub fn frag_mma_tiles(
         &mut self,
         accs: &FragArray,
-        (a, a_index): (Mem, Value),
+        a: TileOperand<'_>,
         (b, b_index): (Mem, Value),
         (asynchronous, b_kn): (bool, bool),
     ) -> R<()> {
@@ -1177,14 +1184,38 @@ impl Builder {
                 "the accumulator array",
             )?;
         }
-        for (m, what) in [(a, "a"), (b, "b")] {
+        let tiles: Vec<(Mem, &str)> = match &a {
+            TileOperand::Tile(m, _) => vec![(*m, "a"), (b, "b")],
+            TileOperand::Frags(fa) => {
+                if fa.frags.len() != 4 {
+                    return Err(self.error(format!(
+                        "`matrix_mma_tiles` takes A in registers as an array of four A \
+                         operands (the 64 columns of K, 16 each); `{}` has {}",
+                        fa.name,
+                        fa.frags.len()
+                    )));
+                }
+                for f in &fa.frags {
+                    self.frag_role(*f, FragRole::A, "matrix_mma_tiles", "operand A")?;
+                    if f.elem != b.elem {
+                        return Err(self.error(format!(
+                            "`matrix_mma_tiles`: operand A `{}` holds {} but tile `b` {}",
+                            fa.name, f.elem, b.elem
+                        )));
+                    }
+                }
+                vec![(b, "b")]
+            }
+        };
+        let first = tiles[0].0;
+        for (m, what) in tiles {
             let mname = self.mem_name(m.mem);
             if !matches!(m.mem, MemRef::Shared(_) | MemRef::Arg(_)) {
                 return Err(self.error(format!(
                     "`matrix_mma_tiles`: tile `{what}` (`{mname}`) must be a threadgroup array"
                 )));
             }
-            if !matches!(m.elem, Scalar::F16 | Scalar::BF16) || m.elem != a.elem {
+            if !matches!(m.elem, Scalar::F16 | Scalar::BF16) || m.elem != first.elem {
                 return Err(self.error(format!(
                     "`matrix_mma_tiles`: the tiles hold f16 or bf16 of one type; `{mname}` \
                      holds {}",
@@ -1192,13 +1223,18 @@ impl Builder {
                 )));
             }
         }
-        let ai = self.coerce(a_index, Scalar::U32, "the index of tile `a`")?;
+        let a = match a {
+            TileOperand::Tile(m, index) => TileA::Tile {
+                mem: m.mem,
+                index: self.coerce(index, Scalar::U32, "the index of tile `a`")?,
+            },
+            TileOperand::Frags(fa) => TileA::Frags([0, 1, 2, 3].map(|i| fa.frags[i].index)),
+        };
         let bi = self.coerce(b_index, Scalar::U32, "the index of tile `b`")?;
         self.push(
             Op::FragMmaTiles {
                 accs: accs.frags.iter().map(|f| f.index).collect(),
-                a: a.mem,
-                a_index: ai,
+                a,
                 b: b.mem,
                 b_index: bi,
                 asynchronous,

@@ -14,7 +14,7 @@ pub mod signature;
 pub mod types;
 pub mod verify;
 
-pub use builder::{Builder, CallArg, Frag, FragArray, FunctionDepthGuard, Mem, Value};
+pub use builder::{Builder, CallArg, Frag, FragArray, FunctionDepthGuard, Mem, TileOperand, Value};
 pub use error::IrError;
 pub use kernel::{
     ArgKind, ArrayDecl, Block, Body, FragDecl, FragRole, Function, Inst, Kernel, Loc, MemArg,
@@ -24,7 +24,7 @@ pub use literal::Literal;
 pub use ops::swizzled_128b;
 pub use ops::{
     AtomicOp, BinaryOp, Builtin, MemRef, Op, ReduceOp, RowMap, RowReduce, RowsOp, ShuffleKind,
-    SimdOp, UnaryOp,
+    SimdOp, TileA, UnaryOp,
 };
 pub use signature::{
     dsl_function, ConstexprSig, DslFunction, KernelDef, KernelSignature, ParamSig, Specialization,

@@ -708,11 +708,11 @@ pub enum Op {
         dst: u32,
         src: u32,
     },
-    /// The threadgroup's product of two tiles in threadgroup memory, on warpgroup tensor
-    /// cores where the device has them: simdgroup `s` adds to accumulator `accs[j]`
-    /// (`j < accs.len() ≤ 16`) the 16×16 block `Σ_k A[16s + r, k]·B[16j + c, k]` over the
-    /// tile width `k < 64`, products and sums in f32. `a` (from `a_index`) holds the
-    /// `16·S × 64` tile A (S the threadgroup's simdgroups), `b` (from `b_index`) the
+    /// The threadgroup's product of two tiles, on warpgroup tensor cores where the device
+    /// has them: simdgroup `s` adds to accumulator `accs[j]` (`j < accs.len() ≤ 16`) the
+    /// 16×16 block `Σ_k A[16s + r, k]·B[16j + c, k]` over the tile width `k < 64`,
+    /// products and sums in f32. Tile A (`16·S × 64`, S the threadgroup's simdgroups) is
+    /// in threadgroup memory or, with [`TileA::Frags`], in registers; `b` (from `b_index`) the
     /// `16·accs.len() × 64` tile B (a row per output column, as `x·Wᵀ` reads W), both f16
     /// or bf16 of one type in the 128-byte-swizzled layout: element `(r, k)` at
     /// `index + 64r + 8((k / 8) ⊕ (r mod 8)) + k mod 8` (see [`swizzled_128b`]). The
@@ -724,8 +724,8 @@ pub enum Op {
     /// and the tiles are being read (no store or copy may write them). No result.
     FragMmaTiles {
         accs: Vec<u32>,
-        a: MemRef,
-        a_index: ValueId,
+        /// Operand A: a tile in threadgroup memory, or each simdgroup's rows in registers.
+        a: TileA,
         b: MemRef,
         b_index: ValueId,
         asynchronous: bool,
@@ -809,9 +809,10 @@ impl Op {
                 v.extend(valid.iter().copied());
                 v
             }
-            Op::FragMmaTiles {
-                a_index, b_index, ..
-            } => vec![*a_index, *b_index],
+            Op::FragMmaTiles { a, b_index, .. } => match a {
+                TileA::Tile { index, .. } => vec![*index, *b_index],
+                TileA::Frags(_) => vec![*b_index],
+            },
             Op::FragFill { value, .. } | Op::FragScale { value, .. } => vec![*value],
             Op::FragLoad { index, stride, .. } | Op::FragStore { index, stride, .. } => {
                 vec![*index, *stride]
@@ -873,10 +874,10 @@ impl Op {
                     *v = f(*v);
                 }
             }
-            Op::FragMmaTiles {
-                a_index, b_index, ..
-            } => {
-                *a_index = f(*a_index);
+            Op::FragMmaTiles { a, b_index, .. } => {
+                if let TileA::Tile { index, .. } = a {
+                    *index = f(*index);
+                }
                 *b_index = f(*b_index);
             }
             Op::FragFill { value, .. } | Op::FragScale { value, .. } => *value = f(*value),
@@ -1008,9 +1009,14 @@ impl Op {
             | Op::FragRowsRaise { d, a, b, .. }
             | Op::FragAdd { d, a, b } => vec![d, a, b],
             Op::FragConvert { dst, src } => vec![dst, src],
-            Op::FragMmaTiles { accs, .. } | Op::FragMmaWait { accs, .. } => {
-                accs.iter_mut().collect()
+            Op::FragMmaTiles { accs, a, .. } => {
+                let mut v: Vec<&mut u32> = accs.iter_mut().collect();
+                if let TileA::Frags(fa) = a {
+                    v.extend(fa.iter_mut());
+                }
+                v
             }
+            Op::FragMmaWait { accs, .. } => accs.iter_mut().collect(),
             _ => vec![],
         }
     }
@@ -1031,7 +1037,14 @@ impl Op {
             | Op::FragRowsRaise { d, a, b, .. }
             | Op::FragAdd { d, a, b } => vec![*d, *a, *b],
             Op::FragConvert { dst, src } => vec![*dst, *src],
-            Op::FragMmaTiles { accs, .. } | Op::FragMmaWait { accs, .. } => accs.clone(),
+            Op::FragMmaTiles { accs, a, .. } => {
+                let mut v = accs.clone();
+                if let TileA::Frags(fa) = a {
+                    v.extend(fa);
+                }
+                v
+            }
+            Op::FragMmaWait { accs, .. } => accs.clone(),
             _ => vec![],
         }
     }
@@ -1054,7 +1067,10 @@ impl Op {
             | Op::FragLoad { mem, .. }
             | Op::FragStore { mem, .. } => vec![mem],
             Op::CopyAsync { dst, src, .. } => vec![dst, src],
-            Op::FragMmaTiles { a, b, .. } => vec![a, b],
+            Op::FragMmaTiles { a, b, .. } => match a {
+                TileA::Tile { mem, .. } => vec![mem, b],
+                TileA::Frags(_) => vec![b],
+            },
             _ => vec![],
         }
     }
@@ -1081,6 +1097,18 @@ impl Op {
             _ => None,
         }
     }
+}
+
+/// Operand A of a tile product ([`Op::FragMmaTiles`]).
+#[derive(Clone, Debug)]
+pub enum TileA {
+    /// The `16·S × 64` swizzled tile of `mem` from element `index`.
+    Tile { mem: MemRef, index: ValueId },
+    /// In registers: each simdgroup's own 16 rows, columns `16i … 16i + 15` of the 64 in
+    /// A-operand fragment `i` (the four in one array), as `matrix_convert` leaves a
+    /// softmax's weights for `P·V`. While an asynchronous product reads them they may not
+    /// be written.
+    Frags([u32; 4]),
 }
 
 /// The index of element `(row, col)` of a 128-byte-swizzled tile of 16-bit elements (64 a

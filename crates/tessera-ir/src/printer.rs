@@ -2,7 +2,7 @@
 //! `TESSERA_DUMP`.
 
 use crate::kernel::{ArrayDecl, Block, Body, Function, Inst, Kernel, ParamKind};
-use crate::ops::{MemRef, Op};
+use crate::ops::{MemRef, Op, TileA};
 use std::fmt::{self, Write};
 
 /// `kind name` of array `i` of `arrays`, or `<kind{i}>` where there is no such array.
@@ -216,15 +216,21 @@ impl Printer<'_> {
             Op::FragMmaTiles {
                 accs,
                 a,
-                a_index,
                 b,
                 b_index,
                 asynchronous,
                 b_kn,
             } => {
                 let accs: Vec<String> = accs.iter().map(|f| self.frag(*f)).collect();
+                let a = match a {
+                    TileA::Tile { mem, index } => format!("{}[{index}]", self.mem(*mem)),
+                    TileA::Frags(fa) => {
+                        let fa: Vec<String> = fa.iter().map(|f| self.frag(*f)).collect();
+                        format!("[{}]", fa.join(", "))
+                    }
+                };
                 format!(
-                    "matrix_mma_tiles{} [{}] += {}[{a_index}] · {}[{b_index}]ᵀ",
+                    "matrix_mma_tiles{} [{}] += {a} · {}[{b_index}]ᵀ",
                     match (*b_kn, *asynchronous) {
                         (false, false) => "",
                         (false, true) => "_async",
@@ -232,7 +238,6 @@ impl Printer<'_> {
                         (true, true) => "_kn_async",
                     },
                     accs.join(", "),
-                    self.mem(*a),
                     self.mem(*b)
                 )
             }

@@ -16,7 +16,7 @@ use crate::kernel::{
     Block, Body, FragDecl, FragRole, Function, Inst, Kernel, Loc, MemArg, Param, ParamKind,
     ValueId, MAX_STACK_BYTES,
 };
-use crate::ops::{AtomicOp, BinaryOp, Builtin, MemRef, Op, ShuffleKind, SimdOp, UnaryOp};
+use crate::ops::{AtomicOp, BinaryOp, Builtin, MemRef, Op, ShuffleKind, SimdOp, TileA, UnaryOp};
 use crate::types::{Scalar, Type};
 use std::collections::HashSet;
 
@@ -1010,7 +1010,18 @@ impl<'a> Verifier<'a> {
                     role(*f, FragRole::Acc, "every accumulator")?;
                 }
                 let mut elems = Vec::new();
-                for (m, what) in [(a, "a"), (b, "b")] {
+                let mut tiles = vec![(b, "b")];
+                match a {
+                    TileA::Tile { mem, .. } => tiles.insert(0, (mem, "a")),
+                    TileA::Frags(fa) => {
+                        for f in fa {
+                            role(*f, FragRole::A, "operand A")?;
+                            elems.push(self.frag(s, *f, loc)?.elem);
+                        }
+                        elems.truncate(1);
+                    }
+                }
+                for (m, what) in tiles {
                     let shared = matches!(m, MemRef::Shared(_) | MemRef::Arg(_));
                     if !shared {
                         return Err(bad(format!(
@@ -1031,8 +1042,9 @@ impl<'a> Verifier<'a> {
                         elems[0], elems[1]
                     )));
                 }
-                self.index_u32(ops[0], loc, name)?;
-                self.index_u32(ops[1], loc, name)?;
+                for t in ops {
+                    self.index_u32(*t, loc, name)?;
+                }
             }
             Op::FragMmaWait { accs, .. } => {
                 for f in accs {

@@ -265,18 +265,31 @@ impl Lower<'_> {
             | "matrix_mma_tiles_kn_async" => {
                 want(
                     3,
-                    "(accs, a[index], b[index]): `accs` an array of accumulators, `a` and `b` \
-                     swizzled threadgroup tiles",
+                    "(accs, a[index] or a, b[index]): `accs` an array of accumulators, `a` a \
+                     swizzled threadgroup tile or an array of four A operands, `b` a swizzled \
+                     threadgroup tile",
                 )?;
                 let accs = frag_array_name(&c.args[0])?;
-                let (ma, ia) = self.mem_index(&c.args[1], name)?;
                 let (mb, ib) = self.mem_index(&c.args[2], name)?;
                 let asynchronous = name.ends_with("_async");
                 let kn = name.contains("_kn");
+                // A bare name is an array of A operands in registers, an index a tile.
+                let a = match &c.args[1] {
+                    syn::Expr::Path(p) if p.path.get_ident().is_some() => {
+                        let fa = frag_array_name(&c.args[1])?;
+                        let ir = &self.ir;
+                        quote!(#ir::TileOperand::Frags(&#fa))
+                    }
+                    other => {
+                        let (ma, ia) = self.mem_index(other, name)?;
+                        let ir = &self.ir;
+                        quote!({ let __ia = #ia; #ir::TileOperand::Tile(#ma, __ia) })
+                    }
+                };
                 quote!(
-                    let __ia = #ia;
+                    let __ta = #a;
                     let __ib = #ib;
-                    #b.frag_mma_tiles(&#accs, (#ma, __ia), (#mb, __ib), (#asynchronous, #kn))?;
+                    #b.frag_mma_tiles(&#accs, __ta, (#mb, __ib), (#asynchronous, #kn))?;
                 )
             }
             other => return err(c.span(), &format!("`{other}` is not a fragment statement")),

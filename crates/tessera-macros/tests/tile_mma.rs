@@ -1,9 +1,10 @@
 //! The threadgroup's tile product `matrix_mma_tiles`, written in the DSL: tiles stored in
 //! the 128-byte-swizzled layout, one and two warpgroups, three accumulators loaded from
 //! memory, against an f64 reference (exact: the inputs are on a grid whose products and
-//! sums f32 holds exactly) on the CPU, the Metal emulator and CUDA where present; a group
-//! that is not whole warpgroups, a misaligned tile and a tile index that differs between
-//! simdgroups are errors.
+//! sums f32 holds exactly) on the CPU, the Metal emulator and CUDA where present, with
+//! operand A a tile or in registers; a group that is not whole warpgroups, a misaligned
+//! tile, a tile index that differs between simdgroups and an operand in registers written
+//! while a product reads it are errors.
 
 use tessera_ir::half::bf16;
 use tessera_macros::{func, kernel};
@@ -149,6 +150,40 @@ fn per_simdgroup_tile(mut out: Tensor<f32>) {
     matrix_fill(acc[0], 0.0);
     matrix_mma_tiles(acc, sa[(simd_id() % 2) * 512], sa[0]);
     matrix_store(acc[0], out[0], 16);
+}
+
+/// `out = A·B` with A in registers: each simdgroup loads its 16 rows of the row-major
+/// `16·S × 64` matrix `a` into four A operands; B `64 × 64` stored swizzled from `b`, as
+/// `[N, K]` rows (`kn` 0, a synchronous product) or as a `[K, N]` tile (`kn` 1,
+/// asynchronous then waited for); with `kn` 2 as 1, but operand `pa[2]` is reloaded
+/// before the wait.
+#[kernel]
+fn register_product(a: Tensor<bf16>, b: Tensor<bf16>, mut out: Tensor<f32>, kn: u32) {
+    let sb = threadgroup_array::<bf16>(64 * 64);
+    let tid = thread_id();
+    stage_tile(sb, 0, b, 64, tid, group_size());
+    barrier();
+    let s = simd_id();
+    let pa = [matrix_a::<bf16>(); 4];
+    for i in 0..4 {
+        matrix_load(pa[i], a[s * 1024 + 16 * i], 64);
+    }
+    let acc = [matrix_acc(); 4];
+    for j in 0..4 {
+        matrix_fill(acc[j], 0.0);
+    }
+    if kn == 0 {
+        matrix_mma_tiles(acc, pa, sb[0]);
+    } else {
+        matrix_mma_tiles_kn_async(acc, pa, sb[0]);
+        if kn == 2 {
+            matrix_load(pa[2], a[0], 64);
+        }
+        matrix_mma_wait(acc, 0);
+    }
+    for j in 0..4 {
+        matrix_store(acc[j], out[s * 1024 + 16 * j], 64);
+    }
 }
 
 /// xorshift values in `[-2, 2)` on a grid of 1/16.
@@ -368,4 +403,59 @@ fn a_k_by_n_tile_b_matches_the_math() {
 fn a_k_by_n_tile_b_takes_accumulators_four_at_a_time() {
     let e = kn_three_accumulators::ir().unwrap_err().to_string();
     assert!(e.contains("four at a time"), "{e}");
+}
+
+/// Launches `register_product` with `threads` threads: `A·B` or the error.
+fn run_registers(
+    ctx: &Context,
+    threads: u32,
+    kn: u32,
+    seed: u64,
+) -> Result<(Vec<f64>, Vec<f64>), String> {
+    let rows = threads as usize / 2;
+    let (a, b) = (values(rows * 64, seed), values(64 * 64, seed + 1));
+    let out = ctx.zeros(DType::F32, &[rows * 64]).unwrap();
+    let k = register_product::ir().unwrap();
+    ctx.launch_ir(&k)
+        .arg("a", &bf16_tensor(ctx, &a))
+        .arg("b", &bf16_tensor(ctx, &b))
+        .arg("out", &out)
+        .scalar("kn", kn)
+        .grid([1, 1, 1])
+        .group_size(threads)
+        .run()
+        .map_err(|e| e.to_string())?;
+    let mut want = vec![0.0; rows * 64];
+    for r in 0..rows {
+        for c in 0..64 {
+            // B's rows are output columns, or (`[K, N]`) its columns are.
+            let bkc = |k: usize| if kn == 0 { b[c * 64 + k] } else { b[k * 64 + c] };
+            want[r * 64 + c] = (0..64).map(|k| a[r * 64 + k] * bkc(k)).sum();
+        }
+    }
+    Ok((out.to_f64_vec().unwrap(), want))
+}
+
+#[test]
+fn operand_a_in_registers_matches_the_math() {
+    for ctx in contexts() {
+        for (threads, kn, seed) in [(128, 0, 81), (256, 0, 83), (128, 1, 85), (256, 1, 87)] {
+            let (got, want) = run_registers(&ctx, threads, kn, seed).unwrap();
+            assert_eq!(
+                got,
+                want,
+                "{threads} threads, kn {kn} on {}",
+                ctx.info().name
+            );
+        }
+    }
+}
+
+#[test]
+fn writing_an_operand_in_registers_before_the_wait_is_reported() {
+    let e = run_registers(&Context::cpu(), 128, 2, 89).unwrap_err();
+    assert!(
+        e.contains("writes operand `pa[2]`") && e.contains("matrix_mma_wait"),
+        "{e}"
+    );
 }

@@ -3,7 +3,9 @@
 
 use super::{Dialect, EmitError, Fragments, Idents, R};
 use std::collections::HashMap;
-use tessera_ir::{Block, Inst, Kernel, Literal, MemRef, Op, ParamKind, Scalar, Type, ValueId};
+use tessera_ir::{
+    Block, Inst, Kernel, Literal, MemRef, Op, ParamKind, Scalar, TileA, Type, ValueId,
+};
 
 /// Which address space a memory reference lives in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -646,16 +648,19 @@ impl<D: Fragments> Emitter<'_, D> {
             Op::FragMmaTiles {
                 accs,
                 a,
-                a_index,
                 b,
                 b_index,
                 asynchronous,
                 b_kn,
             } => {
                 let accs = accs.iter().map(|f| self.frag(*f)).collect::<R<Vec<_>>>()?;
-                let (ma, mb) = (self.mem(*a)?, self.mem(*b)?);
-                for m in [&ma, &mb] {
-                    if m.space != Space::Threadgroup || m.elem != ma.elem {
+                let mb = self.mem(*b)?;
+                let (ma, ai) = match a {
+                    TileA::Tile { mem, index } => (Some(self.mem(*mem)?), self.val(*index)?),
+                    TileA::Frags(_) => (None, String::new()),
+                };
+                for m in ma.iter().chain([&mb]) {
+                    if m.space != Space::Threadgroup || m.elem != mb.elem {
                         return Err(self.malformed(format!(
                             "`matrix_mma_tiles` on `{}` ({}): its tiles are threadgroup arrays \
                              of one 16-bit type",
@@ -663,12 +668,22 @@ impl<D: Fragments> Emitter<'_, D> {
                         )));
                     }
                 }
-                let (ai, bi) = (self.val(*a_index)?, self.val(*b_index)?);
+                let mut regs = [0usize; 4];
+                if let TileA::Frags(fa) = a {
+                    for (r, f) in regs.iter_mut().zip(fa) {
+                        *r = self.frag(*f)?;
+                    }
+                }
+                let src = match &ma {
+                    Some(ma) => super::TileSource::Tile(ma, &ai),
+                    None => super::TileSource::Frags(regs),
+                };
+                let bi = self.val(*b_index)?;
                 let form = super::TileForm {
                     asynchronous: *asynchronous,
                     b_kn: *b_kn,
                 };
-                D::frag_mma_tiles(self, &accs, (&ma, &ai), (&mb, &bi), form);
+                D::frag_mma_tiles(self, &accs, src, (&mb, &bi), form);
             }
             Op::FragMmaWait { accs, pending } => {
                 let accs = accs.iter().map(|f| self.frag(*f)).collect::<R<Vec<_>>>()?;

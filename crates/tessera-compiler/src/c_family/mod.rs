@@ -175,6 +175,14 @@ pub(crate) struct TileForm {
     pub b_kn: bool,
 }
 
+/// Operand A of a tile product as a dialect receives it: a swizzled tile (memory and
+/// index) or, per simdgroup, four A-operand fragments (16 columns of K each).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum TileSource<'a> {
+    Tile(&'a Mem, &'a str),
+    Frags([usize; 4]),
+}
+
 /// How a dialect spells matrix fragments (16×16 tiles held across a simdgroup), apart
 /// from [`Dialect`] so each target keeps them in a file of their own. The core has
 /// checked the fragments, roles and memory before a hook runs.
@@ -218,7 +226,7 @@ pub(crate) trait Fragments: Dialect {
     fn frag_mma_tiles(
         e: &mut Emitter<Self>,
         accs: &[usize],
-        a: (&Mem, &str),
+        a: TileSource<'_>,
         b: (&Mem, &str),
         form: TileForm,
     );

@@ -14,7 +14,7 @@
 //! element gather.
 
 use super::dialect::Cuda;
-use crate::c_family::{Emitter, Fragments, Mem, Space, TileForm};
+use crate::c_family::{Emitter, Fragments, Mem, Space, TileForm, TileSource};
 use tessera_ir::{FragRole, RowMap, RowReduce, RowsOp, Scalar};
 
 /// The lane decomposition every fragment op starts from.
@@ -401,7 +401,7 @@ for (int ts_i = 0; ts_i < 8; ++ts_i) {x} = {y};"
     fn frag_mma_tiles(
         e: &mut Emitter<Cuda>,
         accs: &[usize],
-        a: (&Mem, &str),
+        a: TileSource<'_>,
         b: (&Mem, &str),
         form: TileForm,
     ) {

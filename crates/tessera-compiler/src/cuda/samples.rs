@@ -7,7 +7,7 @@
 
 use tessera_ir::{
     AtomicOp, BinaryOp, Builder, Builtin, FragRole, Inst, IrError, Kernel, Literal, MemRef, Op,
-    RowMap, RowReduce, RowsOp, Scalar, ShuffleKind, SimdOp, Type, UnaryOp, Value,
+    RowMap, RowReduce, RowsOp, Scalar, ShuffleKind, SimdOp, TileOperand, Type, UnaryOp, Value,
 };
 
 /// How a tensor argument starts.
@@ -1063,7 +1063,10 @@ pub fn fragment_rounding() -> R<Sample> {
 /// `a` and `b` into swizzled threadgroup arrays (element `(r, k)` at
 /// `tessera_ir::swizzled_128b(r, k)`, the second tile 512 elements in), then each of the
 /// four simdgroups adds its 16 rows of `A·Bᵀ` to two accumulators loaded from `c` (64×32
-/// f32) and stores them to `out`. One warpgroup: `wgmma` on sm_90a, `mma.sync` elsewhere.
+/// f32), then adds the product of those sums, rounded to bf16 as A operands in registers
+/// (accumulator `i % 2` as the operand of K columns `16i …`), with tile B again
+/// (asynchronously, then waited for), and stores them to `out`. One warpgroup: `wgmma`
+/// on sm_90a, `mma.sync` elsewhere.
 pub fn tile_mma() -> R<Sample> {
     let mut b = Builder::kernel("tile_mma");
     let a = b.tensor_param("a", Scalar::BF16, false);
@@ -1113,10 +1116,23 @@ pub fn tile_mma() -> R<Sample> {
     }
     b.frag_mma_tiles(
         &acc,
-        (sa, Value::Int(0)),
+        TileOperand::Tile(sa, Value::Int(0)),
         (sb, Value::Int(512)),
         (false, false),
     )?;
+    // Then A from registers: the sums so far, rounded, as the four operands of K.
+    let pa = b.frag_array("pa", FragRole::A, Scalar::BF16, Value::Int(4))?;
+    for (i, &f) in pa.frags.iter().enumerate() {
+        b.frag_convert(f, acc.frags[i % 2])?;
+    }
+    b.frag_mma_tiles(
+        &acc,
+        TileOperand::Frags(&pa),
+        (sb, Value::Int(512)),
+        (true, false),
+    )?;
+    let pending = Value::Int(0);
+    b.frag_mma_wait(&acc, pending)?;
     for (j, &f) in acc.frags.iter().enumerate() {
         let at = b.binary(BinaryOp::Add, row, Value::Int(16 * j as i64))?;
         b.frag_store(f, out, at, Value::Int(32))?;

@@ -1,6 +1,8 @@
 //! `matrix_mma_tiles` in CUDA C. On sm_90a each warpgroup (threads `128w …`) issues four
-//! `wgmma.mma_async.m64nNk16` over its 64 rows of tile A and the whole of tile B, both read
-//! by the tensor cores from shared memory through descriptors, into the accumulators'
+//! `wgmma.mma_async.m64nNk16` over its 64 rows of tile A and the whole of tile B, read by
+//! the tensor cores from shared memory through descriptors (A from its four operand
+//! fragments' registers instead when it is in registers: the wgmma A register layout of
+//! warp `s` is the `mma.sync` m16n8k16 A layout of its 16 rows), into the accumulators'
 //! registers: the wgmma accumulator layout of warp `s` of the group is, column block by
 //! column block, the `mma.sync` m16n8 layout of our 16×16 accumulators, so accumulator `j`
 //! is registers `8j … 8j + 7` of the instruction. Elsewhere each simdgroup loads its
@@ -8,7 +10,7 @@
 //! swizzled row) and multiplies with `mma.sync`.
 
 use super::dialect::Cuda;
-use crate::c_family::{Emitter, Mem, TileForm};
+use crate::c_family::{Emitter, Mem, TileForm, TileSource};
 use tessera_ir::Scalar;
 
 /// The fence that orders the thread's earlier generic-proxy accesses of shared memory
@@ -52,14 +54,19 @@ pub(super) fn emit_wait(e: &mut Emitter<Cuda>, accs: &[usize], pending: u32) {
 pub(super) fn emit(
     e: &mut Emitter<Cuda>,
     accs: &[usize],
-    a: (&Mem, &str),
+    a: TileSource<'_>,
     b: (&Mem, &str),
     form: TileForm,
 ) {
     let TileForm { asynchronous, b_kn } = form;
     let names: Vec<String> = accs.iter().map(|&f| e.names.frags[f].clone()).collect();
-    let ((ma, ai), (mb, bi)) = (a, b);
-    let ty = match ma.elem {
+    let (mb, bi) = b;
+    // A in registers: the four operand fragments' names, one per 16 columns of K.
+    let regs_a: Option<Vec<String>> = match a {
+        TileSource::Frags(fa) => Some(fa.iter().map(|&f| e.names.frags[f].clone()).collect()),
+        TileSource::Tile(..) => None,
+    };
+    let ty = match mb.elem {
         Scalar::BF16 => "bf16",
         _ => "f16",
     };
@@ -69,10 +76,12 @@ pub(super) fn emit(
     e.depth += 1;
     e.line("#if TS_WGMMA");
     e.line(PROXY_FENCE);
-    e.line(&format!(
-        "const unsigned long long ts_da = ts_wgmma_desc(&{}[({ai}) + (threadIdx.x >> 7) * 4096u]);",
-        ma.name
-    ));
+    if let TileSource::Tile(ma, ai) = a {
+        e.line(&format!(
+            "const unsigned long long ts_da = ts_wgmma_desc(&{}[({ai}) + (threadIdx.x >> 7) * 4096u]);",
+            ma.name
+        ));
+    }
     let (desc_b, step_b, trans_b) = if b_kn {
         ("ts_wgmma_desc_kn", 128, 1)
     } else {
@@ -88,15 +97,33 @@ pub(super) fn emit(
     let (da, db, one) = (regs.len(), regs.len() + 1, regs.len() + 2);
     let outs: Vec<String> = regs.iter().map(|r| format!("\"+f\"({r})")).collect();
     for kk in 0..4 {
-        e.line(&format!(
-            "asm volatile(\"{{ .reg .pred p; setp.ne.b32 p, %{one}, 0; \
-             wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty}.{ty} {{{}}}, %{da}, %{db}, p, 1, 1, 0, {trans_b}; }}\" \
-             : {} : \"l\"(ts_da + {}ull), \"l\"(ts_db + {}ull), \"r\"(1));",
-            d_list.join(","),
-            outs.join(", "),
-            2 * kk,
-            step_b * kk
-        ));
+        match &regs_a {
+            None => e.line(&format!(
+                "asm volatile(\"{{ .reg .pred p; setp.ne.b32 p, %{one}, 0; \
+                 wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty}.{ty} {{{}}}, %{da}, %{db}, p, 1, 1, 0, {trans_b}; }}\" \
+                 : {} : \"l\"(ts_da + {}ull), \"l\"(ts_db + {}ull), \"r\"(1));",
+                d_list.join(","),
+                outs.join(", "),
+                2 * kk,
+                step_b * kk
+            )),
+            Some(fa) => {
+                // Operands after the accumulators: A's four registers, B's descriptor, 1.
+                let (r0, db, one) = (regs.len(), regs.len() + 4, regs.len() + 5);
+                e.line(&format!(
+                    "asm volatile(\"{{ .reg .pred p; setp.ne.b32 p, %{one}, 0; \
+                     wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty}.{ty} {{{}}}, {{%{r0},%{},%{},%{}}}, %{db}, p, 1, 1, {trans_b}; }}\" \
+                     : {} : \"r\"({a}[0]), \"r\"({a}[1]), \"r\"({a}[2]), \"r\"({a}[3]), \"l\"(ts_db + {}ull), \"r\"(1));",
+                    d_list.join(","),
+                    r0 + 1,
+                    r0 + 2,
+                    r0 + 3,
+                    outs.join(", "),
+                    step_b * kk,
+                    a = fa[kk]
+                ));
+            }
+        }
     }
     e.line("asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\");");
     if !asynchronous {
@@ -110,10 +137,22 @@ pub(super) fn emit(
     e.line("#pragma unroll");
     e.line("for (unsigned int ts_k = 0; ts_k < 4u; ++ts_k) {");
     e.line("  unsigned int ts_fa[4], ts_fb[4];");
-    e.line(&format!(
-        "  ts_ldmatrix4(ts_fa, &{}[({ai}) + ts_ar * 64u + (((2u * ts_k + (ts_q >> 1)) ^ (ts_ar & 7u)) << 3)]);",
-        ma.name
-    ));
+    match a {
+        TileSource::Tile(ma, ai) => e.line(&format!(
+            "  ts_ldmatrix4(ts_fa, &{}[({ai}) + ts_ar * 64u + (((2u * ts_k + (ts_q >> 1)) ^ (ts_ar & 7u)) << 3)]);",
+            ma.name
+        )),
+        TileSource::Frags(_) => {
+            // The operand of these 16 columns of K (the loop is unrolled, so `ts_k` is known).
+            let fa = regs_a.as_deref().unwrap_or_default();
+            for (i, f) in fa.iter().enumerate() {
+                let pick = if i == 0 { "" } else { "else " };
+                e.line(&format!(
+                    "  {pick}if (ts_k == {i}u) {{ ts_fa[0] = {f}[0]; ts_fa[1] = {f}[1]; ts_fa[2] = {f}[2]; ts_fa[3] = {f}[3]; }}"
+                ));
+            }
+        }
+    }
     for (j, nm) in names.iter().enumerate() {
         e.line("  {");
         if b_kn {

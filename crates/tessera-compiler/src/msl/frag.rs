@@ -10,7 +10,7 @@ use super::dialect::Msl;
 use super::helpers::Helper;
 use super::source::MslBuiltin;
 use super::types::scalar;
-use crate::c_family::{Emitter, Fragments, Mem, TileForm};
+use crate::c_family::{Emitter, Fragments, Mem, TileForm, TileSource};
 use tessera_ir::{FragRole, RowMap, RowReduce, RowsOp, Scalar};
 
 impl Msl {
@@ -173,49 +173,63 @@ impl Fragments for Msl {
     fn frag_mma_tiles(
         e: &mut Emitter<Msl>,
         accs: &[usize],
-        a: (&Mem, &str),
+        a: TileSource<'_>,
         b: (&Mem, &str),
         form: TileForm,
     ) {
         // No warpgroup MMA on Metal: each simdgroup gathers its operands from the swizzled
-        // tiles 16 columns of K at a time and multiplies on simdgroup matrices, at once
-        // (so its wait is nothing).
+        // tiles 16 columns of K at a time (A from its own fragments when it is in
+        // registers) and multiplies on simdgroup matrices, at once (so its wait is nothing).
         e.d.helpers.insert(Helper::SgSwizzledLoad);
         let lane = e.d.builtin(MslBuiltin::ThreadIndexInSimdgroup);
         let sid = e.d.builtin(MslBuiltin::SimdgroupIndexInThreadgroup);
-        let ((ma, ai), (mb, bi)) = (a, b);
-        let t = scalar(ma.elem);
+        let (mb, bi) = b;
+        let t = scalar(mb.elem);
         let names: Vec<String> = accs.iter().map(|&f| e.names.frags[f].clone()).collect();
         // Mode 1: B rows are output columns ([N, K]); mode 2: B is [K, N] in 64-column blocks.
         let mode_b = if form.b_kn { 2 } else { 1 };
-        e.line("for (uint tsr_k = 0; tsr_k < 64u; tsr_k += 16u) {");
-        e.depth += 1;
-        e.line(&format!(
-            "simdgroup_matrix<{t}, 8, 8> tsr_ta[4], tsr_tb[4];"
-        ));
-        for blk in 0..4 {
-            let (bi_, bj) = (blk / 2, blk % 2);
-            e.line(&format!(
-                "tsr_sg_load_swz<{t}>(tsr_ta[{blk}], &{}[{ai}], uint({sid}) * 16u + {}u, tsr_k + {}u, 0u, ushort({lane}));",
-                ma.name,
-                8 * bi_,
-                8 * bj
-            ));
-        }
-        for (j, dn) in names.iter().enumerate() {
-            for blk in 0..4 {
-                let (bi_, bj) = (blk / 2, blk % 2);
-                e.line(&format!(
-                    "tsr_sg_load_swz<{t}>(tsr_tb[{blk}], &{}[{bi}], tsr_k + {}u, {}u, {mode_b}u, ushort({lane}));",
-                    mb.name,
-                    8 * bi_,
-                    16 * j + 8 * bj
-                ));
+        // A tile is gathered in a loop over K; operands in registers unroll it, one
+        // fragment per 16 columns.
+        let steps: Vec<(String, String)> = match a {
+            TileSource::Tile(..) => vec![("tsr_k".into(), "tsr_ta".into())],
+            TileSource::Frags(fa) => (0..4)
+                .map(|i| (format!("{}u", 16 * i), e.names.frags[fa[i]].clone()))
+                .collect(),
+        };
+        for (k, an) in steps {
+            if let TileSource::Tile(ma, ai) = a {
+                e.line("for (uint tsr_k = 0; tsr_k < 64u; tsr_k += 16u) {");
+                e.depth += 1;
+                e.line(&format!("simdgroup_matrix<{t}, 8, 8> tsr_ta[4];"));
+                for blk in 0..4 {
+                    let (bi_, bj) = (blk / 2, blk % 2);
+                    e.line(&format!(
+                        "tsr_sg_load_swz<{t}>(tsr_ta[{blk}], &{}[{ai}], uint({sid}) * 16u + {}u, tsr_k + {}u, 0u, ushort({lane}));",
+                        ma.name,
+                        8 * bi_,
+                        8 * bj
+                    ));
+                }
+            } else {
+                e.line("{");
+                e.depth += 1;
             }
-            mma_blocks(e, dn, "tsr_ta", "tsr_tb", dn);
+            e.line(&format!("simdgroup_matrix<{t}, 8, 8> tsr_tb[4];"));
+            for (j, dn) in names.iter().enumerate() {
+                for blk in 0..4 {
+                    let (bi_, bj) = (blk / 2, blk % 2);
+                    e.line(&format!(
+                        "tsr_sg_load_swz<{t}>(tsr_tb[{blk}], &{}[{bi}], {k} + {}u, {}u, {mode_b}u, ushort({lane}));",
+                        mb.name,
+                        8 * bi_,
+                        16 * j + 8 * bj
+                    ));
+                }
+                mma_blocks(e, dn, &an, "tsr_tb", dn);
+            }
+            e.depth -= 1;
+            e.line("}");
         }
-        e.depth -= 1;
-        e.line("}");
     }
 
     fn frag_mma(e: &mut Emitter<Msl>, d: usize, a: usize, b: usize, c: usize) {

@@ -12,7 +12,7 @@ use super::frag::to_f32;
 use super::group::Group;
 use super::mask::Mask;
 use crate::error::{Result, Violation};
-use tessera_ir::{swizzled_128b, Inst, MemRef, Op, ValueId};
+use tessera_ir::{swizzled_128b, Inst, MemRef, Op, TileA, ValueId};
 
 const SIMD: usize = 32;
 /// Threads of a warpgroup.
@@ -23,8 +23,10 @@ const WIDTH: usize = 64;
 /// An asynchronous tile product not yet waited for.
 pub(crate) struct ProductInFlight {
     accs: Vec<u32>,
-    /// `(threadgroup array, first element, elements)` of each tile.
-    tiles: [(u32, usize, usize); 2],
+    /// The A operands it reads from registers (none when A is a tile).
+    regs: Vec<u32>,
+    /// `(threadgroup array, first element, elements)` of each tile it reads.
+    tiles: Vec<(u32, usize, usize)>,
     /// The op that started it, for the end-of-kernel message.
     inst: Inst,
 }
@@ -35,7 +37,6 @@ impl Group<'_> {
         let Op::FragMmaTiles {
             accs,
             a,
-            a_index,
             b,
             b_index,
             asynchronous,
@@ -69,10 +70,16 @@ impl Group<'_> {
         for v in inst.op.operands() {
             self.check_clean(inst, m, v, "a matrix fragment op")?;
         }
-        let ai = self.tile_index(inst, *a_index, "a")?;
-        let bi = self.tile_index(inst, *b_index, "b")?;
         let simdgroups = self.n / SIMD;
-        let ta = self.read_tile(inst, (*a, ai), 16 * simdgroups, "a", false)?;
+        let (ta, tile_a) = match a {
+            TileA::Tile { mem, index } => {
+                let ai = self.tile_index(inst, *index, "a")?;
+                let t = self.read_tile(inst, (*mem, ai), 16 * simdgroups, "a", false)?;
+                (t, Some((*mem, ai)))
+            }
+            TileA::Frags(fa) => (self.register_tile(inst, fa)?, None),
+        };
+        let bi = self.tile_index(inst, *b_index, "b")?;
         let tb = self.read_tile(inst, (*b, bi), 16 * accs.len(), "b", *b_kn)?;
         for &f in accs {
             for g in 0..simdgroups {
@@ -105,13 +112,22 @@ impl Group<'_> {
         if !*asynchronous {
             // Its wait retires every product before it too.
             self.products.clear();
-        } else if let (MemRef::Shared(ka), MemRef::Shared(kb)) = (*a, *b) {
+        } else {
+            let mut tiles = Vec::new();
+            if let Some((MemRef::Shared(ka), ai)) = tile_a {
+                tiles.push((ka, ai, 16 * simdgroups * WIDTH));
+            }
+            if let MemRef::Shared(kb) = *b {
+                tiles.push((kb, bi, 16 * accs.len() * WIDTH));
+            }
+            let regs = match a {
+                TileA::Frags(fa) => fa.to_vec(),
+                TileA::Tile { .. } => vec![],
+            };
             self.products.push(ProductInFlight {
                 accs: accs.clone(),
-                tiles: [
-                    (ka, ai, 16 * simdgroups * WIDTH),
-                    (kb, bi, 16 * accs.len() * WIDTH),
-                ],
+                regs,
+                tiles,
                 inst: inst.clone(),
             });
         }
@@ -143,6 +159,13 @@ impl Group<'_> {
         if let Some(f) = inst.op.frags().into_iter().find(busy) {
             let name = self.p.kernel.body.frags[f as usize].name.clone();
             return Err(self.pending(inst, format!("uses accumulator `{name}`")));
+        }
+        // An op may read the A operands a product reads, never write them.
+        let read = |f: &u32| self.products.iter().any(|p| p.regs.contains(f));
+        let writes = !matches!(inst.op, Op::FragStore { .. });
+        if let Some(f) = inst.op.frags().first().filter(|f| writes && read(f)) {
+            let name = self.p.kernel.body.frags[*f as usize].name.clone();
+            return Err(self.pending(inst, format!("writes operand `{name}`")));
         }
         Ok(())
     }
@@ -212,6 +235,31 @@ impl Group<'_> {
             ));
         }
         Ok(first as usize)
+    }
+
+    /// Tile A from registers: simdgroup `g`'s rows `16g …` from its four A operands, as
+    /// f32, row-major `16·S × 64`.
+    fn register_tile(&self, inst: &Inst, fa: &[u32; 4]) -> Result<Vec<f32>> {
+        let simdgroups = self.n / SIMD;
+        let mut out = vec![0f32; 16 * simdgroups * WIDTH];
+        for (i, &f) in fa.iter().enumerate() {
+            for g in 0..simdgroups {
+                if !self.frag_set[f as usize][g] {
+                    let name = self.p.kernel.body.frags[f as usize].name.clone();
+                    return Err(self.unsupported_tiles(
+                        inst,
+                        (g * SIMD) as u32,
+                        format!("matrix fragment `{name}` is read before it is filled or loaded"),
+                    ));
+                }
+                let frag = &self.frags[f as usize][g * 256..(g + 1) * 256];
+                for r in 0..16 {
+                    let row = &mut out[(16 * g + r) * WIDTH + 16 * i..][..16];
+                    row.copy_from_slice(&frag[r * 16..r * 16 + 16]);
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// The logical `rows × 64` tile at `index` of threadgroup array `mem`, as f32, row-major;
