@@ -429,7 +429,13 @@ fn run_registers(
     for r in 0..rows {
         for c in 0..64 {
             // B's rows are output columns, or (`[K, N]`) its columns are.
-            let bkc = |k: usize| if kn == 0 { b[c * 64 + k] } else { b[k * 64 + c] };
+            let bkc = |k: usize| {
+                if kn == 0 {
+                    b[c * 64 + k]
+                } else {
+                    b[k * 64 + c]
+                }
+            };
             want[r * 64 + c] = (0..64).map(|k| a[r * 64 + k] * bkc(k)).sum();
         }
     }

@@ -46,9 +46,11 @@ impl CpuBackend {
                 kind: BackendKind::Cpu,
                 name: format!("cpu ({threads} threads, lock-step SIMT interpreter)"),
                 max_threads_per_group: 1024,
-                // The smallest limit among the GPUs supported (Apple: 32 KiB), so a kernel
-                // that passes here fits everywhere.
-                max_shared_bytes: 32 * 1024,
+                // The largest limit among the GPUs supported (an H100's or H200's 227 KiB):
+                // ops pick their configurations by the device's limit, and the interpreter
+                // checks the ones GPUs with that much run (the Metal emulator keeps Apple's
+                // 32 KiB, so the small configurations stay checked there).
+                max_shared_bytes: 227 * 1024,
                 simd_width: 32,
                 compute_units: threads,
                 memory_bytes: 0,

@@ -11,6 +11,10 @@ use super::checks::{dims, gqa, indexable, same_dim, same_float_dtype, scale_ok};
 use super::paged_rows::PageWalk;
 use super::prefill_mma::{prefill_mma_rows, sdpa_prefill_mma_kernel};
 use super::prefill_paged::{prefill_kv_row, prefill_page_scalars};
+use super::prefill_pipelined::{prefill_pipelined_shared_bytes, sdpa_prefill_pipelined_kernel};
+use super::prefill_tiles::{
+    prefill_tile_shared_bytes, sdpa_prefill_tiles_kernel, PREFILL_TILE_ROWS,
+};
 use super::prefill_varlen::varlen_rows;
 use super::softmax::{normalise_output, part_weight, score_weight, v_weight};
 use crate::error::{runtime, OpError};
@@ -271,33 +275,42 @@ pub(crate) fn prefill_launch(
     let paged = PageWalk::scalars(walk)[5];
     let (n_q, n_kv, n_q_heads, n_kv_heads) = (r.n_q, r.n_kv, r.n_q_heads, r.n_kv_heads);
     let (head_dim, causal, scale) = (r.head_dim, r.causal, r.scale);
-    if matches!(q.dtype(), DType::F16 | DType::BF16) {
-        let args = sdpa_prefill_mma_kernel::Args {
-            q,
-            k,
-            v,
-            out,
-            seqs,
-            n_q,
-            n_kv,
-            n_q_heads,
-            n_kv_heads,
-            causal,
-            scale,
-        };
-        let consts = sdpa_prefill_mma_kernel::Consts {
-            head_dim,
-            varlen,
-            paged,
-        };
-        sdpa_prefill_mma_kernel::launch(ctx, args, consts)
-            .grid([
+    let half = matches!(q.dtype(), DType::F16 | DType::BF16);
+    // The three f16/bf16 kernels take the same arguments.
+    macro_rules! launch_half {
+        ($kernel:ident, $rows:expr, $threads:expr) => {{
+            let args = $kernel::Args {
+                q,
+                k,
+                v,
+                out,
+                seqs,
+                n_q,
+                n_kv,
                 n_q_heads,
-                rows_q.div_ceil(prefill_mma_rows(head_dim)),
-                batch,
-            ])
-            .group_size(128)
-            .run()
+                n_kv_heads,
+                causal,
+                scale,
+            };
+            let consts = $kernel::Consts {
+                head_dim,
+                varlen,
+                paged,
+            };
+            $kernel::launch(ctx, args, consts)
+                .grid([n_q_heads, rows_q.div_ceil($rows), batch])
+                .group_size($threads)
+                .run()
+        }};
+    }
+    if half {
+        match half_prefill_kernel(ctx, head_dim) {
+            HalfPrefill::Pipelined => launch_half!(sdpa_prefill_pipelined_kernel, 128, 256),
+            HalfPrefill::Tiles => launch_half!(sdpa_prefill_tiles_kernel, PREFILL_TILE_ROWS, 256),
+            HalfPrefill::Fragments => {
+                launch_half!(sdpa_prefill_mma_kernel, prefill_mma_rows(head_dim), 128)
+            }
+        }
     } else {
         let args = sdpa_prefill_kernel::Args {
             q,
@@ -326,6 +339,33 @@ pub(crate) fn prefill_launch(
             .run()
     }
     .map_err(runtime(op))
+}
+
+/// The kernel of an f16/bf16 prefill.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HalfPrefill {
+    /// `prefill_pipelined`: tile products with the next block's scores under the softmax
+    /// (head_dim 64 and 128).
+    Pipelined,
+    /// `prefill_tiles`: tile products, block by block (head_dim a multiple of 64).
+    Tiles,
+    /// `prefill_mma`: matrix fragments on one simdgroup each (every head_dim, 32 KiB).
+    Fragments,
+}
+
+/// The kernel f16/bf16 prefill at `head_dim` runs on `ctx`: on tile products where the
+/// device's threadgroup memory holds their stages (CUDA and the CPU interpreter; not
+/// Apple GPUs' 32 KiB), else on fragments.
+pub fn half_prefill_kernel(ctx: &Context, head_dim: u32) -> HalfPrefill {
+    let shared = ctx.info().max_shared_bytes;
+    let tiles = head_dim.is_multiple_of(64);
+    if tiles && head_dim <= 128 && prefill_pipelined_shared_bytes(head_dim) <= shared {
+        HalfPrefill::Pipelined
+    } else if tiles && prefill_tile_shared_bytes(head_dim) <= shared {
+        HalfPrefill::Tiles
+    } else {
+        HalfPrefill::Fragments
+    }
 }
 
 /// The constexprs a prefill specialisation takes, in declaration order.

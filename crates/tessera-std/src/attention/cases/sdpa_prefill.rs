@@ -167,6 +167,16 @@ pub(crate) fn prefill_kernel_uses(varlen: bool) -> Vec<KernelUse> {
     for dt in [F16, BF16] {
         for d in PREFILL_HEAD_DIMS {
             v.push(use_of(&sdpa_prefill_mma_kernel::DEF, dt, &[d, flag, 0]));
+            if d % 64 == 0 {
+                v.push(use_of(&sdpa_prefill_tiles_kernel::DEF, dt, &[d, flag, 0]));
+            }
+            if d == 64 || d == 128 {
+                v.push(use_of(
+                    &sdpa_prefill_pipelined_kernel::DEF,
+                    dt,
+                    &[d, flag, 0],
+                ));
+            }
         }
     }
     v
@@ -185,7 +195,11 @@ pub(crate) fn prefill_benches() -> Vec<BenchCase> {
         let es = dt.size_bytes();
         v.push(BenchCase {
             op: "sdpa_prefill",
-            kernel: "sdpa_prefill_mma_kernel",
+            kernel: if d > 128 {
+                "sdpa_prefill_tiles_kernel"
+            } else {
+                "sdpa_prefill_pipelined_kernel"
+            },
             dtype: dt,
             shape: format!("n={n} hq={hq} hkv={hkv} d={d} causal"),
             bytes: ((2 * n * hq * d + 2 * n * hkv * d) * es) as u64,
