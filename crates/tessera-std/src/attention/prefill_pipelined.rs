@@ -15,6 +15,7 @@
 //!    block has a value that is not finite, the exact key-by-key sum of `prefill_tiles`),
 //!    zero `S_i`'s accumulators for `S_{i+2}`;
 //! 5. start `O += P_i·V_i`, left in flight into the next block.
+//!
 //! Every accumulator change happens with no product in flight (ptxas serialises warpgroup
 //! products around such changes otherwise).
 //! The stages a block refills were last read by products every warpgroup retired before
