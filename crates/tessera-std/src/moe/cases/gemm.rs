@@ -4,7 +4,7 @@
 //! tile, K down to 8; the schedule compared exactly with one counted from the offsets;
 //! rejections of offsets out of order or not ending at the rows (refused on the device,
 //! nothing written), an aliased output and a schedule of other rows; the specialisations;
-//! Qwen3-30B-A3B's expert MLP at a 4096-token prefill.
+//! Qwen3-30B-A3B's expert MLP at prefills of 4096 and 512 tokens.
 
 use super::*;
 use crate::decl::ParamValues;
@@ -297,15 +297,15 @@ pub(crate) fn gemm_kernels() -> Vec<KernelUse> {
     v
 }
 
-/// Qwen3-30B-A3B's expert MLP at a 4096-token prefill (32768 rows, top-8 of 128 experts),
-/// bf16: the gate/up projection with SiLU·mul (`[128, 1536, 2048]`) or the down projection
-/// (`[128, 2048, 768]`). The rows per expert are those of a seeded router-like routing
-/// (distinct experts per token); the schedule is built before timing (an engine builds it
-/// once per layer for both projections). The f64 reference (10¹¹ products) is left out:
-/// the cases check the kernel at small shapes.
+/// Qwen3-30B-A3B's expert MLP at a prefill of 4096 and of 512 tokens (32768 and 4096 rows,
+/// top-8 of 128 experts: about 256 and 32 rows an expert, the large and the small row
+/// tiles on CUDA), bf16: the gate/up projection with SiLU·mul (`[128, 1536, 2048]`) or
+/// the down projection (`[128, 2048, 768]`). The rows per expert are those of a seeded
+/// router-like routing (distinct experts per token); the schedule is built before timing
+/// (an engine builds it once per layer for both projections). The f64 reference (up to
+/// 10¹¹ products) is left out: the cases check the kernel at small shapes.
 fn benches_of(gated: bool) -> Vec<BenchCase> {
     let (experts, top_k, hidden, width) = QWEN3_MOE;
-    let tokens = 4096;
     let dtype = DType::BF16;
     let (n, k) = if gated {
         (width, hidden)
@@ -313,41 +313,51 @@ fn benches_of(gated: bool) -> Vec<BenchCase> {
         (hidden, width)
     };
     let wrows = if gated { 2 * n } else { n };
-    let rows = tokens * top_k;
-    let ids = routing(&mut CaseRng::new(0x9e11), tokens, top_k, experts, true);
-    let mut counts = vec![0usize; experts];
-    for &e in &ids {
-        counts[e as usize] += 1;
+    let mut v = Vec::new();
+    for tokens in [4096, 512] {
+        let rows = tokens * top_k;
+        let ids = routing(
+            &mut CaseRng::new(0x9e11 + tokens as u64),
+            tokens,
+            top_k,
+            experts,
+            true,
+        );
+        let mut counts = vec![0usize; experts];
+        for &e in &ids {
+            counts[e as usize] += 1;
+        }
+        let ends = ends_of(&counts);
+        let bytes = (rows * k + experts * wrows * k + rows * n) * dtype.size_bytes();
+        v.push(BenchCase {
+            op: op_name(gated),
+            kernel: "moe_gemm_kernel",
+            dtype,
+            shape: format!("R={rows} E={experts} N={n} K={k}"),
+            bytes: bytes as u64,
+            flops: (2 * rows * wrows * k) as u64,
+            quick: false,
+            prepare: Box::new(move |ctx, rng| {
+                let (_, schedule) = schedule_of(ctx, &ends, rows)?;
+                let (x, _) = random_tensor(ctx, rng, dtype, &[rows, k], -1.0, 1.0)?;
+                let (w, _) = random_tensor(ctx, rng, dtype, &[experts, wrows, k], -0.05, 0.05)?;
+                let y = ctx.full_nan(dtype, &[rows, n]).map_err(err)?;
+                let (c, o) = (ctx.clone(), y.clone());
+                Ok(PreparedBench {
+                    launch: Box::new(move || {
+                        if gated {
+                            moe_gemm_silu_mul(&c, &x, &w, &schedule, &o).map_err(err)
+                        } else {
+                            moe_gemm(&c, &x, &w, &schedule, &o).map_err(err)
+                        }
+                    }),
+                    output: y,
+                    reference: Vec::new(),
+                })
+            }),
+        });
     }
-    let ends = ends_of(&counts);
-    let bytes = (rows * k + experts * wrows * k + rows * n) * dtype.size_bytes();
-    vec![BenchCase {
-        op: op_name(gated),
-        kernel: "moe_gemm_kernel",
-        dtype,
-        shape: format!("R={rows} E={experts} N={n} K={k}"),
-        bytes: bytes as u64,
-        flops: (2 * rows * wrows * k) as u64,
-        quick: false,
-        prepare: Box::new(move |ctx, rng| {
-            let (_, schedule) = schedule_of(ctx, &ends, rows)?;
-            let (x, _) = random_tensor(ctx, rng, dtype, &[rows, k], -1.0, 1.0)?;
-            let (w, _) = random_tensor(ctx, rng, dtype, &[experts, wrows, k], -0.05, 0.05)?;
-            let y = ctx.full_nan(dtype, &[rows, n]).map_err(err)?;
-            let (c, o) = (ctx.clone(), y.clone());
-            Ok(PreparedBench {
-                launch: Box::new(move || {
-                    if gated {
-                        moe_gemm_silu_mul(&c, &x, &w, &schedule, &o).map_err(err)
-                    } else {
-                        moe_gemm(&c, &x, &w, &schedule, &o).map_err(err)
-                    }
-                }),
-                output: y,
-                reference: Vec::new(),
-            })
-        }),
-    }]
+    v
 }
 
 pub(crate) fn gemm_benches() -> Vec<BenchCase> {
