@@ -664,7 +664,8 @@ def moe_peers(p, dt, nsets, gated):
 
 def moe_gemm_peers(p, dt, nsets, gated):
     """PyTorch's forms of the contiguous grouped GEMM of MoE prefill on the same call as
-    ours: x [R, K] already grouped by expert, offs the experts' end rows (int32 cumulative
+    ours (for the MLX-affine experts, the dense bf16 form they replace): x [R, K] already
+    grouped by expert, offs the experts' end rows (int32 cumulative
     counts of a random routing), w [E, N, K] (gated: [E, 2N, K], SiLU·mul after):
     `torch._grouped_mm` (then, gated, silu(h[:, :N])·h[:, N:]), and the per-expert loop of
     matmuls over the experts' row ranges."""
@@ -755,8 +756,8 @@ def peers_for(row, nsets):
         return fft_peers(p, dt, nsets)
     if op in ("moe_gemv", "moe_gemv_silu_mul", "moe_qgemv", "moe_qgemv_silu_mul"):
         return moe_peers(p, dt, nsets, op.endswith("_silu_mul"))
-    if op in ("moe_gemm", "moe_gemm_silu_mul"):
-        return moe_gemm_peers(p, dt, nsets, op == "moe_gemm_silu_mul")
+    if op in ("moe_gemm", "moe_gemm_silu_mul", "moe_qgemm", "moe_qgemm_silu_mul"):
+        return moe_gemm_peers(p, dt, nsets, op.endswith("_silu_mul"))
     return []
 
 

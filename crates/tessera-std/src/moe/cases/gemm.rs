@@ -24,7 +24,7 @@ fn op_name(gated: bool) -> &'static str {
 }
 
 /// The experts' end rows (cumulative counts), as f64.
-fn ends_of(counts: &[usize]) -> Vec<f64> {
+pub(super) fn ends_of(counts: &[usize]) -> Vec<f64> {
     counts
         .iter()
         .scan(0, |at, &c| {
@@ -35,7 +35,7 @@ fn ends_of(counts: &[usize]) -> Vec<f64> {
 }
 
 /// Builds the schedule of `ends` on the device.
-fn schedule_of(
+pub(super) fn schedule_of(
     ctx: &Context,
     ends: &[f64],
     rows: usize,

@@ -6,6 +6,7 @@ mod combine;
 mod gemm;
 mod gemv;
 mod permute;
+mod qgemm;
 mod qgemv;
 mod route;
 
@@ -17,6 +18,9 @@ pub(super) use gemv::{
     gemv_benches, gemv_cases, gemv_kernels, gemv_silu_mul_benches, gemv_silu_mul_cases,
 };
 pub(super) use permute::{permute_benches, permute_cases, permute_kernels};
+pub(super) use qgemm::{
+    qgemm_benches, qgemm_cases, qgemm_kernels, qgemm_silu_mul_benches, qgemm_silu_mul_cases,
+};
 pub(super) use qgemv::{
     qgemv_benches, qgemv_cases, qgemv_kernels, qgemv_silu_mul_benches, qgemv_silu_mul_cases,
 };
