@@ -1,7 +1,7 @@
 //! Cases of `moe_gemm` and `moe_gemm_silu_mul` (the weights of experts with no rows hold
 //! NaN, so reading one fails the case): f16 and bf16 over unbalanced experts (0, 1 and 17
 //! rows, rows past a tile, one expert with every row, random counts), N and K off the
-//! tile, K down to 8; the schedule compared exactly with one counted from the offsets;
+//! tile, K down to 8, columns over several of CUDA's large tiles; the schedule compared exactly with one counted from the offsets;
 //! rejections of offsets out of order or not ending at the rows (refused on the device,
 //! nothing written), an aliased output and a schedule of other rows; the specialisations;
 //! Qwen3-30B-A3B's expert MLP at prefills of 4096 and 512 tokens.
@@ -195,6 +195,15 @@ fn cases_of(gated: bool) -> Vec<Case> {
             v.push(correct(dtype, counts, n, k, gated));
         }
     }
+    // Enough rows an expert for CUDA's 128-row tiles, and more than one of its 256-column
+    // (gated 128-column) tiles.
+    v.push(correct(
+        DType::BF16,
+        Counts::Fixed(&[130, 70]),
+        264,
+        64,
+        gated,
+    ));
     let op = op_name(gated);
     v.push(bad_offsets(
         gated,

@@ -107,6 +107,14 @@ fn cases_of(gated: bool) -> Vec<Case> {
             gated,
         ));
     }
+    // Enough rows an expert for CUDA's 128-row tiles, and more than one 128-column tile.
+    v.push(correct(
+        DType::BF16,
+        &[150, 0, 50],
+        (140, 64),
+        (4, 64),
+        gated,
+    ));
     v.push(decreasing_offsets(gated));
     v
 }
