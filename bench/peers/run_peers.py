@@ -26,7 +26,8 @@ matmul with the scaled Hadamard matrix (for n = m·2^k the Kronecker product wit
 H_m) and Dao-AILab's fast_hadamard_transform where it is installed; for fft torch.fft.fft
 (cuFFT) on complex64;
 for the MoE expert projections (dense and MLX-affine experts) `torch._grouped_mm` over the
-pairs sorted by expert and the per-expert loop; for the fused gate/up SiLU·mul GEMV and
+pairs sorted by expert and the per-expert loop, and for the prefill grouped GEMM the same
+two on rows already grouped by expert; for the fused gate/up SiLU·mul GEMV and
 the fused RMSNorm + per-token quantization, the unfused PyTorch sequence eager and under
 torch.compile.
 
@@ -661,6 +662,43 @@ def moe_peers(p, dt, nsets, gated):
     return out
 
 
+def moe_gemm_peers(p, dt, nsets, gated):
+    """PyTorch's forms of the contiguous grouped GEMM of MoE prefill on the same call as
+    ours (for the MLX-affine experts, the dense bf16 form they replace): x [R, K] already
+    grouped by expert, offs the experts' end rows (int32 cumulative
+    counts of a random routing), w [E, N, K] (gated: [E, 2N, K], SiLU·mul after):
+    `torch._grouped_mm` (then, gated, silu(h[:, :N])·h[:, N:]), and the per-expert loop of
+    matmuls over the experts' row ranges."""
+    r, e, n, kk = p["R"], p["E"], p["N"], p["K"]
+    rows = 2 * n if gated else n
+    w = rnd((e, rows, kk), dt, -0.05, 0.05)
+    sets = []
+    for _ in range(nsets):
+        counts = torch.bincount(torch.randint(0, e, (r,), device=DEV), minlength=e)
+        offs = torch.cumsum(counts, 0).to(torch.int32)
+        bounds = [0] + offs.tolist()
+        sets.append((rnd((r, kk), dt), offs, bounds))
+
+    def finish(h):
+        return F.silu(h[:, :n]) * h[:, n:] if gated else h
+
+    def grouped(x, offs, bounds):
+        return finish(torch._grouped_mm(x, w.transpose(-2, -1), offs=offs))
+
+    def loop(x, offs, bounds):
+        y = torch.empty((r, n), device=DEV, dtype=dt)
+        for ex in range(e):
+            lo, hi = bounds[ex], bounds[ex + 1]
+            if hi > lo:
+                y[lo:hi] = finish(x[lo:hi] @ w[ex].T)
+        return y
+
+    out = [("torch_expert_loop", [(lambda s=s: loop(*s)) for s in sets])]
+    if hasattr(torch, "_grouped_mm"):
+        out.insert(0, ("torch_grouped_mm", [(lambda s=s: grouped(*s)) for s in sets]))
+    return out
+
+
 def peers_for(row, nsets):
     p, dt, op = row["params"], DT[row["dtype"]], row["op"]
     if op == "sdpa_decode":
@@ -718,6 +756,8 @@ def peers_for(row, nsets):
         return fft_peers(p, dt, nsets)
     if op in ("moe_gemv", "moe_gemv_silu_mul", "moe_qgemv", "moe_qgemv_silu_mul"):
         return moe_peers(p, dt, nsets, op.endswith("_silu_mul"))
+    if op in ("moe_gemm", "moe_gemm_silu_mul", "moe_qgemm", "moe_qgemm_silu_mul"):
+        return moe_gemm_peers(p, dt, nsets, op.endswith("_silu_mul"))
     return []
 
 

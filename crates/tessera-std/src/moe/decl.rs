@@ -1,9 +1,12 @@
 //! The declarations of the MoE ops: the router, the permute, the grouped GEMVs (plain and
-//! with the fused SiLU·mul) and the combine.
+//! with the fused SiLU·mul), the combine and the grouped GEMMs of prefill (dense and affine).
 
 #[cfg(feature = "cases")]
 use super::{cases, reference};
-use super::{gemv, moe_combine, moe_permute, moe_route, MoeCheck, MoePlan, RouteConfig, Scoring};
+use super::{
+    gemm, gemv, moe_combine, moe_gemm_schedule, moe_permute, moe_route, MoeCheck, MoeGemmSchedule,
+    MoePlan, RouteConfig, Scoring,
+};
 #[cfg(feature = "cases")]
 use crate::decl::RefArgs;
 use crate::decl::{
@@ -582,5 +585,330 @@ inventory::submit! {
         cases: cases::qgemv_silu_mul_cases,
         #[cfg(feature = "cases")]
         benches: cases::qgemv_silu_mul_benches,
+    }
+}
+
+// ── moe_gemm, moe_gemm_silu_mul ──────────────────────────────────────────────────────
+
+/// A declared grouped GEMM's scratch: the tile schedule and the offset check's word.
+pub(super) struct GemmWorkspace {
+    schedule: MoeGemmSchedule,
+    check: MoeCheck,
+}
+
+fn gemm_workspace(ctx: &Context, a: &OpArgs) -> Result<crate::decl::Workspace, OpError> {
+    let experts = a.input("w")?.shape().first().copied().unwrap_or(1);
+    let rows = a.input("x")?.shape().first().copied().unwrap_or(1);
+    Ok(Box::new(GemmWorkspace {
+        schedule: MoeGemmSchedule::new(ctx, experts.clamp(1, super::MAX_EXPERTS), rows.max(1))?,
+        check: MoeCheck::new(ctx)?,
+    }))
+}
+
+/// Checks the GEMM's shapes, then builds the schedule from the offsets (checked on the
+/// device) and runs it.
+fn gemm_call(ctx: &Context, a: &OpArgs, gated: bool) -> Result<(), OpError> {
+    let op = a.op.name;
+    let ws = a.workspace::<GemmWorkspace>()?;
+    let (x, w, y, offsets) = (
+        a.input("x")?,
+        a.input("w")?,
+        a.output("y")?,
+        a.input("offsets")?,
+    );
+    crate::validate::dtype_is(op, "offsets", offsets, DType::U32)?;
+    let experts = w.shape().first().copied().unwrap_or(0);
+    if offsets.shape() != [experts] {
+        return Err(OpError::invalid(
+            op,
+            format!(
+                "`offsets` must be [experts = {experts}] (w's experts; each expert's end row), got shape {:?}",
+                offsets.shape()
+            ),
+        ));
+    }
+    gemm::validate(op, x, w, &ws.schedule, y, gated)?;
+    moe_gemm_schedule(ctx, offsets, &ws.schedule, &ws.check)?;
+    if gated {
+        super::moe_gemm_silu_mul(ctx, x, w, &ws.schedule, y)
+    } else {
+        super::moe_gemm(ctx, x, w, &ws.schedule, y)
+    }
+}
+
+#[cfg(feature = "cases")]
+fn gemm_reference(r: &RefArgs, gated: bool) -> Result<Vec<Vec<f64>>, OpError> {
+    let (rows, k) = (r.dim("R")?, r.dim("K")?);
+    let n = if gated {
+        half_rows(r, "w")?
+    } else {
+        r.dim("N")?
+    };
+    Ok(vec![reference::grouped_gemm(
+        r.data("x")?,
+        r.data("w")?,
+        r.data("offsets")?,
+        (rows, n, k),
+        gated,
+    )])
+}
+
+const HALVES: &[DType] = &[DType::F16, DType::BF16];
+const GEMM_OFFSETS: TensorDecl = TensorDecl::new(
+    "offsets",
+    &["E"],
+    DtypeRule::OneOf(U32),
+    "where each expert's rows end (cumulative counts, torch._grouped_mm's offs): expert e owns rows offsets[e−1] .. offsets[e]",
+);
+
+const GEMM_INVARIANTS: &[&str] = &[
+    "x, w and y share one dtype, f16 or bf16; offsets is u32 [E]",
+    "x is a non-empty [R, K] with K a multiple of 8; w is [E, N, K] (silu_mul: [E, 2·I, K]) with 1 ≤ E ≤ 1024; y is [R, N] (silu_mul: [R, I])",
+    "offsets never decrease and the last is R (checked on the device by moe_gemm_schedule before anything is written; hand-written cases)",
+    "y aliases no input; element counts fit u32 (a hand-written case)",
+];
+
+const GEMM_VARIANTS: &[VariantDecl] = &[VariantDecl {
+    name: "moe_gemm_kernel",
+    when: "warpgroup tile products on a tile schedule built on the device from the offsets (moe_gemm_schedule_kernel): a threadgroup per (expert row tile, column tile), x and the expert's weights by 16-byte asynchronous copies masked at the expert's rows, K 64 at a time a few tiles ahead; 128 × 256 tiles (gated 128 × 128 outputs) on CUDA when the experts average 64 rows or more, 64 × 128 below, 64 × 32 on the CPU and Metal",
+}];
+
+inventory::submit! {
+    OpDecl {
+        name: "moe_gemm",
+        family: "moe",
+        summary: "contiguous grouped GEMM of MoE prefill: the rows of x grouped by expert (expert e's rows end at offsets[e]), y[rows_e] = x[rows_e]·w[e]ᵀ, on warpgroup tile products",
+        inputs: &[
+            TensorDecl::new("x", &["R", "K"], DtypeRule::OneOf(HALVES), "the rows, grouped by expert (a permute's output)"),
+            GEMM_OFFSETS,
+            TensorDecl::new("w", &["E", "N", "K"], DtypeRule::Like("x"), "the experts' weights, [N, K] each (torch.nn.Linear's layout)"),
+        ],
+        outputs: &[OutputDecl { name: "y", shape: &["R", "N"], dtype: DtypeRule::Like("x"), shape_from: ShapeFrom::Dims, doc: "each row times its expert's weights, accumulated in f32" }],
+        params: &[],
+        invariants: GEMM_INVARIANTS,
+        rejections: &[
+            Rejection { invariant: 0, by: Break::Dtype("x", DType::F32), reason: "`x` must be one of f16, bf16" },
+            Rejection { invariant: 0, by: Break::Dtype("offsets", DType::I32), reason: "`offsets` must be u32" },
+            Rejection { invariant: 1, by: Break::InputDim("x", "K", 36), reason: "K a multiple of 8" },
+            Rejection { invariant: 1, by: Break::InputDim("w", "K", 48), reason: "`w` must be [experts, N, K = 40]" },
+            Rejection { invariant: 1, by: Break::InputDim("offsets", "E", 5), reason: "`offsets` must be [experts = 4]" },
+        ],
+        variants: GEMM_VARIANTS,
+        // Every offset at R (drawn from [20, 20.5), stored as 20): all rows are expert 0's.
+        example: Example { dims: &[("R", 20), ("E", 4), ("N", 24), ("K", 40)], params: &[], ranges: &[("offsets", 20.0, 20.5)], with: &[] },
+        workspace: Some(WorkspaceDecl { bytes: "12·slots + 4, slots = min(R, ⌈R/64⌉ + E) (⌈R/128⌉ with CUDA's large tiles): the tile schedule and the offset check's word", make: gemm_workspace }),
+        accuracy: Accuracy::STANDARD,
+        call: |ctx, a| gemm_call(ctx, a, false),
+        #[cfg(feature = "cases")]
+        reference: |r| gemm_reference(r, false),
+        #[cfg(feature = "cases")]
+        kernels: cases::gemm_kernels,
+        #[cfg(feature = "cases")]
+        cases: cases::gemm_cases,
+        #[cfg(feature = "cases")]
+        benches: cases::gemm_benches,
+    }
+}
+
+inventory::submit! {
+    OpDecl {
+        name: "moe_gemm_silu_mul",
+        family: "moe",
+        summary: "the expert MLP's gate/up half for MoE prefill in one pass: y[rows_e] = silu(x[rows_e]·gateᵀ)·(x[rows_e]·upᵀ) over the stacked gate_up weight [E, 2·I, K], rows grouped by expert",
+        inputs: &[
+            TensorDecl::new("x", &["R", "K"], DtypeRule::OneOf(HALVES), "the rows, grouped by expert (a permute's output)"),
+            GEMM_OFFSETS,
+            TensorDecl::new("w", &["E", "2·I", "K"], DtypeRule::Like("x"), "each expert's gate rows (0..I) then up rows (I..2·I)"),
+        ],
+        outputs: &[OutputDecl { name: "y", shape: &["R", "I"], dtype: DtypeRule::Like("x"), shape_from: ShapeFrom::Derived(|a| gemm_rows_by_half(a, "w")), doc: "silu(gate)·up per row, in f32 until the store" }],
+        params: &[],
+        invariants: GEMM_INVARIANTS,
+        rejections: &[
+            Rejection { invariant: 0, by: Break::Dtype("w", DType::BF16), reason: "`w` must be f16" },
+            Rejection { invariant: 1, by: Break::InputDim("w", "K", 32), reason: "`w` must be [experts, 2·I, K = 40]" },
+        ],
+        variants: GEMM_VARIANTS,
+        example: Example { dims: &[("R", 20), ("E", 4), ("I", 12), ("K", 40)], params: &[], ranges: &[("offsets", 20.0, 20.5)], with: &[] },
+        workspace: Some(WorkspaceDecl { bytes: "12·slots + 4, slots = min(R, ⌈R/64⌉ + E) (⌈R/128⌉ with CUDA's large tiles): the tile schedule and the offset check's word", make: gemm_workspace }),
+        accuracy: Accuracy::STANDARD,
+        call: |ctx, a| gemm_call(ctx, a, true),
+        #[cfg(feature = "cases")]
+        reference: |r| gemm_reference(r, true),
+        #[cfg(feature = "cases")]
+        kernels: cases::gemm_kernels,
+        #[cfg(feature = "cases")]
+        cases: cases::gemm_silu_mul_cases,
+        #[cfg(feature = "cases")]
+        benches: cases::gemm_silu_mul_benches,
+    }
+}
+
+/// `[R, I]` of a gated grouped GEMM: `I` is half the weight's second dimension.
+fn gemm_rows_by_half(a: &OpArgs, weight: &str) -> Result<Vec<usize>, OpError> {
+    let rows = a.input("x")?.shape().first().copied().unwrap_or(0);
+    let wrows = a.input(weight)?.shape().get(1).copied().unwrap_or(0);
+    Ok(vec![rows, wrows / 2])
+}
+
+// ── moe_qgemm, moe_qgemm_silu_mul ────────────────────────────────────────────────────
+
+/// Checks the quantized GEMM's shapes, then builds the schedule from the offsets (checked
+/// on the device) and runs it.
+fn qgemm_call(ctx: &Context, a: &OpArgs, gated: bool) -> Result<(), OpError> {
+    let op = a.op.name;
+    let ws = a.workspace::<GemmWorkspace>()?;
+    let (x, y, offsets) = (a.input("x")?, a.output("y")?, a.input("offsets")?);
+    let w = super::AffineExperts {
+        packed: a.input("packed")?,
+        scales: a.input("scales")?,
+        biases: a.input("biases")?,
+        bits: a.params.u32("bits")?,
+        group_size: a.params.u32("group_size")?,
+    };
+    crate::validate::dtype_is(op, "offsets", offsets, DType::U32)?;
+    let experts = w.packed.shape().first().copied().unwrap_or(0);
+    if offsets.shape() != [experts] {
+        return Err(OpError::invalid(
+            op,
+            format!(
+                "`offsets` must be [experts = {experts}] (packed's experts; each expert's end row), got shape {:?}",
+                offsets.shape()
+            ),
+        ));
+    }
+    super::qgemm::validate(op, x, &w, &ws.schedule, y, gated)?;
+    moe_gemm_schedule(ctx, offsets, &ws.schedule, &ws.check)?;
+    if gated {
+        super::moe_qgemm_silu_mul(ctx, x, &w, &ws.schedule, y)
+    } else {
+        super::moe_qgemm(ctx, x, &w, &ws.schedule, y)
+    }
+}
+
+fn qgemm_workspace(ctx: &Context, a: &OpArgs) -> Result<crate::decl::Workspace, OpError> {
+    let experts = a.input("packed")?.shape().first().copied().unwrap_or(1);
+    let rows = a.input("x")?.shape().first().copied().unwrap_or(1);
+    Ok(Box::new(GemmWorkspace {
+        schedule: MoeGemmSchedule::new(ctx, experts.clamp(1, super::MAX_EXPERTS), rows.max(1))?,
+        check: MoeCheck::new(ctx)?,
+    }))
+}
+
+#[cfg(feature = "cases")]
+fn qgemm_reference(r: &RefArgs, gated: bool) -> Result<Vec<Vec<f64>>, OpError> {
+    let (bits, group) = (r.params.u32("bits")?, r.params.usize("group_size")?);
+    let (rows, experts, k) = (r.dim("R")?, r.dim("E")?, r.dim("KG")? * group);
+    let n = if gated {
+        half_rows(r, "packed")?
+    } else {
+        r.dim("N")?
+    };
+    let wrows = if gated { 2 * n } else { n };
+    let dtype = r.input("x")?.dtype;
+    let w: Vec<f64> = reference::affine_weights(
+        r.data("packed")?,
+        r.data("scales")?,
+        r.data("biases")?,
+        (experts * wrows, k),
+        bits,
+        group,
+    )
+    .into_iter()
+    .map(|v| crate::elementwise::reference::round_to(dtype, v))
+    .collect();
+    Ok(vec![reference::grouped_gemm(
+        r.data("x")?,
+        &w,
+        r.data("offsets")?,
+        (rows, n, k),
+        gated,
+    )])
+}
+
+const QGEMM_INVARIANTS: &[&str] = &[
+    "bits is 2, 3, 4, 5, 6 or 8; group_size is 32, 64 or 128",
+    "x is a non-empty f16 or bf16 [R, K] with K a multiple of group_size; offsets u32 [E]",
+    "packed is u32 [E, N, K·bits/32] (silu_mul: [E, 2·I, …]) with 1 ≤ E ≤ 1024; scales and biases [E, N, K/group_size] in x's dtype; y [R, N] (silu_mul: [R, I])",
+    "offsets never decrease and the last is R (checked on the device by moe_gemm_schedule before anything is written)",
+    "y aliases no input; element counts fit u32",
+];
+
+const QGEMM_VARIANTS: &[VariantDecl] = &[VariantDecl {
+    name: "moe_qgemm_kernel",
+    when: "moe_gemm_kernel's schedule and x tiles with affine_qgemm_kernel's weight tiles: two units of 32 codes a tile row dequantized by the threads (scale·q + bias in f32, rounded to x's dtype) into two swizzled buffers, the next tile's words loaded before each product; 128 × 128 tiles on CUDA when the experts average 64 rows or more, 64 × 128 below, 64 × 32 on the CPU and Metal",
+}];
+
+inventory::submit! {
+    OpDecl {
+        name: "moe_qgemm",
+        family: "moe",
+        summary: "contiguous grouped GEMM of MoE prefill over experts in MLX's affine format (an MLX SwitchLinear): y[rows_e] = x[rows_e]·dequant(W[e])ᵀ, rows grouped by expert, the weights dequantized into the tiles, never to memory",
+        inputs: &[
+            TensorDecl::new("x", &["R", "K"], DtypeRule::OneOf(HALVES), "the rows, grouped by expert (a permute's output)"),
+            GEMM_OFFSETS,
+            TensorDecl::new("packed", &["E", "N", "KW"], DtypeRule::OneOf(U32), "each expert's codes, KW = K·bits/32 words per row (MLX's layout)"),
+            TensorDecl::new("scales", &["E", "N", "KG"], DtypeRule::Like("x"), "one scale per group, KG = K/group_size"),
+            TensorDecl::new("biases", &["E", "N", "KG"], DtypeRule::Like("x"), "one bias per group"),
+        ],
+        outputs: &[OutputDecl { name: "y", shape: &["R", "N"], dtype: DtypeRule::Like("x"), shape_from: ShapeFrom::Dims, doc: "each row times its expert's dequantized weights (rounded to x's dtype), accumulated in f32" }],
+        params: &[BITS, GROUP_SIZE],
+        invariants: QGEMM_INVARIANTS,
+        rejections: &[
+            Rejection { invariant: 0, by: Break::Param("bits", "7"), reason: "bits must be one of 2, 3, 4, 5, 6, 8" },
+            Rejection { invariant: 1, by: Break::Dtype("x", DType::F32), reason: "`x` must be one of f16, bf16" },
+            Rejection { invariant: 1, by: Break::InputDim("x", "K", 96), reason: "must be a positive multiple of the group size 64" },
+            Rejection { invariant: 1, by: Break::InputDim("offsets", "E", 5), reason: "`offsets` must be [experts = 4]" },
+            Rejection { invariant: 2, by: Break::InputDim("packed", "KW", 12), reason: "`packed` must be [experts (1..=1024), rows, 16]" },
+            Rejection { invariant: 2, by: Break::InputDim("scales", "KG", 3), reason: "`scales` must have shape [4, 24, 2]" },
+        ],
+        variants: QGEMM_VARIANTS,
+        // Every offset at R (drawn from [20, 20.5), stored as 20): all rows are expert 0's.
+        example: Example { dims: &[("R", 20), ("E", 4), ("N", 24), ("K", 128), ("KW", 16), ("KG", 2)], params: &[("bits", "4"), ("group_size", "64")], ranges: &[Q_PACKED_RANGE, ("offsets", 20.0, 20.5)], with: &[] },
+        workspace: Some(WorkspaceDecl { bytes: "12·slots + 4, slots = min(R, ⌈R/64⌉ + E) (⌈R/128⌉ with CUDA's large tiles): the tile schedule and the offset check's word", make: qgemm_workspace }),
+        accuracy: Accuracy::STANDARD,
+        call: |ctx, a| qgemm_call(ctx, a, false),
+        #[cfg(feature = "cases")]
+        reference: |r| qgemm_reference(r, false),
+        #[cfg(feature = "cases")]
+        kernels: cases::qgemm_kernels,
+        #[cfg(feature = "cases")]
+        cases: cases::qgemm_cases,
+        #[cfg(feature = "cases")]
+        benches: cases::qgemm_benches,
+    }
+}
+
+inventory::submit! {
+    OpDecl {
+        name: "moe_qgemm_silu_mul",
+        family: "moe",
+        summary: "the expert MLP's gate/up half for MoE prefill over MLX affine experts in one pass: silu(x·Ĝᵀ)·(x·Ûᵀ) from packed gate_up codes [E, 2·I, K·bits/32], rows grouped by expert",
+        inputs: &[
+            TensorDecl::new("x", &["R", "K"], DtypeRule::OneOf(HALVES), "the rows, grouped by expert (a permute's output)"),
+            GEMM_OFFSETS,
+            TensorDecl::new("packed", &["E", "2·I", "KW"], DtypeRule::OneOf(U32), "each expert's gate rows then up rows, KW = K·bits/32 words per row"),
+            TensorDecl::new("scales", &["E", "2·I", "KG"], DtypeRule::Like("x"), "one scale per group, KG = K/group_size"),
+            TensorDecl::new("biases", &["E", "2·I", "KG"], DtypeRule::Like("x"), "one bias per group"),
+        ],
+        outputs: &[OutputDecl { name: "y", shape: &["R", "I"], dtype: DtypeRule::Like("x"), shape_from: ShapeFrom::Derived(|a| gemm_rows_by_half(a, "packed")), doc: "silu(gate)·up per row, in f32 until the store" }],
+        params: &[BITS, GROUP_SIZE],
+        invariants: QGEMM_INVARIANTS,
+        rejections: &[
+            Rejection { invariant: 0, by: Break::Param("group_size", "48"), reason: "group_size must be 32, 64 or 128" },
+            Rejection { invariant: 2, by: Break::InputDim("biases", "KG", 3), reason: "`biases` must have shape [4, 24, 2]" },
+        ],
+        variants: QGEMM_VARIANTS,
+        example: Example { dims: &[("R", 20), ("E", 4), ("I", 12), ("K", 128), ("KW", 16), ("KG", 2)], params: &[("bits", "4"), ("group_size", "64")], ranges: &[Q_PACKED_RANGE, ("offsets", 20.0, 20.5)], with: &[] },
+        workspace: Some(WorkspaceDecl { bytes: "12·slots + 4, slots = min(R, ⌈R/64⌉ + E) (⌈R/128⌉ with CUDA's large tiles): the tile schedule and the offset check's word", make: qgemm_workspace }),
+        accuracy: Accuracy::STANDARD,
+        call: |ctx, a| qgemm_call(ctx, a, true),
+        #[cfg(feature = "cases")]
+        reference: |r| qgemm_reference(r, true),
+        #[cfg(feature = "cases")]
+        kernels: cases::qgemm_kernels,
+        #[cfg(feature = "cases")]
+        cases: cases::qgemm_silu_mul_cases,
+        #[cfg(feature = "cases")]
+        benches: cases::qgemm_silu_mul_benches,
     }
 }

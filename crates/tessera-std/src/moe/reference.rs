@@ -183,3 +183,37 @@ pub fn affine_weights(
         })
         .collect()
 }
+
+/// The contiguous grouped GEMM: expert `e` owns rows `ends[e − 1] .. ends[e]` of `x`
+/// `[rows, k]` (`ends[−1]` = 0) and `y[r, :] = x[r]·w[e]ᵀ` over its `[n_rows, k]` weights;
+/// gated: `silu(gate)·up` over the first and second halves of its rows. `n` output columns.
+pub fn grouped_gemm(
+    x: &[f64],
+    w: &[f64],
+    ends: &[f64],
+    (rows, n, k): (usize, usize, usize),
+    gated: bool,
+) -> Vec<f64> {
+    let wrows = if gated { 2 * n } else { n };
+    let mut y = Vec::with_capacity(rows * n);
+    let mut begin = 0;
+    for (e, &end) in ends.iter().enumerate() {
+        let end = end as usize;
+        for r in begin..end {
+            let xr = &x[r * k..][..k];
+            let dot = |row: usize| -> f64 {
+                let wr = &w[(e * wrows + row) * k..][..k];
+                xr.iter().zip(wr).map(|(a, b)| a * b).sum()
+            };
+            for c in 0..n {
+                y.push(if gated {
+                    silu(dot(c)) * dot(n + c)
+                } else {
+                    dot(c)
+                });
+            }
+        }
+        begin = end;
+    }
+    y
+}

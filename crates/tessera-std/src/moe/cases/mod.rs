@@ -3,16 +3,24 @@
 //! from them, and exact comparisons of integer outputs.
 
 mod combine;
+mod gemm;
 mod gemv;
 mod permute;
+mod qgemm;
 mod qgemv;
 mod route;
 
 pub(super) use combine::{combine_benches, combine_cases, combine_kernels};
+pub(super) use gemm::{
+    gemm_benches, gemm_cases, gemm_kernels, gemm_silu_mul_benches, gemm_silu_mul_cases,
+};
 pub(super) use gemv::{
     gemv_benches, gemv_cases, gemv_kernels, gemv_silu_mul_benches, gemv_silu_mul_cases,
 };
 pub(super) use permute::{permute_benches, permute_cases, permute_kernels};
+pub(super) use qgemm::{
+    qgemm_benches, qgemm_cases, qgemm_kernels, qgemm_silu_mul_benches, qgemm_silu_mul_cases,
+};
 pub(super) use qgemv::{
     qgemv_benches, qgemv_cases, qgemv_kernels, qgemv_silu_mul_benches, qgemv_silu_mul_cases,
 };
