@@ -463,8 +463,7 @@ inventory::submit! {
         ],
         rejections: &[Rejection { invariant: 3, by: Break::Dim("n_kv", 4), reason: "must be at least n_q" }, Rejection { invariant: 1, by: Break::Dim("head_dim", 512), reason: "head_dim 512 is not supported" }, Rejection { invariant: 0, by: Break::Alias("out", "q"), reason: "aliases `q`" }],
         variants: &[
-            VariantDecl { name: "sdpa_prefill_pipelined_kernel", when: "f16 and bf16, head_dim 64 or 128, where threadgroup memory holds its stages (CUDA, CPU): warpgroup tile products, the next block's scores under the softmax" },
-            VariantDecl { name: "sdpa_prefill_tiles_kernel", when: "f16 and bf16, head_dim 192 or 256, likewise: warpgroup tile products, block by block" },
+            VariantDecl { name: "sdpa_prefill_tiles_kernel", when: "f16 and bf16, head_dim a multiple of 64, where threadgroup memory holds its tiles (CUDA, CPU): warpgroup tile products" },
             VariantDecl { name: "sdpa_prefill_mma_kernel", when: "f16 and bf16 otherwise: matrix fragments" },
             VariantDecl { name: "sdpa_prefill_kernel", when: "f32: CUDA-core tiles" },
         ],
@@ -590,8 +589,7 @@ inventory::submit! {
             Rejection { invariant: 0, by: Break::Alias("out", "q"), reason: "aliases `q`" },
         ],
         variants: &[
-            VariantDecl { name: "sdpa_prefill_pipelined_kernel", when: "f16 and bf16, head_dim 64 or 128, where threadgroup memory holds its stages (CUDA, CPU): warpgroup tile products, the next block's scores under the softmax, specialised for packed sequences" },
-            VariantDecl { name: "sdpa_prefill_tiles_kernel", when: "f16 and bf16, head_dim 192 or 256, likewise: warpgroup tile products, block by block, specialised for packed sequences" },
+            VariantDecl { name: "sdpa_prefill_tiles_kernel", when: "f16 and bf16, head_dim a multiple of 64, where threadgroup memory holds its tiles (CUDA, CPU): warpgroup tile products, specialised for packed sequences" },
             VariantDecl { name: "sdpa_prefill_mma_kernel", when: "f16 and bf16 otherwise: matrix fragments, specialised for packed sequences" },
             VariantDecl { name: "sdpa_prefill_kernel", when: "f32: CUDA-core tiles, specialised for packed sequences" },
         ],
@@ -868,8 +866,7 @@ inventory::submit! {
             Rejection { invariant: 0, by: Break::Alias("out", "q"), reason: "aliases `q`" },
         ],
         variants: &[
-            VariantDecl { name: "sdpa_prefill_pipelined_kernel", when: "f16 and bf16, head_dim 64 or 128, where threadgroup memory holds its stages (CUDA, CPU): warpgroup tile products, the next block's scores under the softmax, specialised for packed sequences over pages" },
-            VariantDecl { name: "sdpa_prefill_tiles_kernel", when: "f16 and bf16, head_dim 192 or 256, likewise: warpgroup tile products, block by block, specialised for packed sequences over pages" },
+            VariantDecl { name: "sdpa_prefill_tiles_kernel", when: "f16 and bf16, head_dim a multiple of 64, where threadgroup memory holds its tiles (CUDA, CPU): warpgroup tile products, specialised for packed sequences over pages" },
             VariantDecl { name: "sdpa_prefill_mma_kernel", when: "f16 and bf16 otherwise: matrix fragments, specialised for packed sequences over pages" },
             VariantDecl { name: "sdpa_prefill_kernel", when: "f32: CUDA-core tiles, specialised for packed sequences over pages" },
         ],

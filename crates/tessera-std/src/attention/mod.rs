@@ -33,7 +33,6 @@ pub mod plan;
 pub mod prefill;
 pub mod prefill_mma;
 pub mod prefill_paged;
-pub mod prefill_pipelined;
 pub mod prefill_tiles;
 pub mod prefill_varlen;
 #[cfg(feature = "cases")]

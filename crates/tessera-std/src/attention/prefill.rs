@@ -11,7 +11,6 @@ use super::checks::{dims, gqa, indexable, same_dim, same_float_dtype, scale_ok};
 use super::paged_rows::PageWalk;
 use super::prefill_mma::{prefill_mma_rows, sdpa_prefill_mma_kernel};
 use super::prefill_paged::{prefill_kv_row, prefill_page_scalars};
-use super::prefill_pipelined::{prefill_pipelined_shared_bytes, sdpa_prefill_pipelined_kernel};
 use super::prefill_tiles::{
     prefill_tile_shared_bytes, sdpa_prefill_tiles_kernel, PREFILL_TILE_ROWS,
 };
@@ -305,7 +304,6 @@ pub(crate) fn prefill_launch(
     }
     if half {
         match half_prefill_kernel(ctx, head_dim) {
-            HalfPrefill::Pipelined => launch_half!(sdpa_prefill_pipelined_kernel, 128, 256),
             HalfPrefill::Tiles => launch_half!(sdpa_prefill_tiles_kernel, PREFILL_TILE_ROWS, 256),
             HalfPrefill::Fragments => {
                 launch_half!(sdpa_prefill_mma_kernel, prefill_mma_rows(head_dim), 128)
@@ -344,10 +342,7 @@ pub(crate) fn prefill_launch(
 /// The kernel of an f16/bf16 prefill.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HalfPrefill {
-    /// `prefill_pipelined`: tile products with the next block's scores under the softmax
-    /// (head_dim 64 and 128).
-    Pipelined,
-    /// `prefill_tiles`: tile products, block by block (head_dim a multiple of 64).
+    /// `prefill_tiles`: warpgroup tile products (head_dim a multiple of 64).
     Tiles,
     /// `prefill_mma`: matrix fragments on one simdgroup each (every head_dim, 32 KiB).
     Fragments,
@@ -358,10 +353,7 @@ pub enum HalfPrefill {
 /// Apple GPUs' 32 KiB), else on fragments.
 pub fn half_prefill_kernel(ctx: &Context, head_dim: u32) -> HalfPrefill {
     let shared = ctx.info().max_shared_bytes;
-    let tiles = head_dim.is_multiple_of(64);
-    if tiles && head_dim <= 128 && prefill_pipelined_shared_bytes(head_dim) <= shared {
-        HalfPrefill::Pipelined
-    } else if tiles && prefill_tile_shared_bytes(head_dim) <= shared {
+    if head_dim.is_multiple_of(64) && prefill_tile_shared_bytes(head_dim) <= shared {
         HalfPrefill::Tiles
     } else {
         HalfPrefill::Fragments

@@ -14,7 +14,6 @@ use super::paged_rows::CONTIGUOUS;
 use super::plan::{auto_split_bound, geometry, DecodeWorkspace, DECODE_HEAD_DIMS};
 use super::prefill::{prefill_constexprs, sdpa_prefill, sdpa_prefill_kernel, PREFILL_HEAD_DIMS};
 use super::prefill_mma::sdpa_prefill_mma_kernel;
-use super::prefill_pipelined::sdpa_prefill_pipelined_kernel;
 use super::prefill_tiles::sdpa_prefill_tiles_kernel;
 use super::reference;
 use crate::error::OpError;

@@ -170,13 +170,6 @@ pub(crate) fn prefill_kernel_uses(varlen: bool) -> Vec<KernelUse> {
             if d % 64 == 0 {
                 v.push(use_of(&sdpa_prefill_tiles_kernel::DEF, dt, &[d, flag, 0]));
             }
-            if d == 64 || d == 128 {
-                v.push(use_of(
-                    &sdpa_prefill_pipelined_kernel::DEF,
-                    dt,
-                    &[d, flag, 0],
-                ));
-            }
         }
     }
     v
@@ -195,11 +188,7 @@ pub(crate) fn prefill_benches() -> Vec<BenchCase> {
         let es = dt.size_bytes();
         v.push(BenchCase {
             op: "sdpa_prefill",
-            kernel: if d > 128 {
-                "sdpa_prefill_tiles_kernel"
-            } else {
-                "sdpa_prefill_pipelined_kernel"
-            },
+            kernel: "sdpa_prefill_tiles_kernel",
             dtype: dt,
             shape: format!("n={n} hq={hq} hkv={hkv} d={d} causal"),
             bytes: ((2 * n * hq * d + 2 * n * hkv * d) * es) as u64,

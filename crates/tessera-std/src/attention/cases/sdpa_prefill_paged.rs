@@ -409,13 +409,6 @@ pub(crate) fn prefill_paged_uses() -> Vec<KernelUse> {
                 if d % 64 == 0 {
                     v.push(use_of(&sdpa_prefill_tiles_kernel::DEF, dt, &[d, 1, paged]));
                 }
-                if d == 64 || d == 128 {
-                    v.push(use_of(
-                        &sdpa_prefill_pipelined_kernel::DEF,
-                        dt,
-                        &[d, 1, paged],
-                    ));
-                }
             }
         }
     }
@@ -442,7 +435,7 @@ pub(crate) fn prefill_paged_benches() -> Vec<BenchCase> {
         let pairs = batch * (chunk * prefix + chunk * (chunk + 1) / 2);
         v.push(BenchCase {
             op: OP,
-            kernel: "sdpa_prefill_pipelined_kernel",
+            kernel: "sdpa_prefill_tiles_kernel",
             dtype: dt,
             shape: format!(
                 "B={batch} prefix={prefix} chunk={chunk} page={page} NHD hq={hq} hkv={hkv} d={d} causal"

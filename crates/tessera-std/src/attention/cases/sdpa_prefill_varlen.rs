@@ -355,7 +355,7 @@ pub(crate) fn varlen_benches() -> Vec<BenchCase> {
         let kernel = if dt == F32 {
             "sdpa_prefill_kernel"
         } else {
-            "sdpa_prefill_pipelined_kernel"
+            "sdpa_prefill_tiles_kernel"
         };
         v.push(BenchCase {
             op: OP,
