@@ -124,7 +124,7 @@ pub fn awq_qgemv_kernel<T>(
 }
 
 /// `qweight` `[K, N/8]`, `qzeros` `[K/G, N/8]` i32 and `scales` `[K/G, N]`: (K, N, G).
-fn check_words(
+pub(super) fn check_words(
     op: &'static str,
     qweight: &Tensor,
     qzeros: &Tensor,

@@ -175,7 +175,7 @@ pub(super) fn group_of(op: &'static str, group_size: u32, k: usize) -> Result<us
 
 /// `qweight` `[K/8, N]`, `qzeros` `[K/G, N/8]` i32 and `scales` `[K/G, N]`: returns (K, N,
 /// G) for a `qweight` of `kw` word rows.
-fn check_words(
+pub(super) fn check_words(
     op: &'static str,
     qweight: &Tensor,
     qzeros: &Tensor,

@@ -1,0 +1,133 @@
+//! `fp8_qgemm`: the quantized GEMM of prefill on fp8 weights, `y[M, N] = x[M, K]·Ŵᵀ` with
+//! `W` `[N, K]` fp8 bytes (e4m3 or e5m2) and f32 scales per tensor, per 1×128 or per
+//! 128×128 tile (DeepSeek-V3's `weight_scale_inv`), `Ŵ = fp8·scale` in f32 rounded once to
+//! x's dtype, on `quant_gemm_kernel`'s tiles. A chunk is eight bytes of a row, held as two
+//! words, and its one scale (a chunk lies in one 128-wide block: K is a multiple of 8).
+
+use super::fp8::fp8_decode;
+use super::fp8_format::{matrix, Fp8Format, Fp8Scaling};
+use super::qgemm_formats::{gemm_rows, launch_quant_gemm, QgemmScheme, QgemmWeights};
+use crate::error::OpError;
+use crate::validate::{distinct_named, dtype_is, shape_is};
+use tessera_macros::func;
+use tessera_runtime::{Context, DType, Tensor};
+
+/// Bytes `k … k + 8` of row `n` of `w` (`dims` bytes a row) into words `2i`, `2i + 1`,
+/// their scale into factor `8i`.
+#[allow(clippy::too_many_arguments)]
+#[func]
+pub fn fp8_chunk_load<Q, S>(
+    mut words: Mem<u32>,
+    mut factors: Mem<f32>,
+    i: u32,
+    w: Mem<Q>,
+    scales: Mem<S>,
+    n: u32,
+    k: u32,
+    dims: u32,
+    block_rows: u32,
+    block_cols: u32,
+    scale_cols: u32,
+) {
+    // Written as a multiple of 8 so that the eight byte loads become one 8-byte load.
+    let base = (n * (dims / 8) + k / 8) * 8;
+    let bytes = stack_array::<u32>(8);
+    for j in 0..8 {
+        store(bytes[j], load(w[base + j]).cast::<u32>());
+    }
+    for h in 0..2 {
+        let mut word = 0u32;
+        for j in 0..4 {
+            word = word | (load(bytes[h * 4 + j]) << (8 * j));
+        }
+        store(words[2 * i + h], word);
+    }
+    let at = (n / block_rows) * scale_cols + k / block_cols;
+    store(factors[8 * i], load(scales[at]).cast::<f32>());
+}
+
+/// The eight weights of chunk `i`, `fp8(byte)·scale` (`format` 0: e4m3, 1: e5m2), rounded
+/// to `T` into `sb[at …]`; zeros where `inside` is false.
+#[func]
+pub fn fp8_chunk_dequantize<T>(
+    mut sb: Mem<T>,
+    at: u32,
+    words: Mem<u32>,
+    factors: Mem<f32>,
+    i: u32,
+    inside: bool,
+    format: u32,
+) {
+    let scale = load(factors[8 * i]);
+    for j in 0..8 {
+        let code = (load(words[2 * i + j / 4]) >> ((j % 4) * 8)) & 255u32;
+        let v = fp8_decode(code, format) * scale;
+        store(sb[at + j], select(inside, v, 0.0f32).cast::<T>());
+    }
+}
+
+/// `y[M, N] = x[M, K]·(fp8(w)·scale)ᵀ` with `w` `[N, K]` u8 fp8 bytes of `format` and f32
+/// `scale` laid out as `scaling` says; `x` and `y` f16 or bf16, any M ≥ 1, K a multiple of
+/// 8; each weight rounded once to x's dtype, accumulated in f32. `fp8_qgemv` is the faster
+/// path for M ≤ 16.
+#[allow(clippy::too_many_arguments)]
+pub fn fp8_qgemm(
+    ctx: &Context,
+    x: &Tensor,
+    w: &Tensor,
+    scale: &Tensor,
+    y: &Tensor,
+    format: Fp8Format,
+    scaling: Fp8Scaling,
+) -> Result<(), OpError> {
+    fp8_qgemm_tiles(ctx, x, w, scale, y, format, scaling, None)
+}
+
+/// [`fp8_qgemm`] on the tile shape `tiles` of `QGEMM_SHAPES` if given.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn fp8_qgemm_tiles(
+    ctx: &Context,
+    x: &Tensor,
+    w: &Tensor,
+    scale: &Tensor,
+    y: &Tensor,
+    format: Fp8Format,
+    scaling: Fp8Scaling,
+    tiles: Option<(u32, u32, u32)>,
+) -> Result<(), OpError> {
+    const OP: &str = "fp8_qgemm";
+    let (m, k) = gemm_rows(OP, x)?;
+    dtype_is(OP, "w", w, DType::U8)?;
+    dtype_is(OP, "y", y, x.dtype())?;
+    distinct_named(OP, "y", y, &[("x", x), ("w", w), ("scale", scale)])?;
+    let (n, wk) = matrix(OP, "w", w)?;
+    if wk != k {
+        return Err(OpError::invalid(
+            OP,
+            format!(
+                "`w` must be [N, {k}] (as `x` has K = {k}), got shape {:?}",
+                w.shape()
+            ),
+        ));
+    }
+    scaling.check_scale(OP, scale, (n, k))?;
+    shape_is(OP, "y", y, &[m, n])?;
+    let (block_rows, block_cols) = scaling.block((n, k));
+    let scheme = match format {
+        Fp8Format::E4m3 => QgemmScheme::Fp8E4m3,
+        Fp8Format::E5m2 => QgemmScheme::Fp8E5m2,
+    };
+    let weights = QgemmWeights {
+        w,
+        zeros: w,
+        scales: scale,
+        dims: k as u32,
+        blocks: (
+            block_rows as u32,
+            block_cols as u32,
+            scale.shape()[1] as u32,
+        ),
+        scheme,
+    };
+    launch_quant_gemm(ctx, OP, (x, y), weights, (m, n, k), tiles)
+}
