@@ -35,10 +35,10 @@ mod gptq_decl;
 pub mod gptq_reference;
 pub mod int4_qgemm;
 pub mod qgemm;
-mod qgemm_decl;
+pub(crate) mod qgemm_decl;
 pub mod qgemm_formats;
 #[cfg(feature = "cases")]
-mod qgemm_formats_cases;
+pub(crate) mod qgemm_formats_cases;
 pub mod qgemm_tiles;
 pub mod qgemv;
 pub mod qgemv_mma;

@@ -1,5 +1,5 @@
 //! `quant_gemm_kernel`: the quantized GEMM of prefill, `y[M, N] = x[M, K]·Ŵᵀ`, for the
-//! weight formats other than MLX affine (fp8, GPTQ, AWQ), on warpgroup tile products as
+//! weight formats other than MLX affine (fp8, GPTQ, AWQ, GGUF), on warpgroup tile products as
 //! `affine_qgemm_kernel` runs them: a threadgroup of `wg` warpgroups owns a `64·wg × 16·nb`
 //! output tile and walks K 64 values at a time; the x tile arrives by 16-byte asynchronous
 //! copies into `stages` swizzled A buffers, `stages − 1` tiles ahead; the weight tile is
@@ -22,6 +22,8 @@ use super::int4_qgemm::{
 use super::qgemm::{qgemm_shape, QGEMM_BAND};
 use super::qgemm_tiles::{qgemm_chunk, qgemm_fetch_x, qgemm_store_block, qgemm_tile_origin};
 use crate::error::{runtime, OpError};
+use crate::gguf::format::GgufFormat;
+use crate::gguf::kernels::{gguf_chunk_dequantize, gguf_chunk_load};
 use crate::matmul::tiled::MATMUL_DTYPES;
 use crate::validate::{dtype_in, fits_u32};
 use tessera_macros::{func, kernel};
@@ -38,19 +40,20 @@ pub enum QgemmScheme {
     Gptq,
     /// AWQ int4 words `[K, N/8]`.
     Awq,
+    /// llama.cpp's blocks, rows of `[N, row_bytes]` bytes.
+    Gguf(GgufFormat),
 }
 
 impl QgemmScheme {
-    pub const ALL: [QgemmScheme; 4] = [
-        QgemmScheme::Fp8E4m3,
-        QgemmScheme::Fp8E5m2,
-        QgemmScheme::Gptq,
-        QgemmScheme::Awq,
-    ];
-
-    /// The kernel's constexpr.
+    /// The kernel's constexpr: 0–3 in the order above, then 4 + the GGUF format's code.
     pub fn code(self) -> u32 {
-        self as u32
+        match self {
+            QgemmScheme::Fp8E4m3 => 0,
+            QgemmScheme::Fp8E5m2 => 1,
+            QgemmScheme::Gptq => 2,
+            QgemmScheme::Awq => 3,
+            QgemmScheme::Gguf(f) => 4 + f as u32,
+        }
     }
 
     /// Whether the B tile is `[K, N]`-major (a chunk is eight columns of one input).
@@ -89,6 +92,9 @@ pub fn qgemm_chunk_load<Q, S>(
     if scheme == 3 {
         awq_chunk_load(words, factors, i, w, zeros, scales, n, k, dims, block_cols);
     }
+    if scheme >= 4 {
+        gguf_chunk_load(words, factors, i, w, n, k, dims, scheme - 4);
+    }
 }
 
 /// Dequantizes the chunk in slot `i` of a thread's registers into `sb[at … at + 8]`,
@@ -113,12 +119,16 @@ pub fn qgemm_chunk_dequantize<T>(
     if scheme == 3 {
         awq_chunk_dequantize(sb, at, words, factors, i, inside);
     }
+    if scheme >= 4 {
+        gguf_chunk_dequantize(sb, at, words, factors, i, inside);
+    }
 }
 
 /// `y = x·Ŵᵀ` on tiles for the format `scheme` ([`QgemmScheme::code`]): `w` the codes,
-/// `zeros` the packed zero points (GPTQ, AWQ; fp8 passes `w` again, unread), `scales` the
-/// scales; `dims` the columns of `w`'s rows (K for `[N, K]` bytes, N for GPTQ's `[K/8, N]`
-/// words, N/8 for AWQ's); fp8's scale of `(n, k)` is `scales[(n / block_rows)·scale_cols +
+/// `zeros` the packed zero points (GPTQ, AWQ; fp8 and GGUF pass `w` again, unread),
+/// `scales` the scales (GGUF, whose scales are in its blocks, passes `x`, unread); `dims`
+/// the columns of `w`'s rows (K for fp8's `[N, K]` bytes, N for GPTQ's `[K/8, N]` words,
+/// N/8 for AWQ's, the bytes of a row of GGUF blocks); fp8's scale of `(n, k)` is `scales[(n / block_rows)·scale_cols +
 /// k / block_cols]`, an int4 format's group size is `block_cols`. A thread dequantizes `nb
 /// / wg` chunks of each weight tile. Grid `[ceil(N / 16nb), ceil(M / 64wg), 1]`, `128·wg`
 /// threads; declared for two threadgroups of 256 threads an SM, as `affine_qgemm_kernel`.

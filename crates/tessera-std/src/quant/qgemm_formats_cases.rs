@@ -1,8 +1,9 @@
 //! Registered cases of the quantized GEMMs on `quant_gemm_kernel`: `fp8_qgemm` over both
 //! formats and every scale layout, `gptq_qgemm` and `awq_qgemm` over every group size
-//! (one group over K too), in f16 and bf16, at M = 33 and 65 with N not a multiple of any
-//! tile and K one 128-wide block or one group past a multiple of the 64-wide tiles, and
-//! past 256 rows (CUDA's 128-row tiles); rows of x holding NaN or inf; a rejection per
+//! (one group over K too), `gguf_qgemm` over every block format, in f16 and bf16, at M =
+//! 33 and 65 with N not a multiple of any tile and K one 128-wide block, one group or one
+//! 32-weight block past a multiple of the 64-wide tiles (two blocks for the 256-weight
+//! formats), and past 256 rows (CUDA's 128-row tiles); rows of x holding NaN or inf; a rejection per
 //! check the wrappers add; every specialisation; benches at M = N = K = 4096 in bf16 (and
 //! 256³, quick).
 //!
@@ -19,6 +20,10 @@ use super::qgemm::QGEMM_SHAPES;
 use super::qgemm_formats::{quant_gemm_kernel, QgemmScheme};
 use super::{awq_reference, fp8_reference, gptq_reference};
 use crate::error::OpError;
+use crate::gguf::cases::{random_blocks, rounded, upload_blocks, Scales};
+use crate::gguf::format::{GgufFormat, FORMATS};
+use crate::gguf::ops::{gguf_qgemm, gguf_qgemm_tiles};
+use crate::gguf::reference as gguf_reference;
 use crate::matmul::reference::matmul;
 use crate::matmul::tiled::MATMUL_DTYPES;
 use crate::registry::{BenchCase, Case, CaseKind, KernelUse, PreparedBench};
@@ -37,6 +42,7 @@ enum Format {
     Gptq(u32),
     /// AWQ with this `group_size`.
     Awq(u32),
+    Gguf(GgufFormat),
 }
 
 /// The call of a prepared case on `(x, y)`, on the tile shape given if any.
@@ -58,6 +64,7 @@ impl Format {
             Format::Fp8(..) => "fp8_qgemm",
             Format::Gptq(_) => "gptq_qgemm",
             Format::Awq(_) => "awq_qgemm",
+            Format::Gguf(_) => "gguf_qgemm",
         }
     }
 
@@ -65,11 +72,13 @@ impl Format {
         match self {
             Format::Fp8(f, s) => format!("format={} scaling={}", f.name(), scaling_name(s)),
             Format::Gptq(g) | Format::Awq(g) => format!("group_size={g}"),
+            Format::Gguf(f) => format!("format={}", f.name()),
         }
     }
 
     /// Random weights `[n, k]` (finite fp8 codes with a quantizer's scales; any int4
-    /// words with scales of either sign).
+    /// words with scales of either sign; random GGUF blocks with scales around 2^-8, some
+    /// zero or subnormal).
     fn prepare(
         self,
         ctx: &Context,
@@ -78,6 +87,20 @@ impl Format {
         (n, k): (usize, usize),
     ) -> Result<Prepared, String> {
         match self {
+            Format::Gguf(format) => {
+                let bytes = random_blocks(rng, format, n, k, Scales::Moderate);
+                let w = upload_blocks(ctx, &bytes, n)?;
+                let rounded = gguf_reference::dequantize(format, &bytes, n, k)
+                    .into_iter()
+                    .map(|v| rounded(dtype, v))
+                    .collect();
+                Ok(Prepared {
+                    call: Arc::new(move |c, x, y, tiles| {
+                        gguf_qgemm_tiles(c, x, &w, format, y, tiles)
+                    }),
+                    w: rounded,
+                })
+            }
             Format::Fp8(format, scaling) => {
                 let (w, wv) = finite_codes(ctx, rng, format, (n, k))?;
                 let shape = scaling.scale_shape((n, k));
@@ -201,6 +224,7 @@ fn cases_of(
 const FP8_FORMATS: [Fp8Format; 2] = [Fp8Format::E4m3, Fp8Format::E5m2];
 const FP8_SCALINGS: [Fp8Scaling; 3] = [Fp8Scaling::Tile128, Fp8Scaling::Tensor, Fp8Scaling::Row128];
 const INT4_GROUP_SIZES: [u32; 4] = [32, 64, 128, 0];
+const GGUF_FORMATS: [GgufFormat; 5] = FORMATS;
 
 pub(super) fn fp8_cases() -> Vec<Case> {
     let formats: Vec<Format> = FP8_FORMATS
@@ -237,7 +261,7 @@ fn int4_shape(i: usize, format: Format) -> (usize, usize, usize) {
     let k = match format {
         Format::Gptq(0) | Format::Awq(0) => 200,
         Format::Gptq(g) | Format::Awq(g) => 128 + g as usize,
-        Format::Fp8(..) => 192,
+        Format::Fp8(..) | Format::Gguf(_) => 192,
     };
     ([33, 65][i % 2], 72, k)
 }
@@ -290,6 +314,41 @@ pub(super) fn awq_cases() -> Vec<Case> {
     v
 }
 
+/// Blocks of 32 weights: K = 96, one block past a tile; of 256: K = 512, two blocks.
+fn gguf_shape(i: usize, format: Format) -> (usize, usize, usize) {
+    let k = match format {
+        Format::Gguf(f) if f.block_elems() == 32 => 96,
+        _ => 512,
+    };
+    ([33, 65][i % 2], 72, k)
+}
+
+pub(crate) fn gguf_cases() -> Vec<Case> {
+    let formats = GGUF_FORMATS.map(Format::Gguf);
+    let mut v = cases_of(&formats, gguf_shape);
+    v.push(correct(
+        Format::Gguf(GgufFormat::Q4K),
+        DType::BF16,
+        (300, 136, 256),
+    ));
+    v.push(rejection(
+        "gguf_qgemm",
+        "y of the wrong shape",
+        "`y` must have shape [40, 8]",
+        |ctx| {
+            let x = zeros(ctx, DType::F16, &[40, 256])?;
+            let w = zeros(ctx, DType::U8, &[8, 144])?;
+            let y = zeros(ctx, DType::F16, &[40, 9])?;
+            let (c, o) = (ctx.clone(), y.clone());
+            Ok((
+                y,
+                Box::new(move || gguf_qgemm(&c, &x, &w, GgufFormat::Q4K, &o)) as Refused,
+            ))
+        },
+    ));
+    v
+}
+
 /// `quant_gemm_kernel` for `schemes` at every dtype and tile shape.
 fn kernels_of(schemes: &[QgemmScheme]) -> Vec<KernelUse> {
     let mut v = Vec::new();
@@ -298,6 +357,7 @@ fn kernels_of(schemes: &[QgemmScheme]) -> Vec<KernelUse> {
             let (q, s) = match scheme {
                 QgemmScheme::Fp8E4m3 | QgemmScheme::Fp8E5m2 => (DType::U8, DType::F32),
                 QgemmScheme::Gptq | QgemmScheme::Awq => (DType::I32, dt),
+                QgemmScheme::Gguf(_) => (DType::U8, dt),
             };
             for (wg, nb, stages) in QGEMM_SHAPES {
                 let consts = [wg, nb, stages, scheme.code()];
@@ -324,6 +384,10 @@ pub(super) fn gptq_kernels() -> Vec<KernelUse> {
 
 pub(super) fn awq_kernels() -> Vec<KernelUse> {
     kernels_of(&[QgemmScheme::Awq])
+}
+
+pub(crate) fn gguf_kernels() -> Vec<KernelUse> {
+    kernels_of(&GGUF_FORMATS.map(QgemmScheme::Gguf))
 }
 
 /// bf16 activations at `(m, n, k)` on the tile shape `qgemm_shape` picks; `weight_bytes`
@@ -395,4 +459,16 @@ pub(super) fn gptq_benches() -> Vec<BenchCase> {
 
 pub(super) fn awq_benches() -> Vec<BenchCase> {
     benches_of(Format::Awq(128), int4_bytes)
+}
+
+pub(crate) fn gguf_benches() -> Vec<BenchCase> {
+    [
+        GgufFormat::Q4_0,
+        GgufFormat::Q8_0,
+        GgufFormat::Q4K,
+        GgufFormat::Q6K,
+    ]
+    .into_iter()
+    .flat_map(|f| benches_of(Format::Gguf(f), move |n, k| n * f.row_bytes(k)))
+    .collect()
 }
