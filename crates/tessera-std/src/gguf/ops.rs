@@ -172,18 +172,6 @@ pub fn gguf_qgemm(
     format: GgufFormat,
     y: &Tensor,
 ) -> Result<(), OpError> {
-    gguf_qgemm_tiles(ctx, x, w, format, y, None)
-}
-
-/// [`gguf_qgemm`] on the tile shape `tiles` of `QGEMM_SHAPES` if given.
-pub(crate) fn gguf_qgemm_tiles(
-    ctx: &Context,
-    x: &Tensor,
-    w: &Tensor,
-    format: GgufFormat,
-    y: &Tensor,
-    tiles: Option<(u32, u32, u32)>,
-) -> Result<(), OpError> {
     let op = QGEMM;
     let (m, k) = gemm_rows(op, x)?;
     dtype_is(op, "y", y, x.dtype())?;
@@ -199,7 +187,7 @@ pub(crate) fn gguf_qgemm_tiles(
         blocks: (1, 1, 0),
         scheme: QgemmScheme::Gguf(format),
     };
-    launch_quant_gemm(ctx, op, (x, y), weights, (m, n, k), tiles)
+    launch_quant_gemm(ctx, op, (x, y), weights, (m, n, k))
 }
 
 /// `w[n, row_bytes]` = the float `x[n, k]` in Q4_0 or Q8_0 blocks, byte for byte what

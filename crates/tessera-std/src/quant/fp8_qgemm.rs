@@ -5,12 +5,11 @@
 //! words, and its one scale (a chunk lies in one 128-wide block: K is a multiple of 8).
 
 use super::fp8::fp8_decode;
-use super::fp8_format::{matrix, Fp8Format, Fp8Scaling};
+use super::fp8_format::{check_weights, Fp8Format, Fp8Scaling};
 use super::qgemm_formats::{gemm_rows, launch_quant_gemm, QgemmScheme, QgemmWeights};
 use crate::error::OpError;
-use crate::validate::{distinct_named, dtype_is, shape_is};
 use tessera_macros::func;
-use tessera_runtime::{Context, DType, Tensor};
+use tessera_runtime::{Context, Tensor};
 
 /// Bytes `k … k + 8` of row `n` of `w` (`dims` bytes a row) into words `2i`, `2i + 1`,
 /// their scale into factor `8i`.
@@ -80,38 +79,9 @@ pub fn fp8_qgemm(
     format: Fp8Format,
     scaling: Fp8Scaling,
 ) -> Result<(), OpError> {
-    fp8_qgemm_tiles(ctx, x, w, scale, y, format, scaling, None)
-}
-
-/// [`fp8_qgemm`] on the tile shape `tiles` of `QGEMM_SHAPES` if given.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn fp8_qgemm_tiles(
-    ctx: &Context,
-    x: &Tensor,
-    w: &Tensor,
-    scale: &Tensor,
-    y: &Tensor,
-    format: Fp8Format,
-    scaling: Fp8Scaling,
-    tiles: Option<(u32, u32, u32)>,
-) -> Result<(), OpError> {
     const OP: &str = "fp8_qgemm";
     let (m, k) = gemm_rows(OP, x)?;
-    dtype_is(OP, "w", w, DType::U8)?;
-    dtype_is(OP, "y", y, x.dtype())?;
-    distinct_named(OP, "y", y, &[("x", x), ("w", w), ("scale", scale)])?;
-    let (n, wk) = matrix(OP, "w", w)?;
-    if wk != k {
-        return Err(OpError::invalid(
-            OP,
-            format!(
-                "`w` must be [N, {k}] (as `x` has K = {k}), got shape {:?}",
-                w.shape()
-            ),
-        ));
-    }
-    scaling.check_scale(OP, scale, (n, k))?;
-    shape_is(OP, "y", y, &[m, n])?;
+    let n = check_weights(OP, (x, w, scale, y), (m, k), scaling)?;
     let (block_rows, block_cols) = scaling.block((n, k));
     let scheme = match format {
         Fp8Format::E4m3 => QgemmScheme::Fp8E4m3,
@@ -129,5 +99,5 @@ pub(crate) fn fp8_qgemm_tiles(
         ),
         scheme,
     };
-    launch_quant_gemm(ctx, OP, (x, y), weights, (m, n, k), tiles)
+    launch_quant_gemm(ctx, OP, (x, y), weights, (m, n, k))
 }

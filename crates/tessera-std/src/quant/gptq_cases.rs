@@ -18,7 +18,7 @@ use tessera_runtime::{Context, DType, Tensor};
 const DEQUANTIZE: &str = "gptq_dequantize";
 const QGEMV: &str = "gptq_qgemv";
 
-/// A checkpoint's three tensors on the device and their values.
+/// A checkpoint's three tensors on the device and their values (GPTQ's or AWQ's).
 pub(super) struct Words {
     pub(super) qweight: Tensor,
     pub(super) qzeros: Tensor,

@@ -9,10 +9,9 @@
 //! scales.
 
 use super::awq::{awq_nibble, check_words as awq_words};
-use super::gptq::check_words as gptq_words;
+use super::gptq::{check_product, check_words as gptq_words};
 use super::qgemm_formats::{gemm_rows, launch_quant_gemm, QgemmScheme, QgemmWeights};
 use crate::error::OpError;
-use crate::validate::{distinct_named, dtype_is, shape_is};
 use tessera_macros::func;
 use tessera_runtime::{Context, Tensor};
 
@@ -115,40 +114,6 @@ pub fn awq_chunk_dequantize<T>(
     }
 }
 
-/// The checks both formats share: `x` f16/bf16 `[M, K]` with K that of the words, the
-/// scales and `y` `[M, N]` in x's dtype, `y` aliasing no input. Returns (M, K).
-fn check_int4(
-    op: &'static str,
-    (x, qweight, qzeros, scales, y): (&Tensor, &Tensor, &Tensor, &Tensor, &Tensor),
-    (k, n): (usize, usize),
-) -> Result<usize, OpError> {
-    let (m, kx) = gemm_rows(op, x)?;
-    dtype_is(op, "scales", scales, x.dtype())?;
-    dtype_is(op, "y", y, x.dtype())?;
-    distinct_named(
-        op,
-        "y",
-        y,
-        &[
-            ("x", x),
-            ("qweight", qweight),
-            ("qzeros", qzeros),
-            ("scales", scales),
-        ],
-    )?;
-    if k != kx {
-        return Err(OpError::invalid(
-            op,
-            format!(
-                "`qweight` holds K = {k} inputs, but `x` has K = {kx} (shape {:?})",
-                qweight.shape()
-            ),
-        ));
-    }
-    shape_is(op, "y", y, &[m, n])?;
-    Ok(m)
-}
-
 /// `y[M, N] = x[M, K]·w` with `w` `[K, N]` GPTQ int4 words (`qweight` `[K/8, N]`,
 /// `qzeros`, `scales` in x's dtype, f16 or bf16); any M ≥ 1, accumulated in f32.
 /// `gptq_qgemv` is the faster path for M ≤ 16.
@@ -162,12 +127,11 @@ pub fn gptq_qgemm(
     y: &Tensor,
     group_size: u32,
 ) -> Result<(), OpError> {
-    int4_qgemm_tiles(
+    int4_qgemm(
         ctx,
         QgemmScheme::Gptq,
         (x, qweight, qzeros, scales, y),
         group_size,
-        None,
     )
 }
 
@@ -184,23 +148,20 @@ pub fn awq_qgemm(
     y: &Tensor,
     group_size: u32,
 ) -> Result<(), OpError> {
-    int4_qgemm_tiles(
+    int4_qgemm(
         ctx,
         QgemmScheme::Awq,
         (x, qweight, qzeros, scales, y),
         group_size,
-        None,
     )
 }
 
-/// [`gptq_qgemm`] (`scheme` Gptq) or [`awq_qgemm`] (Awq) on the tile shape `tiles` of
-/// `QGEMM_SHAPES` if given.
-pub(crate) fn int4_qgemm_tiles(
+/// [`gptq_qgemm`] (`scheme` Gptq) or [`awq_qgemm`] (Awq).
+pub(crate) fn int4_qgemm(
     ctx: &Context,
     scheme: QgemmScheme,
     tensors: (&Tensor, &Tensor, &Tensor, &Tensor, &Tensor),
     group_size: u32,
-    tiles: Option<(u32, u32, u32)>,
 ) -> Result<(), OpError> {
     let (x, qweight, qzeros, scales, y) = tensors;
     let (op, (k, n, g), dims) = if scheme == QgemmScheme::Awq {
@@ -210,7 +171,8 @@ pub(crate) fn int4_qgemm_tiles(
         let kng = gptq_words("gptq_qgemm", qweight, qzeros, scales, group_size)?;
         ("gptq_qgemm", kng, kng.1)
     };
-    let m = check_int4(op, tensors, (k, n))?;
+    let (m, kx) = gemm_rows(op, x)?;
+    check_product(op, tensors, (m, kx), (k, n))?;
     let weights = QgemmWeights {
         w: qweight,
         zeros: qzeros,
@@ -219,5 +181,5 @@ pub(crate) fn int4_qgemm_tiles(
         blocks: (1, g as u32, 0),
         scheme,
     };
-    launch_quant_gemm(ctx, op, (x, y), weights, (m, n, k), tiles)
+    launch_quant_gemm(ctx, op, (x, y), weights, (m, n, k))
 }

@@ -4,8 +4,8 @@
 //! output tile and walks K 64 values at a time; the x tile arrives by 16-byte asynchronous
 //! copies into `stages` swizzled A buffers, `stages − 1` tiles ahead; the weight tile is
 //! dequantized by the threads from registers into one of two swizzled B buffers, and the
-//! raw data of the next tile is loaded into registers before the current product, so its
-//! latency hides behind it. Weights are never dequantized to memory.
+//! raw data of the next tile is loaded into registers right after the current product is
+//! issued, so its latency hides behind it. Weights are never dequantized to memory.
 //!
 //! A format supplies two `#[func]`s, chosen by the constexpr `scheme`: one loads the raw
 //! data of an 8-weight chunk (its codes as up to two u32 words, its scales and zeros as up
@@ -176,35 +176,37 @@ pub fn quant_gemm_kernel<T, Q, S>(
     for s in 0..stages - 1 {
         qgemm_fetch_x(sa, x, s, stages, row0, bm, m, k, threads);
     }
-    // A chunk past the matrix loads the last one inside (a column past N is never
-    // stored; an input past K dequantizes to zeros).
-    for i in 0..per {
-        let (cn, ck, _) = qgemm_chunk(tid + i * threads, 0, col0, nb, kn);
-        qgemm_chunk_load(
-            scheme,
-            words,
-            factors,
-            i,
-            w,
-            zeros,
-            scales,
-            min(cn, n_last),
-            min(ck, k_last),
-            dims,
-            block_rows,
-            block_cols,
-            scale_cols,
-        );
-    }
-    for t in 0..tiles {
-        let wbuf = (t % 2) * bn * 64;
-        for i in 0..per {
-            let (_, ck, at) = qgemm_chunk(tid + i * threads, t, col0, nb, kn);
-            qgemm_chunk_dequantize(scheme, sb, wbuf + at, words, factors, i, ck < k);
-        }
-        if t + 1 < tiles {
+    // Step `t` dequantizes the weight tile `t − 1` loaded the step before, issues its
+    // product, then loads the raw data of tile `t`, whose latency hides behind that
+    // product.
+    for step in 0..tiles + 1 {
+        if step > 0 {
+            let t = step - 1;
+            let wbuf = (t % 2) * bn * 64;
             for i in 0..per {
-                let (cn, ck, _) = qgemm_chunk(tid + i * threads, t + 1, col0, nb, kn);
+                let (_, ck, at) = qgemm_chunk(tid + i * threads, t, col0, nb, kn);
+                qgemm_chunk_dequantize(scheme, sb, wbuf + at, words, factors, i, ck < k);
+            }
+            // The previous tile's product ran under this tile's dequantization; it must
+            // end before the barrier hands its x buffer to the next copies.
+            matrix_mma_wait(acc, 0);
+            wait_copies(stages - 2);
+            // The barrier publishes this tile's weights and x copies; the B buffer written
+            // next step was last read by the product before it, which every thread has
+            // finished.
+            barrier();
+            qgemm_fetch_x(sa, x, t + stages - 1, stages, row0, bm, m, k, threads);
+            if kn {
+                matrix_mma_tiles_kn_async(acc, sa[(t % stages) * bm * 64], sb[wbuf]);
+            } else {
+                matrix_mma_tiles_async(acc, sa[(t % stages) * bm * 64], sb[wbuf]);
+            }
+        }
+        if step < tiles {
+            // A chunk past the matrix loads the last one inside (a column past N is
+            // never stored; an input past K dequantizes to zeros).
+            for i in 0..per {
+                let (cn, ck, _) = qgemm_chunk(tid + i * threads, step, col0, nb, kn);
                 qgemm_chunk_load(
                     scheme,
                     words,
@@ -221,19 +223,6 @@ pub fn quant_gemm_kernel<T, Q, S>(
                     scale_cols,
                 );
             }
-        }
-        // The previous tile's product ran under this tile's dequantization; it must end
-        // before the barrier hands its x buffer to the next copies.
-        matrix_mma_wait(acc, 0);
-        wait_copies(stages - 2);
-        // The barrier publishes this tile's weights and x copies; the B buffer written next
-        // step was last read by the product before it, which every thread has finished.
-        barrier();
-        qgemm_fetch_x(sa, x, t + stages - 1, stages, row0, bm, m, k, threads);
-        if kn {
-            matrix_mma_tiles_kn_async(acc, sa[(t % stages) * bm * 64], sb[wbuf]);
-        } else {
-            matrix_mma_tiles_async(acc, sa[(t % stages) * bm * 64], sb[wbuf]);
         }
     }
     matrix_mma_wait(acc, 0);
@@ -283,21 +272,20 @@ pub(crate) struct QgemmWeights<'a> {
     pub scheme: QgemmScheme,
 }
 
-/// Runs `quant_gemm_kernel` for `y[m, n] = x·Ŵᵀ` on the tile shape `tiles` or the one
-/// [`qgemm_shape`] picks for `m`; the caller has checked every tensor.
+/// Runs `quant_gemm_kernel` for `y[m, n] = x·Ŵᵀ` on the tile shape [`qgemm_shape`] picks
+/// for `m`; the caller has checked every tensor.
 pub(crate) fn launch_quant_gemm(
     ctx: &Context,
     op: &'static str,
     (x, y): (&Tensor, &Tensor),
     weights: QgemmWeights,
     (m, n, k): (usize, usize, usize),
-    tiles: Option<(u32, u32, u32)>,
 ) -> Result<(), OpError> {
     fits_u32(op, "the element count of `x`", x.len())?;
     fits_u32(op, "the element count of `w`", weights.w.len())?;
     fits_u32(op, "the element count of `y`", y.len())?;
     let (m, n) = (m as u32, n as u32);
-    let (wg, nb, stages) = tiles.unwrap_or_else(|| qgemm_shape(ctx, m));
+    let (wg, nb, stages) = qgemm_shape(ctx, m);
     let (block_rows, block_cols, scale_cols) = weights.blocks;
     quant_gemm_kernel::launch(
         ctx,

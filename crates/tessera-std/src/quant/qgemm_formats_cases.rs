@@ -13,22 +13,22 @@
 use super::awq_cases::random_words as awq_words;
 use super::fp8_cases::{finite_codes, scaling_name, weight_scales};
 use super::fp8_format::{Fp8Format, Fp8Scaling};
-use super::fp8_qgemm::{fp8_qgemm, fp8_qgemm_tiles};
+use super::fp8_qgemm::fp8_qgemm;
 use super::gptq_cases::{group_of, random_words as gptq_words};
-use super::int4_qgemm::{awq_qgemm, gptq_qgemm, int4_qgemm_tiles};
+use super::int4_qgemm::{awq_qgemm, gptq_qgemm, int4_qgemm};
 use super::qgemm::QGEMM_SHAPES;
 use super::qgemm_formats::{quant_gemm_kernel, QgemmScheme};
 use super::{awq_reference, fp8_reference, gptq_reference};
 use crate::error::OpError;
 use crate::gguf::cases::{random_blocks, rounded, upload_blocks, Scales};
 use crate::gguf::format::{GgufFormat, FORMATS};
-use crate::gguf::ops::{gguf_qgemm, gguf_qgemm_tiles};
+use crate::gguf::ops::gguf_qgemm;
 use crate::gguf::reference as gguf_reference;
 use crate::matmul::reference::matmul;
 use crate::matmul::tiled::MATMUL_DTYPES;
-use crate::registry::{BenchCase, Case, CaseKind, KernelUse, PreparedBench};
+use crate::registry::{BenchCase, Case, CaseKind, KernelUse, Outcome, PreparedBench};
 use crate::testing::{
-    accuracy, compare, err, random_tensor, rejection, upload, zeros, CaseRng, Refused,
+    accuracy, compare, err, random_tensor, rejection, upload, zeros, CaseRng, Refused, Tolerance,
 };
 use std::sync::Arc;
 use tessera_ir::{Literal, Specialization};
@@ -45,12 +45,8 @@ enum Format {
     Gguf(GgufFormat),
 }
 
-/// The call of a prepared case on `(x, y)`, on the tile shape given if any.
-type Call = Arc<
-    dyn Fn(&Context, &Tensor, &Tensor, Option<(u32, u32, u32)>) -> Result<(), OpError>
-        + Send
-        + Sync,
->;
+/// The call of a prepared case on `(x, y)`.
+type Call = Arc<dyn Fn(&Context, &Tensor, &Tensor) -> Result<(), OpError> + Send + Sync>;
 
 /// A format's weights on the device: the call, and `Ŵ` `[N, K]` rounded to x's dtype.
 struct Prepared {
@@ -95,9 +91,7 @@ impl Format {
                     .map(|v| rounded(dtype, v))
                     .collect();
                 Ok(Prepared {
-                    call: Arc::new(move |c, x, y, tiles| {
-                        gguf_qgemm_tiles(c, x, &w, format, y, tiles)
-                    }),
+                    call: Arc::new(move |c, x, y| gguf_qgemm(c, x, &w, format, y)),
                     w: rounded,
                 })
             }
@@ -108,9 +102,7 @@ impl Format {
                 let (scale, sv) = upload(ctx, DType::F32, &scales, &shape)?;
                 let rounded = fp8_reference::dequantize(&wv, &sv, (n, k), format, scaling, dtype);
                 Ok(Prepared {
-                    call: Arc::new(move |c, x, y, tiles| {
-                        fp8_qgemm_tiles(c, x, &w, &scale, y, format, scaling, tiles)
-                    }),
+                    call: Arc::new(move |c, x, y| fp8_qgemm(c, x, &w, &scale, y, format, scaling)),
                     w: rounded,
                 })
             }
@@ -133,8 +125,8 @@ impl Format {
                 };
                 let (qw, qz, s) = tensors;
                 Ok(Prepared {
-                    call: Arc::new(move |c, x, y, tiles| {
-                        int4_qgemm_tiles(c, scheme, (x, &qw, &qz, &s, y), group_size, tiles)
+                    call: Arc::new(move |c, x, y| {
+                        int4_qgemm(c, scheme, (x, &qw, &qz, &s, y), group_size)
                     }),
                     w: (0..n * k).map(|i| kn[(i % k) * n + i / k]).collect(),
                 })
@@ -153,7 +145,7 @@ fn correct(format: Format, dtype: DType, (m, n, k): (usize, usize, usize)) -> Ca
             let (x, xv) = random_tensor(ctx, rng, dtype, &[m, k], -1.0, 1.0)?;
             let p = format.prepare(ctx, rng, dtype, (n, k))?;
             let y = ctx.full_nan(dtype, &[m, n]).map_err(err)?;
-            (p.call)(ctx, &x, &y, None).map_err(err)?;
+            (p.call)(ctx, &x, &y).map_err(err)?;
             let want = matmul(&xv, &p.w, (m, n, k), true);
             compare(
                 &y.to_f64_vec().map_err(err)?,
@@ -164,9 +156,53 @@ fn correct(format: Format, dtype: DType, (m, n, k): (usize, usize, usize)) -> Ca
     }
 }
 
-/// A NaN in one row of x and an infinity in another: those rows of y are non-finite (the
-/// NaN propagates; inf meets weights of both signs or zero), and every other row matches
-/// the reference on the finite rows alone.
+/// Rows of x [`non_finite_x`] poisons: one NaN, one infinity.
+const NON_FINITE_ROWS: [usize; 2] = [3, 29];
+
+/// Random x `[m, k]` (`m` > 29, `k` > 90) of `dtype` with a NaN in row 3 and an infinity
+/// in row 29.
+pub(super) fn non_finite_x(
+    ctx: &Context,
+    rng: &mut CaseRng,
+    dtype: DType,
+    (m, k): (usize, usize),
+) -> Result<(Tensor, Vec<f64>), String> {
+    let (_, mut xv) = random_tensor(ctx, rng, dtype, &[m, k], -1.0, 1.0)?;
+    xv[NON_FINITE_ROWS[0] * k + 17] = f64::NAN;
+    xv[NON_FINITE_ROWS[1] * k + 90] = f64::INFINITY;
+    let (x, _) = upload(ctx, dtype, &xv, &[m, k])?;
+    Ok((x, xv))
+}
+
+/// `got` `[m, n]` from [`non_finite_x`]'s `xv`: the poisoned rows are non-finite (the NaN
+/// propagates; inf meets weights of both signs or zero), and every other row matches
+/// `reference` run on x with those rows zeroed.
+pub(super) fn check_non_finite_rows(
+    got: &[f64],
+    mut xv: Vec<f64>,
+    (m, n, k): (usize, usize, usize),
+    reference: impl Fn(&[f64]) -> Vec<f64>,
+    tol: Tolerance,
+) -> Result<Outcome, String> {
+    for r in NON_FINITE_ROWS {
+        if let Some(c) = (0..n).find(|&c| got[r * n + c].is_finite()) {
+            return Err(format!(
+                "y[{r}, {c}] = {} is finite, but row {r} of x holds a non-finite value",
+                got[r * n + c]
+            ));
+        }
+        xv[r * k..(r + 1) * k].fill(0.0);
+    }
+    let want = reference(&xv);
+    let rows = |v: &[f64]| -> Vec<f64> {
+        (0..m)
+            .filter(|r| !NON_FINITE_ROWS.contains(r))
+            .flat_map(|r| v[r * n..(r + 1) * n].to_vec())
+            .collect()
+    };
+    compare(&rows(got), &rows(&want), tol)
+}
+
 fn non_finite_rows(format: Format, dtype: DType) -> Case {
     let (m, n, k) = (40, 72, 256);
     Case {
@@ -175,32 +211,17 @@ fn non_finite_rows(format: Format, dtype: DType) -> Case {
         dtype: Some(dtype),
         name: format!("NaN and inf rows {} M={m} N={n} K={k}", format.name()),
         run: Box::new(move |ctx, rng| {
-            let (_, mut xv) = random_tensor(ctx, rng, dtype, &[m, k], -1.0, 1.0)?;
-            let (nan_row, inf_row) = (3, 29);
-            xv[nan_row * k + 17] = f64::NAN;
-            xv[inf_row * k + 90] = f64::INFINITY;
-            let (x, _) = upload(ctx, dtype, &xv, &[m, k])?;
+            let (x, xv) = non_finite_x(ctx, rng, dtype, (m, k))?;
             let p = format.prepare(ctx, rng, dtype, (n, k))?;
             let y = ctx.full_nan(dtype, &[m, n]).map_err(err)?;
-            (p.call)(ctx, &x, &y, None).map_err(err)?;
-            let got = y.to_f64_vec().map_err(err)?;
-            for r in [nan_row, inf_row] {
-                if let Some(c) = (0..n).find(|&c| got[r * n + c].is_finite()) {
-                    return Err(format!(
-                        "y[{r}, {c}] = {} is finite, but row {r} of x holds a non-finite value",
-                        got[r * n + c]
-                    ));
-                }
-                xv[r * k..(r + 1) * k].fill(0.0);
-            }
-            let want = matmul(&xv, &p.w, (m, n, k), true);
-            let rows = |v: &[f64]| -> Vec<f64> {
-                (0..m)
-                    .filter(|r| ![nan_row, inf_row].contains(r))
-                    .flat_map(|r| v[r * n..(r + 1) * n].to_vec())
-                    .collect()
-            };
-            compare(&rows(&got), &rows(&want), accuracy(format.op(), dtype)?)
+            (p.call)(ctx, &x, &y).map_err(err)?;
+            check_non_finite_rows(
+                &y.to_f64_vec().map_err(err)?,
+                xv,
+                (m, n, k),
+                |xv| matmul(xv, &p.w, (m, n, k), true),
+                accuracy(format.op(), dtype)?,
+            )
         }),
     }
 }
@@ -420,7 +441,7 @@ fn bench(
             };
             let (c, o, call) = (ctx.clone(), y.clone(), p.call.clone());
             Ok(PreparedBench {
-                launch: Box::new(move || call(&c, &x, &o, None).map_err(err)),
+                launch: Box::new(move || call(&c, &x, &o).map_err(err)),
                 output: y,
                 reference,
             })
