@@ -55,11 +55,6 @@ impl QgemmScheme {
             QgemmScheme::Gguf(f) => 4 + f as u32,
         }
     }
-
-    /// Whether the B tile is `[K, N]`-major (a chunk is eight columns of one input).
-    pub fn kn(self) -> bool {
-        self == QgemmScheme::Awq
-    }
 }
 
 /// Loads the raw data of the chunk of weights at column `n`, input `k` (already inside
