@@ -139,8 +139,8 @@ fn quant<Q>(w: Mem<Q>, b: u32, e: u32, format: u32) -> f32 {
 }
 
 /// The chunk of eight weights `k … k + 8` of row `n` (rows of `row_bytes` bytes) of the
-/// GEMM's B tile: its scale and offset into factors `8i`, `8i + 1`, its eight integers
-/// (each biased by 128 into a byte) into words `2i`, `2i + 1`.
+/// GEMM's B tile: its scale and offset into factors `2i`, `2i + 1`, its eight integers
+/// (each biased by 128 into a byte) into words `3i`, `3i + 1`.
 #[allow(clippy::too_many_arguments)]
 #[func]
 pub fn gguf_chunk_load<Q>(
@@ -154,15 +154,15 @@ pub fn gguf_chunk_load<Q>(
     format: u32,
 ) {
     let b = block_at(n * row_bytes, k, format);
-    store(factors[8 * i], scale(w, b, k, format));
-    store(factors[8 * i + 1], offset(w, b, k, format));
+    store(factors[2 * i], scale(w, b, k, format));
+    store(factors[2 * i + 1], offset(w, b, k, format));
     for h in 0..2 {
         let mut word = 0u32;
         for j in 0..4 {
             let q = quant(w, b, k + h * 4 + j, format).cast::<i32>() + 128;
             word = word | (q.cast::<u32>() << (8 * j));
         }
-        store(words[2 * i + h], word);
+        store(words[3 * i + h], word);
     }
 }
 
@@ -177,10 +177,10 @@ pub fn gguf_chunk_dequantize<T>(
     i: u32,
     inside: bool,
 ) {
-    let s = load(factors[8 * i]);
-    let m = load(factors[8 * i + 1]);
+    let s = load(factors[2 * i]);
+    let m = load(factors[2 * i + 1]);
     for j in 0..8 {
-        let q = ((load(words[2 * i + j / 4]) >> ((j % 4) * 8)) & 255u32).cast::<f32>() - 128.0;
+        let q = ((load(words[3 * i + j / 4]) >> ((j % 4) * 8)) & 255u32).cast::<f32>() - 128.0;
         store(sb[at + j], select(inside, s * q - m, 0.0f32).cast::<T>());
     }
 }

@@ -11,8 +11,8 @@ use crate::error::OpError;
 use tessera_macros::func;
 use tessera_runtime::{Context, Tensor};
 
-/// Bytes `k … k + 8` of row `n` of `w` (`dims` bytes a row) into words `2i`, `2i + 1`,
-/// their scale into factor `8i`.
+/// Bytes `k … k + 8` of row `n` of `w` (`dims` bytes a row) into words `3i`, `3i + 1`,
+/// their scale into factor `2i`.
 #[allow(clippy::too_many_arguments)]
 #[func]
 pub fn fp8_chunk_load<Q, S>(
@@ -39,10 +39,10 @@ pub fn fp8_chunk_load<Q, S>(
         for j in 0..4 {
             word = word | (load(bytes[h * 4 + j]) << (8 * j));
         }
-        store(words[2 * i + h], word);
+        store(words[3 * i + h], word);
     }
     let at = (n / block_rows) * scale_cols + k / block_cols;
-    store(factors[8 * i], load(scales[at]).cast::<f32>());
+    store(factors[2 * i], load(scales[at]).cast::<f32>());
 }
 
 /// The eight weights of chunk `i`, `fp8(byte)·scale` (`format` 0: e4m3, 1: e5m2), rounded
@@ -57,9 +57,9 @@ pub fn fp8_chunk_dequantize<T>(
     inside: bool,
     format: u32,
 ) {
-    let scale = load(factors[8 * i]);
+    let scale = load(factors[2 * i]);
     for j in 0..8 {
-        let code = (load(words[2 * i + j / 4]) >> ((j % 4) * 8)) & 255u32;
+        let code = (load(words[3 * i + j / 4]) >> ((j % 4) * 8)) & 255u32;
         let v = fp8_decode(code, format) * scale;
         store(sb[at + j], select(inside, v, 0.0f32).cast::<T>());
     }

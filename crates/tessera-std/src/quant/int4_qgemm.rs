@@ -5,8 +5,8 @@
 //!
 //! A GPTQ word is eight inputs of one output column, a chunk of the `[N, K]`-major B tile
 //! as it stands: one word, its scale and zero point. An AWQ word is one input of eight
-//! columns, a chunk of the `[K, N]`-major tile: the word, the zeros' word and eight
-//! scales.
+//! columns, a chunk of the `[K, N]`-major tile: the word, the zeros' word, and the eight
+//! scales read (one 16-byte load) when it is dequantized.
 
 use super::awq::{awq_nibble, check_words as awq_words};
 use super::gptq::{check_product, check_words as gptq_words};
@@ -16,7 +16,7 @@ use tessera_macros::func;
 use tessera_runtime::{Context, Tensor};
 
 /// GPTQ's word of inputs `k … k + 8` of column `n` (`dims` = N words a row) into word
-/// `2i`, its scale and zero point (the stored nibble plus one) into factors `8i`, `8i + 1`.
+/// `3i`, its scale and zero point (the stored nibble plus one) into factors `2i`, `2i + 1`.
 #[allow(clippy::too_many_arguments)]
 #[func]
 pub fn gptq_chunk_load<Q, S>(
@@ -33,13 +33,13 @@ pub fn gptq_chunk_load<Q, S>(
 ) {
     let g = k / group;
     store(
-        words[2 * i],
+        words[3 * i],
         load(qweight[(k / 8) * dims + n]).cast::<u32>(),
     );
     let zword = load(qzeros[g * (dims / 8) + n / 8]).cast::<u32>();
     let zero = ((zword >> ((n % 8) * 4)) & 15u32) + 1u32;
-    store(factors[8 * i], load(scales[g * dims + n]).cast::<f32>());
-    store(factors[8 * i + 1], zero.cast::<f32>());
+    store(factors[2 * i], load(scales[g * dims + n]).cast::<f32>());
+    store(factors[2 * i + 1], zero.cast::<f32>());
 }
 
 /// The eight weights of GPTQ chunk `i`, `scale·(q − zero)`, into `sb[at …]`.
@@ -52,9 +52,9 @@ pub fn gptq_chunk_dequantize<T>(
     i: u32,
     inside: bool,
 ) {
-    let word = load(words[2 * i]);
-    let scale = load(factors[8 * i]);
-    let zero = load(factors[8 * i + 1]);
+    let word = load(words[3 * i]);
+    let scale = load(factors[2 * i]);
+    let zero = load(factors[2 * i + 1]);
     for j in 0..8 {
         let q = ((word >> (j * 4)) & 15u32).cast::<f32>();
         store(
@@ -65,51 +65,44 @@ pub fn gptq_chunk_dequantize<T>(
 }
 
 /// AWQ's word of columns `n … n + 8` of input `k` (`dims` = N/8 words a row) and the
-/// zeros' word into words `2i`, `2i + 1`, the eight scales into factors `8i …`.
+/// zeros' word into words `3i`, `3i + 1`; where the eight scales are into word `3i + 2`
+/// (they are read when the chunk is dequantized: eight f32 registers a chunk would not
+/// fit beside the accumulators).
 #[allow(clippy::too_many_arguments)]
 #[func]
-pub fn awq_chunk_load<Q, S>(
+pub fn awq_chunk_load<Q>(
     mut words: Mem<u32>,
-    mut factors: Mem<f32>,
     i: u32,
     qweight: Mem<Q>,
     qzeros: Mem<Q>,
-    scales: Mem<S>,
     n: u32,
     k: u32,
     dims: u32,
     group: u32,
 ) {
-    let g = k / group;
-    store(words[2 * i], load(qweight[k * dims + n / 8]).cast::<u32>());
-    store(
-        words[2 * i + 1],
-        load(qzeros[g * dims + n / 8]).cast::<u32>(),
-    );
-    // The scales' index a multiple of 8 so that their eight loads become one.
-    for j in 0..8 {
-        store(
-            factors[8 * i + j],
-            load(scales[(g * dims + n / 8) * 8 + j]).cast::<f32>(),
-        );
-    }
+    let at = (k / group) * dims + n / 8;
+    store(words[3 * i], load(qweight[k * dims + n / 8]).cast::<u32>());
+    store(words[3 * i + 1], load(qzeros[at]).cast::<u32>());
+    store(words[3 * i + 2], at);
 }
 
 /// The eight weights of AWQ chunk `i`, `(q − z)·scale` column by column, into `sb[at …]`.
 #[func]
-pub fn awq_chunk_dequantize<T>(
+pub fn awq_chunk_dequantize<T, S>(
     mut sb: Mem<T>,
     at: u32,
     words: Mem<u32>,
-    factors: Mem<f32>,
+    scales: Mem<S>,
     i: u32,
     inside: bool,
 ) {
-    let word = load(words[2 * i]);
-    let zword = load(words[2 * i + 1]);
+    let word = load(words[3 * i]);
+    let zword = load(words[3 * i + 1]);
+    // The index a multiple of 8, so that the eight loads become one.
+    let first = load(words[3 * i + 2]) * 8;
     for j in 0..8 {
         let q = awq_nibble(word, j).cast::<f32>() - awq_nibble(zword, j).cast::<f32>();
-        let v = q * load(factors[8 * i + j]);
+        let v = q * load(scales[first + j]).cast::<f32>();
         store(sb[at + j], select(inside, v, 0.0f32).cast::<T>());
     }
 }

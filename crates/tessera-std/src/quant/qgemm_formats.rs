@@ -8,8 +8,8 @@
 //! issued, so its latency hides behind it. Weights are never dequantized to memory.
 //!
 //! A format supplies two `#[func]`s, chosen by the constexpr `scheme`: one loads the raw
-//! data of an 8-weight chunk (its codes as up to two u32 words, its scales and zeros as up
-//! to eight f32 factors) into a thread's registers; the other dequantizes a chunk from
+//! data of an 8-weight chunk (its codes and whatever else it needs in up to three u32
+//! words, its scale and zero or offset as up to two f32 factors) into a thread's registers; the other dequantizes a chunk from
 //! there into its 16 bytes of the B tile. Each weight is computed in f32 and rounded once
 //! to the activation dtype. A chunk is eight inputs of one output column (the B tile `[N,
 //! K]`-major, for formats packed along K) or one input of eight columns (`[K, N]`-major,
@@ -85,23 +85,26 @@ pub fn qgemm_chunk_load<Q, S>(
         gptq_chunk_load(words, factors, i, w, zeros, scales, n, k, dims, block_cols);
     }
     if scheme == 3 {
-        awq_chunk_load(words, factors, i, w, zeros, scales, n, k, dims, block_cols);
+        awq_chunk_load(words, i, w, zeros, n, k, dims, block_cols);
     }
     if scheme >= 4 {
         gguf_chunk_load(words, factors, i, w, n, k, dims, scheme - 4);
     }
 }
 
-/// Dequantizes the chunk in slot `i` of a thread's registers into `sb[at … at + 8]`,
+/// Dequantizes the chunk in slot `i` of a thread's registers (and AWQ's scales, from
+/// `scales`) into `sb[at … at + 8]`,
 /// zeros where `inside` is false (inputs past K, whose x values are zeros: a NaN weight
 /// there must not reach the sum).
+#[allow(clippy::too_many_arguments)]
 #[func]
-pub fn qgemm_chunk_dequantize<T>(
+pub fn qgemm_chunk_dequantize<T, S>(
     scheme: u32,
     mut sb: Mem<T>,
     at: u32,
     words: Mem<u32>,
     factors: Mem<f32>,
+    scales: Mem<S>,
     i: u32,
     inside: bool,
 ) {
@@ -112,7 +115,7 @@ pub fn qgemm_chunk_dequantize<T>(
         gptq_chunk_dequantize(sb, at, words, factors, i, inside);
     }
     if scheme == 3 {
-        awq_chunk_dequantize(sb, at, words, factors, i, inside);
+        awq_chunk_dequantize(sb, at, words, scales, i, inside);
     }
     if scheme >= 4 {
         gguf_chunk_dequantize(sb, at, words, factors, i, inside);
@@ -159,8 +162,16 @@ pub fn quant_gemm_kernel<T, Q, S>(
     let k_last = k - select(kn, 1u32, 8u32);
     let sa = threadgroup_array::<T>(stages * 64 * wg * 64);
     let sb = threadgroup_array::<T>(2 * 16 * nb * 64);
-    let words = stack_array::<u32>(2 * per);
-    let factors = stack_array::<f32>(8 * per);
+    let words = stack_array::<u32>(3 * per);
+    let factors = stack_array::<f32>(2 * per);
+    // Written before the loop, whose first step only loads them, so that they are
+    // registers (an array that might be read unwritten stays in memory).
+    for e in 0..3 * per {
+        store(words[e], 0u32);
+    }
+    for e in 0..2 * per {
+        store(factors[e], 0.0f32);
+    }
     let acc = [matrix_acc(); nb];
     for j in 0..nb {
         matrix_fill(acc[j], 0.0);
@@ -180,7 +191,7 @@ pub fn quant_gemm_kernel<T, Q, S>(
             let wbuf = (t % 2) * bn * 64;
             for i in 0..per {
                 let (_, ck, at) = qgemm_chunk(tid + i * threads, t, col0, nb, kn);
-                qgemm_chunk_dequantize(scheme, sb, wbuf + at, words, factors, i, ck < k);
+                qgemm_chunk_dequantize(scheme, sb, wbuf + at, words, factors, scales, i, ck < k);
             }
             // The previous tile's product ran under this tile's dequantization; it must
             // end before the barrier hands its x buffer to the next copies.
