@@ -12,7 +12,7 @@ use tessera_macros::func;
 use tessera_runtime::{Context, Tensor};
 
 /// Bytes `k … k + 8` of row `n` of `w` (`dims` bytes a row) into words `3i`, `3i + 1`,
-/// their scale into factor `2i`.
+/// their scale (of block `(n >> row_shift, k >> col_shift)`) into factor `2i`.
 #[allow(clippy::too_many_arguments)]
 #[func]
 pub fn fp8_chunk_load<Q, S>(
@@ -24,8 +24,8 @@ pub fn fp8_chunk_load<Q, S>(
     n: u32,
     k: u32,
     dims: u32,
-    block_rows: u32,
-    block_cols: u32,
+    row_shift: u32,
+    col_shift: u32,
     scale_cols: u32,
 ) {
     // Written as a multiple of 8 so that the eight byte loads become one 8-byte load.
@@ -41,7 +41,7 @@ pub fn fp8_chunk_load<Q, S>(
         }
         store(words[3 * i + h], word);
     }
-    let at = (n / block_rows) * scale_cols + k / block_cols;
+    let at = (n >> row_shift) * scale_cols + (k >> col_shift);
     store(factors[2 * i], load(scales[at]).cast::<f32>());
 }
 
@@ -82,7 +82,13 @@ pub fn fp8_qgemm(
     const OP: &str = "fp8_qgemm";
     let (m, k) = gemm_rows(OP, x)?;
     let n = check_weights(OP, (x, w, scale, y), (m, k), scaling)?;
-    let (block_rows, block_cols) = scaling.block((n, k));
+    // Blocks of 128 (2^7) rows or columns; one scale over the whole tensor or row: a
+    // shift of 31 (N and K are below 2^31).
+    let (row_shift, col_shift) = match scaling {
+        Fp8Scaling::Tensor => (31, 31),
+        Fp8Scaling::Row128 => (0, 7),
+        Fp8Scaling::Tile128 => (7, 7),
+    };
     let scheme = match format {
         Fp8Format::E4m3 => QgemmScheme::Fp8E4m3,
         Fp8Format::E5m2 => QgemmScheme::Fp8E5m2,
@@ -92,11 +98,7 @@ pub fn fp8_qgemm(
         zeros: w,
         scales: scale,
         dims: k as u32,
-        blocks: (
-            block_rows as u32,
-            block_cols as u32,
-            scale.shape()[1] as u32,
-        ),
+        blocks: (row_shift, col_shift, scale.shape()[1] as u32),
         scheme,
     };
     launch_quant_gemm(ctx, OP, (x, y), weights, (m, n, k))

@@ -16,7 +16,8 @@ use tessera_macros::func;
 use tessera_runtime::{Context, Tensor};
 
 /// GPTQ's word of inputs `k … k + 8` of column `n` (`dims` = N words a row) into word
-/// `3i`, its scale and zero point (the stored nibble plus one) into factors `2i`, `2i + 1`.
+/// `3i`, its scale and zero point (the stored nibble plus one) of group `k >> group_shift`
+/// into factors `2i`, `2i + 1`.
 #[allow(clippy::too_many_arguments)]
 #[func]
 pub fn gptq_chunk_load<Q, S>(
@@ -29,9 +30,9 @@ pub fn gptq_chunk_load<Q, S>(
     n: u32,
     k: u32,
     dims: u32,
-    group: u32,
+    group_shift: u32,
 ) {
-    let g = k / group;
+    let g = k >> group_shift;
     store(
         words[3 * i],
         load(qweight[(k / 8) * dims + n]).cast::<u32>(),
@@ -65,7 +66,7 @@ pub fn gptq_chunk_dequantize<T>(
 }
 
 /// AWQ's word of columns `n … n + 8` of input `k` (`dims` = N/8 words a row) and the
-/// zeros' word into words `3i`, `3i + 1`; where the eight scales are into word `3i + 2`
+/// zeros' word of group `k >> group_shift` into words `3i`, `3i + 1`; where the eight scales are into word `3i + 2`
 /// (they are read when the chunk is dequantized: eight f32 registers a chunk would not
 /// fit beside the accumulators).
 #[allow(clippy::too_many_arguments)]
@@ -78,9 +79,9 @@ pub fn awq_chunk_load<Q>(
     n: u32,
     k: u32,
     dims: u32,
-    group: u32,
+    group_shift: u32,
 ) {
-    let at = (k / group) * dims + n / 8;
+    let at = (k >> group_shift) * dims + n / 8;
     store(words[3 * i], load(qweight[k * dims + n / 8]).cast::<u32>());
     store(words[3 * i + 1], load(qzeros[at]).cast::<u32>());
     store(words[3 * i + 2], at);
@@ -171,7 +172,8 @@ pub(crate) fn int4_qgemm(
         zeros: qzeros,
         scales,
         dims: dims as u32,
-        blocks: (1, g as u32, 0),
+        // G is 32, 64, 128 or all of K: a shift of 31 (K is below 2^31).
+        blocks: (0, if g == k { 31 } else { g.trailing_zeros() }, 0),
         scheme,
     };
     launch_quant_gemm(ctx, op, (x, y), weights, (m, n, k))

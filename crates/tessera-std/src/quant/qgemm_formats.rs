@@ -72,20 +72,20 @@ pub fn qgemm_chunk_load<Q, S>(
     n: u32,
     k: u32,
     dims: u32,
-    block_rows: u32,
-    block_cols: u32,
+    row_shift: u32,
+    col_shift: u32,
     scale_cols: u32,
 ) {
     if scheme < 2 {
         fp8_chunk_load(
-            words, factors, i, w, scales, n, k, dims, block_rows, block_cols, scale_cols,
+            words, factors, i, w, scales, n, k, dims, row_shift, col_shift, scale_cols,
         );
     }
     if scheme == 2 {
-        gptq_chunk_load(words, factors, i, w, zeros, scales, n, k, dims, block_cols);
+        gptq_chunk_load(words, factors, i, w, zeros, scales, n, k, dims, col_shift);
     }
     if scheme == 3 {
-        awq_chunk_load(words, i, w, zeros, n, k, dims, block_cols);
+        awq_chunk_load(words, i, w, zeros, n, k, dims, col_shift);
     }
     if scheme >= 4 {
         gguf_chunk_load(words, factors, i, w, n, k, dims, scheme - 4);
@@ -126,9 +126,10 @@ pub fn qgemm_chunk_dequantize<T, S>(
 /// `zeros` the packed zero points (GPTQ, AWQ; fp8 and GGUF pass `w` again, unread),
 /// `scales` the scales (GGUF, whose scales are in its blocks, passes `x`, unread); `dims`
 /// the columns of `w`'s rows (K for fp8's `[N, K]` bytes, N for GPTQ's `[K/8, N]` words,
-/// N/8 for AWQ's, the bytes of a row of GGUF blocks); fp8's scale of `(n, k)` is `scales[(n / block_rows)·scale_cols +
-/// k / block_cols]`, an int4 format's group size is `block_cols`. A thread dequantizes `nb
-/// / wg` chunks of each weight tile. Grid `[ceil(N / 16nb), ceil(M / 64wg), 1]`, `128·wg`
+/// N/8 for AWQ's, the bytes of a row of GGUF blocks); fp8's scale of `(n, k)` is
+/// `scales[(n >> row_shift)·scale_cols + (k >> col_shift)]`, an int4 format's group of
+/// input `k` is `k >> col_shift` (block and group sizes are powers of two, or the whole
+/// matrix: a shift of 31). A thread dequantizes `nb / wg` chunks of each weight tile. Grid `[ceil(N / 16nb), ceil(M / 64wg), 1]`, `128·wg`
 /// threads; declared for two threadgroups of 256 threads an SM, as `affine_qgemm_kernel`.
 #[allow(clippy::too_many_arguments)]
 #[kernel(group_size = 256, groups_per_core = 2)]
@@ -142,8 +143,8 @@ pub fn quant_gemm_kernel<T, Q, S>(
     n: u32,
     k: u32,
     dims: u32,
-    block_rows: u32,
-    block_cols: u32,
+    row_shift: u32,
+    col_shift: u32,
     scale_cols: u32,
     band: u32,
     #[constexpr] wg: u32,
@@ -224,8 +225,8 @@ pub fn quant_gemm_kernel<T, Q, S>(
                     min(cn, n_last),
                     min(ck, k_last),
                     dims,
-                    block_rows,
-                    block_cols,
+                    row_shift,
+                    col_shift,
                     scale_cols,
                 );
             }
@@ -267,7 +268,7 @@ pub(crate) fn gemm_rows(op: &'static str, x: &Tensor) -> Result<(usize, usize), 
 }
 
 /// What a format hands [`launch_quant_gemm`]: its weight tensors (`zeros` is `w` again
-/// where it has none), the kernel's `dims`, `(block_rows, block_cols, scale_cols)` and
+/// where it has none), the kernel's `dims`, `(row_shift, col_shift, scale_cols)` and
 /// scheme.
 pub(crate) struct QgemmWeights<'a> {
     pub w: &'a Tensor,
@@ -292,7 +293,7 @@ pub(crate) fn launch_quant_gemm(
     fits_u32(op, "the element count of `y`", y.len())?;
     let (m, n) = (m as u32, n as u32);
     let (wg, nb, stages) = qgemm_shape(ctx, m);
-    let (block_rows, block_cols, scale_cols) = weights.blocks;
+    let (row_shift, col_shift, scale_cols) = weights.blocks;
     quant_gemm_kernel::launch(
         ctx,
         quant_gemm_kernel::Args {
@@ -305,8 +306,8 @@ pub(crate) fn launch_quant_gemm(
             n,
             k: k as u32,
             dims: weights.dims,
-            block_rows,
-            block_cols,
+            row_shift,
+            col_shift,
             scale_cols,
             band: QGEMM_BAND,
         },
