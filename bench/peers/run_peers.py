@@ -17,8 +17,9 @@ over pages as the pages gathered, then SDPA with a lower-right causal mask), F.r
 flash-linear-attention's chunk_gated_delta_rule and fused_recurrent_gated_delta_rule,
 and for the elementwise ops PyTorch eager (and torch.compile for the gated activations):
 silu(gate)·up, gelu(gate)·up, a + b, Tensor.to and F.embedding; for the dense, the
-MLX-affine, the GGUF, the GPTQ, the AWQ and the fp8 GEMV, PyTorch's dense `x @ W.T`
-(cuBLAS) in the activations' dtype (and for fp8 the eager dequantize-then-matmul); for
+MLX-affine, the GGUF, the GPTQ, the AWQ and the fp8 GEMV and GEMM, PyTorch's dense `x @ W.T`
+(cuBLAS) in the activations' dtype (and for fp8 the eager dequantize-then-matmul, and
+torch._scaled_mm for the fp8 GEMM); for
 sampling vLLM's PyTorch top-k/top-p path (torch.sort, cumsum, masks, softmax,
 torch.multinomial) and torch.argmax; for the reductions torch.sum (f32 out), torch.amax,
 torch.topk, torch.cumsum and torch.sort / torch.argsort (stable=True), and for hadamard a
@@ -467,6 +468,25 @@ def fp8_qgemv_peers(p, dt, nsets):
     return peers
 
 
+def fp8_qgemm_peers(p, dt, nsets):
+    """For the fp8 GEMM of prefill: the GEMV's peers (dense `x @ W.T`, the eager
+    dequantize-then-matmul) and `torch._scaled_mm`, cuBLAS's fp8 GEMM, on e4m3 x and W
+    with per-tensor scales (it quantizes the activations too, which fp8_qgemm does not:
+    the bar the fp8 GEMM is held to)."""
+    m, n, k = p["M"], p["N"], p["K"]
+    peers = fp8_qgemv_peers(p, dt, nsets)
+    if not hasattr(torch, "_scaled_mm"):
+        return peers
+    one = torch.ones((), device=DEV, dtype=torch.float32)
+    sets = [(rnd((m, k), torch.float32, -448.0, 448.0).to(torch.float8_e4m3fn),
+             rnd((n, k), torch.float32, -448.0, 448.0).to(torch.float8_e4m3fn))
+            for _ in range(sets_for(n * k, 0))]
+    peers.append(("torch_scaled_mm_e4m3",
+                  [(lambda a=a, b=b: torch._scaled_mm(a, b.t(), scale_a=one, scale_b=one,
+                                                       out_dtype=dt)) for a, b in sets]))
+    return peers
+
+
 # ── sampling: PyTorch's sort-based top-k / top-p and its argmax ─────────────────────
 
 
@@ -728,12 +748,14 @@ def peers_for(row, nsets):
     if op == "embedding":
         return embedding_peers(p, dt, nsets)
     if op in ("gemv", "affine_qgemv", "affine_qgemm", "gguf_qgemv", "gptq_qgemv", "awq_qgemv",
-              "matmul_bt"):
+              "gptq_qgemm", "awq_qgemm", "gguf_qgemm", "matmul_bt"):
         return linear_peers(p, dt, nsets)
     if op == "matmul":
         return matmul_peers(p, dt, nsets)
     if op == "fp8_qgemv":
         return fp8_qgemv_peers(p, dt, nsets)
+    if op == "fp8_qgemm":
+        return fp8_qgemm_peers(p, dt, nsets)
     if op == "gemv_silu_mul":
         return gemv_silu_mul_peers(p, dt, nsets)
     if op in ("rms_norm_quant", "rms_norm_residual_quant"):

@@ -30,7 +30,7 @@ fn half_fields(format: GgufFormat) -> &'static [usize] {
 
 /// How wide the random f16 scales range.
 #[derive(Clone, Copy)]
-enum Scales {
+pub(crate) enum Scales {
     /// Anywhere in f16's finite range (dequantization: overflow to ±inf in f16/bf16
     /// outputs is part of what is checked).
     FullRange,
@@ -54,7 +54,7 @@ fn random_half(rng: &mut CaseRng, scales: Scales) -> f16 {
 
 /// `rows` rows of `k` weights in `format`: random bytes, f16 fields from
 /// [`random_half`], about one block in eight all zero.
-fn random_blocks(
+pub(crate) fn random_blocks(
     rng: &mut CaseRng,
     format: GgufFormat,
     rows: usize,
@@ -79,7 +79,7 @@ fn random_blocks(
 }
 
 /// `v` rounded once to `dtype`, as f64.
-fn rounded(dtype: DType, v: f32) -> f64 {
+pub(crate) fn rounded(dtype: DType, v: f32) -> f64 {
     match dtype {
         DType::F16 => f16::from_f32(v).to_f64(),
         DType::BF16 => bf16::from_f32(v).to_f64(),
@@ -108,7 +108,7 @@ fn exact(got: &[f64], want: &[f64]) -> Result<Outcome, String> {
     })
 }
 
-fn upload_blocks(ctx: &Context, bytes: &[u8], rows: usize) -> Result<Tensor, String> {
+pub(crate) fn upload_blocks(ctx: &Context, bytes: &[u8], rows: usize) -> Result<Tensor, String> {
     ctx.tensor(bytes, &[rows, bytes.len() / rows]).map_err(err)
 }
 

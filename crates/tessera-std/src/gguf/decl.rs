@@ -1,7 +1,9 @@
 //! The declarations of the GGUF ops.
 
 use super::format::{GgufFormat, FORMAT_NAMES};
-use super::ops::{gguf_dequantize, gguf_qgemv, gguf_quantize, DEQUANTIZE, QGEMV, QUANTIZE};
+use super::ops::{
+    gguf_dequantize, gguf_qgemm, gguf_qgemv, gguf_quantize, DEQUANTIZE, QGEMM, QGEMV, QUANTIZE,
+};
 #[cfg(feature = "cases")]
 use super::{cases, reference};
 #[cfg(feature = "cases")]
@@ -184,6 +186,64 @@ inventory::submit! {
         cases: cases::qgemv_cases,
         #[cfg(feature = "cases")]
         benches: cases::qgemv_benches,
+    }
+}
+
+// ── GEMM ─────────────────────────────────────────────────────────────────────────────
+
+#[cfg(feature = "cases")]
+fn qgemm_reference(r: &RefArgs) -> Result<Vec<Vec<f64>>, OpError> {
+    let format = ref_format(r)?;
+    let x = r.input("x")?;
+    let (m, k) = (r.shape("x")?[0], r.shape("x")?[1]);
+    let n = r.shape("w")?[0];
+    let w: Vec<f64> = reference::dequantize(format, &ref_blocks(r)?, n, k)
+        .into_iter()
+        .map(|v| crate::elementwise::reference::round_to(x.dtype, f64::from(v)))
+        .collect();
+    Ok(vec![crate::matmul::reference::matmul(
+        &x.data,
+        &w,
+        (m, n, k),
+        true,
+    )])
+}
+
+inventory::submit! {
+    OpDecl {
+        name: QGEMM,
+        family: "gguf",
+        summary: "quantized GEMM for prefill: y[m, n] = x[m, K] · dequant(w)ᵀ on GGUF blocks, each weight computed as gguf_dequantize does and rounded to x's dtype on its way into the tensor cores' tiles, never to memory; f32 accumulation",
+        accuracy: crate::decl::Accuracy { keyed_by: crate::quant::qgemm_decl::QGEMM_ACCURACY, ..crate::decl::Accuracy::STANDARD },
+        inputs: &[
+            TensorDecl::new("x", &["m", "K"], DtypeRule::OneOf(&[DType::F16, DType::BF16]), "the activations, any m ≥ 1 (gguf_qgemv is faster for m ≤ 16)"),
+            BLOCKS,
+        ],
+        outputs: &[OutputDecl { name: "y", shape: &["m", "n"], dtype: DtypeRule::Like("x"), shape_from: ShapeFrom::Dims, doc: "x · Ŵᵀ with Ŵ the weights rounded once to x's dtype, accumulated in f32" }],
+        params: &[FORMAT],
+        invariants: &[
+            "x is a non-empty f16 or bf16 [m, K]; y is [m, n] in x's dtype and aliases neither input",
+            "w is u8 [n, row_bytes] with row_bytes = K / block_elems · block_bytes of `format`; K is a multiple of the block (32 or 256)",
+            "m·K, m·n and w's byte length are below 2^32",
+        ],
+        rejections: &[
+            Rejection { invariant: 0, by: Break::Dtype("x", DType::F32), reason: "`x` must be one of f16, bf16" },
+            Rejection { invariant: 1, by: Break::InputDim("w", "row_bytes", 143), reason: "`w` must be [5, 144]" },
+            Rejection { invariant: 1, by: Break::Dim("K", 128), reason: "must be a multiple of 256" },
+            Rejection { invariant: 1, by: Break::Param("format", "q8_0"), reason: "`w` must be [5, 272]" },
+        ],
+        variants: &[crate::decl::VariantDecl { name: "quant_gemm_kernel", when: crate::quant::qgemm_decl::QGEMM_VARIANT }],
+        example: Example { dims: &[("m", 3), ("n", 5), ("K", 256), ("row_bytes", 144)], params: &[("format", "q4_k")], ranges: &[("w", 0.0, 16.0)], with: &[] },
+        workspace: None,
+        call: |ctx, a| gguf_qgemm(ctx, a.input("x")?, a.input("w")?, format_of(a)?, a.output("y")?),
+        #[cfg(feature = "cases")]
+        reference: qgemm_reference,
+        #[cfg(feature = "cases")]
+        kernels: crate::quant::qgemm_formats_cases::gguf_kernels,
+        #[cfg(feature = "cases")]
+        cases: crate::quant::qgemm_formats_cases::gguf_cases,
+        #[cfg(feature = "cases")]
+        benches: crate::quant::qgemm_formats_cases::gguf_benches,
     }
 }
 

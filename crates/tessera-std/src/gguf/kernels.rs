@@ -15,17 +15,24 @@ pub const CHUNK: u32 = 8;
 pub const GROUP: u32 = 256;
 pub const ROWS_PER_GROUP: u32 = 4;
 
-/// A byte of `w` as u32.
+/// A byte of `w` as u32. (The decoders take memory of any element type, so that a kernel
+/// generic over its weights' type can call them; they read u8 tensors.)
 #[func]
-fn byte(w: Mem<u8>, i: u32) -> u32 {
+fn byte<Q>(w: Mem<Q>, i: u32) -> u32 {
     load(w[i]).cast::<u32>()
+}
+
+/// A byte of `w` read as an i8 (two's complement), widened to i32.
+#[func]
+fn signed_byte<Q>(w: Mem<Q>, i: u32) -> i32 {
+    (byte(w, i) ^ 128).cast::<i32>() - 128
 }
 
 /// The f16 stored little-endian at byte `i` of `w`, widened exactly to f32 as llama.cpp's
 /// `GGML_FP16_TO_FP32` does: sign, exponent and mantissa moved to f32's places, a
 /// subnormal half as its mantissa times 2^-24 (exact in f32), ±inf and NaN kept.
 #[func]
-fn half_at(w: Mem<u8>, i: u32) -> f32 {
+fn half_at<Q>(w: Mem<Q>, i: u32) -> f32 {
     let h = byte(w, i) | (byte(w, i + 1) << 8);
     let sign = (h >> 15) << 31;
     let exp = (h >> 10) & 31;
@@ -40,7 +47,7 @@ fn half_at(w: Mem<u8>, i: u32) -> f32 {
 /// The 6-bit scale (`want_min` 0) or min (1) of group `j` (0..8) of a K-format block
 /// whose `scales[12]` start at byte `s`: llama.cpp's `get_scale_min_k4`.
 #[func]
-fn scale_min_k4(w: Mem<u8>, s: u32, j: u32, want_min: u32) -> f32 {
+fn scale_min_k4<Q>(w: Mem<Q>, s: u32, j: u32, want_min: u32) -> f32 {
     let mut v = 0u32;
     if j < 4 {
         v = byte(w, s + j + 4 * want_min) & 63;
@@ -72,7 +79,7 @@ fn block_at(row: u32, e: u32, format: u32) -> u32 {
 
 /// The scale of weight `e` (`d`, `d·sc` for the K formats) in the block at byte `b`.
 #[func]
-fn scale(w: Mem<u8>, b: u32, e: u32, format: u32) -> f32 {
+fn scale<Q>(w: Mem<Q>, b: u32, e: u32, format: u32) -> f32 {
     let mut s = 0.0f32;
     if format < 2 {
         s = half_at(w, b);
@@ -82,15 +89,15 @@ fn scale(w: Mem<u8>, b: u32, e: u32, format: u32) -> f32 {
     } else {
         let i = e % 256;
         let r = i % 128;
-        let sc = load(w[b + 192 + (i / 128) * 8 + (r % 32) / 16 + 2 * (r / 32)]);
-        s = half_at(w, b + 208) * sc.bitcast::<i8>().cast::<f32>();
+        let sc = signed_byte(w, b + 192 + (i / 128) * 8 + (r % 32) / 16 + 2 * (r / 32));
+        s = half_at(w, b + 208) * sc.cast::<f32>();
     }
     s
 }
 
 /// The offset subtracted from weight `e` (`dmin·m` for Q4_K and Q5_K, else 0).
 #[func]
-fn offset(w: Mem<u8>, b: u32, e: u32, format: u32) -> f32 {
+fn offset<Q>(w: Mem<Q>, b: u32, e: u32, format: u32) -> f32 {
     let mut m = 0.0f32;
     if format == 2 || format == 3 {
         m = half_at(w, b + 2) * scale_min_k4(w, b + 4, (e % 256) / 32, 1);
@@ -101,13 +108,13 @@ fn offset(w: Mem<u8>, b: u32, e: u32, format: u32) -> f32 {
 /// The integer of weight `e` in the block at byte `b`, offsets included (Q4_0's −8,
 /// Q6_K's −32), as f32.
 #[func]
-fn quant(w: Mem<u8>, b: u32, e: u32, format: u32) -> f32 {
+fn quant<Q>(w: Mem<Q>, b: u32, e: u32, format: u32) -> f32 {
     let mut q = 0i32;
     if format == 0 {
         let j = e % 32;
         q = ((byte(w, b + 2 + j % 16) >> (4 * (j / 16))) & 15).cast::<i32>() - 8;
     } else if format == 1 {
-        q = load(w[b + 2 + e % 32]).bitcast::<i8>().cast::<i32>();
+        q = signed_byte(w, b + 2 + e % 32);
     } else if format == 2 {
         let i = e % 256;
         q = ((byte(w, b + 16 + (i / 64) * 32 + i % 32) >> (4 * ((i % 64) / 32))) & 15)
@@ -129,6 +136,53 @@ fn quant(w: Mem<u8>, b: u32, e: u32, format: u32) -> f32 {
         q = (low | (high << 4)).cast::<i32>() - 32;
     }
     q.cast::<f32>()
+}
+
+/// The chunk of eight weights `k … k + 8` of row `n` (rows of `row_bytes` bytes) of the
+/// GEMM's B tile: its scale and offset into factors `2i`, `2i + 1`, its eight integers
+/// (each biased by 128 into a byte) into words `3i`, `3i + 1`.
+#[allow(clippy::too_many_arguments)]
+#[func]
+pub fn gguf_chunk_load<Q>(
+    mut words: Mem<u32>,
+    mut factors: Mem<f32>,
+    i: u32,
+    w: Mem<Q>,
+    n: u32,
+    k: u32,
+    row_bytes: u32,
+    format: u32,
+) {
+    let b = block_at(n * row_bytes, k, format);
+    store(factors[2 * i], scale(w, b, k, format));
+    store(factors[2 * i + 1], offset(w, b, k, format));
+    for h in 0..2 {
+        let mut word = 0u32;
+        for j in 0..4 {
+            let q = quant(w, b, k + h * 4 + j, format).cast::<i32>() + 128;
+            word = word | (q.cast::<u32>() << (8 * j));
+        }
+        store(words[3 * i + h], word);
+    }
+}
+
+/// The eight weights of chunk `i`, `scale · quant − offset` (the dequantizer's f32
+/// operations), rounded to `T` into `sb[at …]`; zeros where `inside` is false.
+#[func]
+pub fn gguf_chunk_dequantize<T>(
+    mut sb: Mem<T>,
+    at: u32,
+    words: Mem<u32>,
+    factors: Mem<f32>,
+    i: u32,
+    inside: bool,
+) {
+    let s = load(factors[2 * i]);
+    let m = load(factors[2 * i + 1]);
+    for j in 0..8 {
+        let q = ((load(words[3 * i + j / 4]) >> ((j % 4) * 8)) & 255u32).cast::<f32>() - 128.0;
+        store(sb[at + j], select(inside, s * q - m, 0.0f32).cast::<T>());
+    }
 }
 
 /// `out[r, e] = scale · quant − offset` for `n` rows of `k` weights: each thread one

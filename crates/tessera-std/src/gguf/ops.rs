@@ -6,11 +6,15 @@ use super::kernels::{
     gguf_dequantize_kernel, gguf_qgemv_kernel, gguf_quantize_kernel, CHUNK, GROUP, ROWS_PER_GROUP,
 };
 use crate::error::{runtime, OpError};
-use crate::validate::{distinct, distinct_named, dtype_in, dtype_is, fits_u32, FLOAT_DTYPES};
+use crate::quant::qgemm_formats::{gemm_rows, launch_quant_gemm, QgemmScheme, QgemmWeights};
+use crate::validate::{
+    distinct, distinct_named, dtype_in, dtype_is, fits_u32, shape_is, FLOAT_DTYPES,
+};
 use tessera_runtime::{Context, DType, Tensor};
 
 pub(super) const DEQUANTIZE: &str = "gguf_dequantize";
 pub(super) const QGEMV: &str = "gguf_qgemv";
+pub(super) const QGEMM: &str = "gguf_qgemm";
 pub(super) const QUANTIZE: &str = "gguf_quantize";
 /// Activation rows the GEMV takes (decode batches).
 pub const MAX_GEMV_ROWS: usize = 16;
@@ -154,6 +158,36 @@ pub fn gguf_qgemv(
     .group_size(ROWS_PER_GROUP * 32)
     .run()
     .map_err(runtime(op))
+}
+
+/// `y[m, n] = x[m, k] · dequant(w)ᵀ` for any m ≥ 1 (the GEMM of prefill; `gguf_qgemv` is
+/// the faster path for m ≤ 16) on `quant_gemm_kernel`'s tiles: each weight computed in f32
+/// as `gguf_dequantize` does and rounded once to `x`'s dtype (f16 or bf16) on its way into
+/// the tensor cores' tiles, never to memory; accumulated in f32. K is a multiple of 8 and
+/// of the block.
+pub fn gguf_qgemm(
+    ctx: &Context,
+    x: &Tensor,
+    w: &Tensor,
+    format: GgufFormat,
+    y: &Tensor,
+) -> Result<(), OpError> {
+    let op = QGEMM;
+    let (m, k) = gemm_rows(op, x)?;
+    dtype_is(op, "y", y, x.dtype())?;
+    let (n, _) = matrix(op, "w", w, "[n, row_bytes] of blocks")?;
+    let row_bytes = check_blocks(op, w, n, k, format)?;
+    shape_is(op, "y", y, &[m, n])?;
+    distinct(op, y, &[("x", x), ("w", w)])?;
+    let weights = QgemmWeights {
+        w,
+        zeros: w,
+        scales: x,
+        dims: row_bytes,
+        blocks: (1, 1, 0),
+        scheme: QgemmScheme::Gguf(format),
+    };
+    launch_quant_gemm(ctx, op, (x, y), weights, (m, n, k))
 }
 
 /// `w[n, row_bytes]` = the float `x[n, k]` in Q4_0 or Q8_0 blocks, byte for byte what

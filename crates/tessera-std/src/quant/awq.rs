@@ -19,7 +19,7 @@
 //! simdgroups take rows `s, s + 8, …`, and their sums meet in threadgroup memory one row
 //! of `x` at a time.
 
-use super::gptq::group_of;
+use super::gptq::{check_product, group_of};
 use crate::error::{runtime, OpError};
 use crate::matmul::gemv::{row_tile, skinny_rows};
 use crate::validate::{distinct_named, dtype_in, dtype_is, fits_u32, shape_is, FLOAT_DTYPES};
@@ -124,7 +124,7 @@ pub fn awq_qgemv_kernel<T>(
 }
 
 /// `qweight` `[K, N/8]`, `qzeros` `[K/G, N/8]` i32 and `scales` `[K/G, N]`: (K, N, G).
-fn check_words(
+pub(super) fn check_words(
     op: &'static str,
     qweight: &Tensor,
     qzeros: &Tensor,
@@ -204,30 +204,8 @@ pub fn awq_qgemv(
 ) -> Result<(), OpError> {
     const OP: &str = "awq_qgemv";
     let (m, kx) = skinny_rows(OP, x, &FLOAT_DTYPES)?;
-    dtype_is(OP, "scales", scales, x.dtype())?;
-    dtype_is(OP, "y", y, x.dtype())?;
-    distinct_named(
-        OP,
-        "y",
-        y,
-        &[
-            ("x", x),
-            ("qweight", qweight),
-            ("qzeros", qzeros),
-            ("scales", scales),
-        ],
-    )?;
     let (k, n, g) = check_words(OP, qweight, qzeros, scales, group_size)?;
-    if k != kx {
-        return Err(OpError::invalid(
-            OP,
-            format!(
-                "`qweight` must be [{kx}, N/8] (as `x` has K = {kx}), got shape {:?}",
-                qweight.shape()
-            ),
-        ));
-    }
-    shape_is(OP, "y", y, &[m, n])?;
+    check_product(OP, (x, qweight, qzeros, scales, y), (m, kx), (k, n))?;
     fits_u32(OP, "the element count of `x`", x.len())?;
     fits_u32(OP, "the word count of `qweight`", qweight.len())?;
     let n = fits_u32(OP, "N", n)?;

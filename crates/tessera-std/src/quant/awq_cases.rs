@@ -6,6 +6,7 @@
 
 use super::awq::{awq_dequantize, awq_dequantize_kernel, awq_qgemv, awq_qgemv_kernel};
 use super::awq_reference as reference;
+use super::gptq_cases::Words;
 use crate::matmul::gemv::{row_tile, GEMV_TILES};
 use crate::matmul::gemv_cases::GEMV_BENCH_SHAPES;
 use crate::registry::{BenchCase, Case, CaseKind, KernelUse, PreparedBench};
@@ -13,23 +14,13 @@ use crate::testing::{
     accuracy, compare, err, kernel_use, random_tensor, rejection, upload, zeros, CaseRng, Refused,
 };
 use crate::validate::FLOAT_DTYPES;
-use tessera_runtime::{Context, DType, Tensor};
+use tessera_runtime::{Context, DType};
 
 const DEQUANTIZE: &str = "awq_dequantize";
 const QGEMV: &str = "awq_qgemv";
 
-/// A checkpoint's three tensors on the device and their values.
-struct Words {
-    qweight: Tensor,
-    qzeros: Tensor,
-    scales: Tensor,
-    qw: Vec<f64>,
-    qz: Vec<f64>,
-    sv: Vec<f64>,
-}
-
 /// Random words for `[k, n]` in groups of `group` (scales of either sign, about 1/16).
-fn random_words(
+pub(super) fn random_words(
     ctx: &Context,
     rng: &mut CaseRng,
     dtype: DType,
@@ -56,7 +47,7 @@ fn random_words(
 }
 
 /// The group a `group_size` stands for over `k`.
-fn group_of(group_size: u32, k: usize) -> usize {
+pub(super) fn group_of(group_size: u32, k: usize) -> usize {
     if group_size == 0 {
         k
     } else {

@@ -1,8 +1,10 @@
-//! The declarations of the AWQ int4 ops: dequantize and the quantized GEMV.
+//! The declarations of the AWQ int4 ops: dequantize, the quantized GEMV and GEMM.
 
 use super::awq::{awq_dequantize, awq_qgemv};
+use super::int4_qgemm::awq_qgemm;
+use super::qgemm_decl::{HALVES, QGEMM_ACCURACY, QGEMM_VARIANT};
 #[cfg(feature = "cases")]
-use super::{awq_cases as cases, awq_reference as reference};
+use super::{awq_cases as cases, awq_reference as reference, qgemm_formats_cases as qgemm_cases};
 #[cfg(feature = "cases")]
 use crate::decl::RefArgs;
 use crate::decl::{
@@ -172,5 +174,70 @@ inventory::submit! {
         cases: cases::qgemv_cases,
         #[cfg(feature = "cases")]
         benches: cases::qgemv_benches,
+    }
+}
+
+// ── awq_qgemm ────────────────────────────────────────────────────────────────────────
+
+#[cfg(feature = "cases")]
+fn qgemm_reference(r: &RefArgs) -> Result<Vec<Vec<f64>>, OpError> {
+    let (k, n, g) = ref_shape(r)?;
+    let x = r.input("x")?;
+    let w = reference::dequantize(
+        r.data("qweight")?,
+        r.data("qzeros")?,
+        r.data("scales")?,
+        (k, n),
+        g,
+        x.dtype,
+    );
+    Ok(vec![crate::matmul::reference::matmul(
+        &x.data,
+        &w,
+        (r.dim("M")?, n, k),
+        false,
+    )])
+}
+
+inventory::submit! {
+    OpDecl {
+        name: "awq_qgemm",
+        family: "quant",
+        summary: "quantized GEMM for prefill on AWQ int4 weights (AutoAWQ's GEMM checkpoints): y[M, N] = x[M, K]·w[K, N], each weight (q − z)·scale rounded to x's dtype on its way into the tensor cores' tiles, never to memory",
+        inputs: &[
+            TensorDecl::new("x", &["M", "K"], DtypeRule::OneOf(HALVES), "the activations, any M ≥ 1 (awq_qgemv is faster for M ≤ 16)"),
+            QWEIGHT,
+            QZEROS,
+            TensorDecl::new("scales", &["KG", "N"], DtypeRule::Like("x"), "one scale per group and output, in x's dtype"),
+        ],
+        outputs: &[OutputDecl { name: "y", shape: &["M", "N"], dtype: DtypeRule::Like("x"), shape_from: ShapeFrom::Dims, doc: "x·w with each weight rounded once to x's dtype, accumulated in f32" }],
+        params: &[GROUP_SIZE],
+        invariants: &[
+            INVARIANTS[0],
+            INVARIANTS[1],
+            "x is a non-empty f16 or bf16 [M, K]; scales and y are in x's dtype; y is [M, N] and aliases no input",
+        ],
+        rejections: &[
+            Rejection { invariant: 0, by: Break::Param("group_size", "48"), reason: "group_size must be 32, 64, 128 or 0" },
+            Rejection { invariant: 0, by: Break::InputDim("qweight", "K", 96), reason: "must be a positive multiple of 8 and of the group size 64" },
+            Rejection { invariant: 1, by: Break::Dtype("qzeros", DType::U32), reason: "`qzeros` must be i32" },
+            Rejection { invariant: 1, by: Break::InputDim("scales", "KG", 3), reason: "`scales` must have shape [2, 16]" },
+            Rejection { invariant: 2, by: Break::Dtype("x", DType::F32), reason: "`x` must be one of f16, bf16" },
+            Rejection { invariant: 2, by: Break::Dtype("scales", DType::BF16), reason: "`scales` must be f16" },
+            Rejection { invariant: 2, by: Break::Alias("y", "x"), reason: "`y` aliases `x`" },
+        ],
+        variants: &[VariantDecl { name: "quant_gemm_kernel", when: QGEMM_VARIANT }],
+        example: Example { dims: EXAMPLE_DIMS, params: EXAMPLE_PARAMS, ranges: ANY_WORDS, with: &[] },
+        workspace: None,
+        accuracy: Accuracy { keyed_by: QGEMM_ACCURACY, ..Accuracy::STANDARD },
+        call: |ctx, a| awq_qgemm(ctx, a.input("x")?, a.input("qweight")?, a.input("qzeros")?, a.input("scales")?, a.output("y")?, group(a)?),
+        #[cfg(feature = "cases")]
+        reference: qgemm_reference,
+        #[cfg(feature = "cases")]
+        kernels: qgemm_cases::awq_kernels,
+        #[cfg(feature = "cases")]
+        cases: qgemm_cases::awq_cases,
+        #[cfg(feature = "cases")]
+        benches: qgemm_cases::awq_benches,
     }
 }

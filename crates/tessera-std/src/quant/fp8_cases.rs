@@ -27,7 +27,7 @@ const QGEMV: &str = "fp8_qgemv";
 const FORMATS: [Fp8Format; 2] = [Fp8Format::E4m3, Fp8Format::E5m2];
 const SCALINGS: [Fp8Scaling; 3] = [Fp8Scaling::Tensor, Fp8Scaling::Row128, Fp8Scaling::Tile128];
 
-fn scaling_name(s: Fp8Scaling) -> &'static str {
+pub(super) fn scaling_name(s: Fp8Scaling) -> &'static str {
     match s {
         Fp8Scaling::Tensor => "tensor",
         Fp8Scaling::Row128 => "1x128",
@@ -361,7 +361,7 @@ pub(super) fn dequantize_benches() -> Vec<BenchCase> {
 // ── fp8_qgemv ────────────────────────────────────────────────────────────────────────
 
 /// Random bytes of finite codes of `format` (a NaN or inf code is redrawn).
-fn finite_codes(
+pub(super) fn finite_codes(
     ctx: &Context,
     rng: &mut CaseRng,
     format: Fp8Format,
@@ -379,7 +379,7 @@ fn finite_codes(
 }
 
 /// Scales that bring the format's largest value near 1, as a quantizer's would.
-fn weight_scales(rng: &mut CaseRng, format: Fp8Format, count: usize) -> Vec<f64> {
+pub(super) fn weight_scales(rng: &mut CaseRng, format: Fp8Format, count: usize) -> Vec<f64> {
     (0..count)
         .map(|_| rng.uniform(0.5, 2.0) / f64::from(format.max()))
         .collect()

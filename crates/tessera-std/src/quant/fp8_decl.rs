@@ -1,10 +1,12 @@
-//! The declarations of the fp8 ops: quantize, dequantize and the quantized GEMV.
+//! The declarations of the fp8 ops: quantize, dequantize, the quantized GEMV and GEMM.
 
 use super::fp8::{fp8_dequantize, fp8_quantize};
 use super::fp8_format::{Fp8Format, Fp8Scaling, FP8_FORMAT_NAMES, FP8_SCALING_NAMES};
+use super::fp8_qgemm::fp8_qgemm;
 use super::fp8_qgemv::fp8_qgemv;
+use super::qgemm_decl::{HALVES, QGEMM_ACCURACY, QGEMM_VARIANT};
 #[cfg(feature = "cases")]
-use super::{fp8_cases as cases, fp8_reference as reference};
+use super::{fp8_cases as cases, fp8_reference as reference, qgemm_formats_cases as qgemm_cases};
 #[cfg(feature = "cases")]
 use crate::decl::RefArgs;
 use crate::decl::{
@@ -295,5 +297,76 @@ inventory::submit! {
         cases: cases::qgemv_cases,
         #[cfg(feature = "cases")]
         benches: cases::qgemv_benches,
+    }
+}
+
+// ── fp8_qgemm ────────────────────────────────────────────────────────────────────────
+
+#[cfg(feature = "cases")]
+fn qgemm_reference(r: &RefArgs) -> Result<Vec<Vec<f64>>, OpError> {
+    let (format, scaling) = ref_format(r)?;
+    let x = r.input("x")?;
+    let (m, k) = ref_matrix(r, "x")?;
+    let (n, _) = ref_matrix(r, "w")?;
+    let w = reference::dequantize(
+        r.data("w")?,
+        r.data("scale")?,
+        (n, k),
+        format,
+        scaling,
+        x.dtype,
+    );
+    Ok(vec![crate::matmul::reference::matmul(
+        &x.data,
+        &w,
+        (m, n, k),
+        true,
+    )])
+}
+
+inventory::submit! {
+    OpDecl {
+        name: "fp8_qgemm",
+        family: "quant",
+        summary: "quantized GEMM for prefill on fp8 weights W [N, K] (e4m3/e5m2; f32 scales per tensor, per 1×128 or per 128×128 tile as DeepSeek-V3 stores them): y[M, N] = x[M, K]·(fp8(W)·scale)ᵀ, each weight rounded to x's dtype on its way into the tensor cores' tiles, never to memory",
+        inputs: &[
+            TensorDecl::new("x", &["M", "K"], DtypeRule::OneOf(HALVES), "the activations, any M ≥ 1 (fp8_qgemv is faster for M ≤ 16)"),
+            TensorDecl::new("w", &["N", "K"], DtypeRule::OneOf(&[DType::U8]), BYTES_DOC),
+            SCALE_IN,
+        ],
+        outputs: &[OutputDecl { name: "y", shape: &["M", "N"], dtype: DtypeRule::Like("x"), shape_from: ShapeFrom::Dims, doc: "x·Ŵᵀ with Ŵ = fp8(w)·scale rounded once to x's dtype, accumulated in f32" }],
+        params: &[FORMAT, SCALING],
+        invariants: &[
+            FORMAT_INVARIANT,
+            "x is a non-empty f16 or bf16 [M, K] with K a multiple of 8",
+            "w is u8 [N, K]; scale is f32 [SN, SK] as `scaling` lays it out for [N, K]; y is [M, N] in x's dtype",
+            "y aliases no input",
+        ],
+        rejections: &[
+            FORMAT_REJECTIONS[0],
+            FORMAT_REJECTIONS[1],
+            Rejection { invariant: 1, by: Break::Dim("K", 140), reason: "with K a multiple of 8" },
+            Rejection { invariant: 1, by: Break::Dtype("x", DType::F32), reason: "`x` must be one of f16, bf16" },
+            Rejection { invariant: 2, by: Break::InputDim("w", "K", 160), reason: "`w` must be [N, 144]" },
+            Rejection { invariant: 2, by: Break::InputDim("scale", "SN", 2), reason: "`scale` must have shape [1, 2]" },
+            Rejection { invariant: 2, by: Break::Dtype("w", DType::I8), reason: "`w` must be u8" },
+            Rejection { invariant: 3, by: Break::Alias("y", "x"), reason: "`y` aliases `x`" },
+        ],
+        variants: &[crate::decl::VariantDecl { name: "quant_gemm_kernel", when: QGEMM_VARIANT }],
+        example: Example { dims: EXAMPLE_DIMS, params: EXAMPLE_PARAMS, ranges: EXAMPLE_RANGES, with: &[] },
+        workspace: None,
+        accuracy: Accuracy { keyed_by: QGEMM_ACCURACY, ..Accuracy::STANDARD },
+        call: |ctx, a| {
+            let (format, scaling) = format_of(a)?;
+            fp8_qgemm(ctx, a.input("x")?, a.input("w")?, a.input("scale")?, a.output("y")?, format, scaling)
+        },
+        #[cfg(feature = "cases")]
+        reference: qgemm_reference,
+        #[cfg(feature = "cases")]
+        kernels: qgemm_cases::fp8_kernels,
+        #[cfg(feature = "cases")]
+        cases: qgemm_cases::fp8_cases,
+        #[cfg(feature = "cases")]
+        benches: qgemm_cases::fp8_benches,
     }
 }

@@ -15,7 +15,7 @@
 //! scale: `w = fp8 · weight_scale_inv`). The last tiles of a row or column may be partial.
 
 use crate::error::OpError;
-use crate::validate::{dtype_is, shape_is};
+use crate::validate::{distinct_named, dtype_is, shape_is};
 use tessera_runtime::{DType, Tensor};
 
 /// The fp8 formats, by the name the ops take.
@@ -131,4 +131,30 @@ pub fn matrix(op: &'static str, name: &str, t: &Tensor) -> Result<(usize, usize)
             format!("`{name}` must be a non-empty matrix [N, K], got shape {s:?}"),
         )),
     }
+}
+
+/// The weights of a product `y[m, n] = x[m, k]·(fp8(w)·scale)ᵀ`: `w` u8 `[N, k]`, `scale` as
+/// `scaling` lays it out, `y` `[m, N]` in x's dtype aliasing no input. Returns N.
+pub fn check_weights(
+    op: &'static str,
+    (x, w, scale, y): (&Tensor, &Tensor, &Tensor, &Tensor),
+    (m, k): (usize, usize),
+    scaling: Fp8Scaling,
+) -> Result<usize, OpError> {
+    dtype_is(op, "w", w, DType::U8)?;
+    dtype_is(op, "y", y, x.dtype())?;
+    distinct_named(op, "y", y, &[("x", x), ("w", w), ("scale", scale)])?;
+    let (n, wk) = matrix(op, "w", w)?;
+    if wk != k {
+        return Err(OpError::invalid(
+            op,
+            format!(
+                "`w` must be [N, {k}] (as `x` has K = {k}), got shape {:?}",
+                w.shape()
+            ),
+        ));
+    }
+    scaling.check_scale(op, scale, (n, k))?;
+    shape_is(op, "y", y, &[m, n])?;
+    Ok(n)
 }

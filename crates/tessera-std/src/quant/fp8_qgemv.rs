@@ -12,12 +12,12 @@
 //! row tile, a constexpr, as in the dense GEMV.
 
 use super::fp8::fp8_decode;
-use super::fp8_format::{matrix, Fp8Format, Fp8Scaling};
+use super::fp8_format::{check_weights, Fp8Format, Fp8Scaling};
 use crate::error::{runtime, OpError};
 use crate::matmul::gemv::{row_tile, skinny_rows, GEMV_COLUMNS_PER_GROUP};
-use crate::validate::{distinct_named, dtype_is, fits_u32, shape_is, FLOAT_DTYPES};
+use crate::validate::{fits_u32, FLOAT_DTYPES};
 use tessera_macros::kernel;
-use tessera_runtime::{Context, DType, Tensor};
+use tessera_runtime::{Context, Tensor};
 
 /// Weights per unit (one 16-byte run of a row).
 pub const FP8_UNIT: usize = 16;
@@ -121,21 +121,7 @@ pub fn fp8_qgemv(
             ),
         ));
     }
-    dtype_is(OP, "w", w, DType::U8)?;
-    dtype_is(OP, "y", y, x.dtype())?;
-    distinct_named(OP, "y", y, &[("x", x), ("w", w), ("scale", scale)])?;
-    let (n, wk) = matrix(OP, "w", w)?;
-    if wk != k {
-        return Err(OpError::invalid(
-            OP,
-            format!(
-                "`w` must be [N, {k}] (as `x` has K = {k}), got shape {:?}",
-                w.shape()
-            ),
-        ));
-    }
-    scaling.check_scale(OP, scale, (n, k))?;
-    shape_is(OP, "y", y, &[m, n])?;
+    let n = check_weights(OP, (x, w, scale, y), (m, k), scaling)?;
     fits_u32(OP, "the element count of `x`", x.len())?;
     fits_u32(OP, "the byte count of `w`", w.len())?;
     fits_u32(OP, "the element count of `y`", y.len())?;

@@ -175,7 +175,7 @@ pub(super) fn group_of(op: &'static str, group_size: u32, k: usize) -> Result<us
 
 /// `qweight` `[K/8, N]`, `qzeros` `[K/G, N/8]` i32 and `scales` `[K/G, N]`: returns (K, N,
 /// G) for a `qweight` of `kw` word rows.
-fn check_words(
+pub(super) fn check_words(
     op: &'static str,
     qweight: &Tensor,
     qzeros: &Tensor,
@@ -200,6 +200,40 @@ fn check_words(
     shape_is(op, "qzeros", qzeros, &[k / g, n / 8])?;
     shape_is(op, "scales", scales, &[k / g, n])?;
     Ok((k, n, g))
+}
+
+/// The checks of a product `y[m, n] = x[m, kx]·w` on int4 words (GPTQ's or AWQ's) that
+/// hold `(k, n)` weights: K that of x, the scales and `y` `[m, n]` in x's dtype, `y`
+/// aliasing no input.
+pub(super) fn check_product(
+    op: &'static str,
+    (x, qweight, qzeros, scales, y): (&Tensor, &Tensor, &Tensor, &Tensor, &Tensor),
+    (m, kx): (usize, usize),
+    (k, n): (usize, usize),
+) -> Result<(), OpError> {
+    dtype_is(op, "scales", scales, x.dtype())?;
+    dtype_is(op, "y", y, x.dtype())?;
+    distinct_named(
+        op,
+        "y",
+        y,
+        &[
+            ("x", x),
+            ("qweight", qweight),
+            ("qzeros", qzeros),
+            ("scales", scales),
+        ],
+    )?;
+    if k != kx {
+        return Err(OpError::invalid(
+            op,
+            format!(
+                "`qweight` holds K = {k} inputs, but `x` has K = {kx} (shape {:?})",
+                qweight.shape()
+            ),
+        ));
+    }
+    shape_is(op, "y", y, &[m, n])
 }
 
 /// `out[k, n] = scales[k/G, n]·(q[k, n] − zero[k/G, n])` from GPTQ's words, computed in
@@ -258,31 +292,8 @@ pub fn gptq_qgemv(
 ) -> Result<(), OpError> {
     const OP: &str = "gptq_qgemv";
     let (m, kx) = skinny_rows(OP, x, &FLOAT_DTYPES)?;
-    dtype_is(OP, "scales", scales, x.dtype())?;
-    dtype_is(OP, "y", y, x.dtype())?;
-    distinct_named(
-        OP,
-        "y",
-        y,
-        &[
-            ("x", x),
-            ("qweight", qweight),
-            ("qzeros", qzeros),
-            ("scales", scales),
-        ],
-    )?;
     let (k, n, g) = check_words(OP, qweight, qzeros, scales, group_size)?;
-    if k != kx {
-        return Err(OpError::invalid(
-            OP,
-            format!(
-                "`qweight` must be [{}, N] (as `x` has K = {kx}), got shape {:?}",
-                kx / 8,
-                qweight.shape()
-            ),
-        ));
-    }
-    shape_is(OP, "y", y, &[m, n])?;
+    check_product(OP, (x, qweight, qzeros, scales, y), (m, kx), (k, n))?;
     fits_u32(OP, "the element count of `x`", x.len())?;
     fits_u32(OP, "the word count of `qweight`", qweight.len())?;
     let n = fits_u32(OP, "N", n)?;

@@ -18,18 +18,18 @@ use tessera_runtime::{Context, DType, Tensor};
 const DEQUANTIZE: &str = "gptq_dequantize";
 const QGEMV: &str = "gptq_qgemv";
 
-/// A checkpoint's three tensors on the device and their values.
-struct Words {
-    qweight: Tensor,
-    qzeros: Tensor,
-    scales: Tensor,
-    qw: Vec<f64>,
-    qz: Vec<f64>,
-    sv: Vec<f64>,
+/// A checkpoint's three tensors on the device and their values (GPTQ's or AWQ's).
+pub(super) struct Words {
+    pub(super) qweight: Tensor,
+    pub(super) qzeros: Tensor,
+    pub(super) scales: Tensor,
+    pub(super) qw: Vec<f64>,
+    pub(super) qz: Vec<f64>,
+    pub(super) sv: Vec<f64>,
 }
 
 /// Random words for `[k, n]` in groups of `group` (scales of either sign, about 1/16).
-fn random_words(
+pub(super) fn random_words(
     ctx: &Context,
     rng: &mut CaseRng,
     dtype: DType,
@@ -56,7 +56,7 @@ fn random_words(
 }
 
 /// The group a `group_size` stands for over `k`.
-fn group_of(group_size: u32, k: usize) -> usize {
+pub(super) fn group_of(group_size: u32, k: usize) -> usize {
     if group_size == 0 {
         k
     } else {

@@ -23,6 +23,7 @@ pub mod fp8;
 mod fp8_cases;
 mod fp8_decl;
 pub mod fp8_format;
+pub mod fp8_qgemm;
 pub mod fp8_qgemv;
 #[cfg(feature = "cases")]
 pub mod fp8_reference;
@@ -32,8 +33,13 @@ mod gptq_cases;
 mod gptq_decl;
 #[cfg(feature = "cases")]
 pub mod gptq_reference;
+pub mod int4_qgemm;
 pub mod qgemm;
-mod qgemm_decl;
+pub(crate) mod qgemm_decl;
+pub mod qgemm_formats;
+#[cfg(feature = "cases")]
+pub(crate) mod qgemm_formats_cases;
+pub mod qgemm_tiles;
 pub mod qgemv;
 pub mod qgemv_mma;
 #[cfg(feature = "cases")]
@@ -44,7 +50,9 @@ pub use awq::{awq_dequantize, awq_qgemv};
 pub use format::{AffineFormat, AFFINE_BITS, AFFINE_GROUP_SIZES};
 pub use fp8::{fp8_dequantize, fp8_quantize};
 pub use fp8_format::{Fp8Format, Fp8Scaling};
+pub use fp8_qgemm::fp8_qgemm;
 pub use fp8_qgemv::fp8_qgemv;
 pub use gptq::{gptq_dequantize, gptq_qgemv};
+pub use int4_qgemm::{awq_qgemm, gptq_qgemm};
 pub use qgemm::affine_qgemm;
 pub use qgemv::affine_qgemv;

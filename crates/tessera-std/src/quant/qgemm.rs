@@ -11,9 +11,9 @@
 //! latency hides behind the product. Weights are never dequantized to memory.
 
 use super::format::AffineFormat;
+use super::qgemm_tiles::{qgemm_fetch_x, qgemm_store_block, qgemm_tile_origin};
 use super::qgemv::affine_weight;
 use crate::error::{runtime, OpError};
-use crate::matmul::pipelined::fetch_tile;
 use crate::matmul::tiled::MATMUL_DTYPES;
 use crate::validate::dtype_in;
 use tessera_macros::kernel;
@@ -57,24 +57,11 @@ pub fn affine_qgemm_kernel<T>(
     for j in 0..nb {
         matrix_fill(acc[j], 0.0);
     }
-    // Threadgroups in bands of `band` column tiles, each band walked row tile by row
-    // tile: the groups resident at once share a few column tiles' weights (which stay
-    // in L2) rather than sweeping every column of N between two uses of one.
-    let col_tiles = (n + bn - 1) / bn;
-    let row_tiles = (m + bm - 1) / bm;
-    let id = group_id_y() * col_tiles + group_id_x();
-    let first = id / (band * row_tiles) * band;
-    let width = min(band, col_tiles - first);
-    let in_band = id - first * row_tiles;
-    let row0 = in_band / width * bm;
-    let col0 = (first + in_band % width) * bn;
+    let (row0, col0) = qgemm_tile_origin(m, n, bm, bn, band);
     let tid = thread_id();
     let tiles = (k + 63) / 64;
     for s in 0..stages - 1 {
-        if s < tiles {
-            fetch_tile(sa, s * bm * 64, x, row0, bm, m, k, s * 64, tid, threads);
-        }
-        commit_copies();
+        qgemm_fetch_x(sa, x, s, stages, row0, bm, m, k, threads);
     }
     // Unit e = tid + i·threads of a tile is row e / 2 of the tile (a row past n reads the
     // last one; its column is never stored), values 32·(e % 2) …; a unit past the row's
@@ -137,22 +124,7 @@ pub fn affine_qgemm_kernel<T>(
         // The barrier publishes this tile's weights and x copies; the B buffer written next
         // step was last read by the product before it, which every thread has finished.
         barrier();
-        let next = t + stages - 1;
-        if next < tiles {
-            fetch_tile(
-                sa,
-                (next % stages) * bm * 64,
-                x,
-                row0,
-                bm,
-                m,
-                k,
-                next * 64,
-                tid,
-                threads,
-            );
-        }
-        commit_copies();
+        qgemm_fetch_x(sa, x, t + stages - 1, stages, row0, bm, m, k, threads);
         matrix_mma_tiles_async(acc, sa[(t % stages) * bm * 64], sb[wbuf]);
     }
     matrix_mma_wait(acc, 0);
@@ -166,17 +138,10 @@ pub fn affine_qgemm_kernel<T>(
         // An edge tile: each simdgroup rounds a block into its own 16×16 slice of the
         // first A buffer (free once every product has finished) and stores what is inside.
         barrier();
-        let lane = simd_lane();
         for j in 0..nb {
             matrix_store(acc[j], sa[s * 256], 16);
             simd_barrier();
-            for e in range(lane, 256, 32) {
-                let r = r0 + e / 16;
-                let col = col0 + 16 * j + e % 16;
-                if r < m && col < n {
-                    store(y[r * n + col], load(sa[s * 256 + e]));
-                }
-            }
+            qgemm_store_block(y, sa, s * 256, r0, col0 + 16 * j, m, n);
             simd_barrier();
         }
     }

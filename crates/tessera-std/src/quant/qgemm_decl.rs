@@ -20,7 +20,14 @@ use crate::decl::{
 use crate::error::OpError;
 use tessera_runtime::DType;
 
-const HALVES: &[DType] = &[DType::F16, DType::BF16];
+/// The activation dtypes of the quantized GEMMs.
+pub(super) const HALVES: &[DType] = &[DType::F16, DType::BF16];
+
+/// How every quantized GEMM's results are checked.
+pub(crate) const QGEMM_ACCURACY: &str = "against x·Ŵᵀ in f64 with Ŵ the weights rounded once to x's dtype, what the tensor cores multiply";
+
+/// What `quant_gemm_kernel` does, for the declarations of the formats it serves.
+pub(crate) const QGEMM_VARIANT: &str = "warpgroup tile products as affine_qgemm_kernel runs them (x by 16-byte asynchronous copies into swizzled tiles; the weights' raw data loaded into registers before each product and dequantized by the threads into swizzled tiles); 128 × 128 output tiles where threadgroup memory holds 96 KiB (64 × 128 at M ≤ 256), 64 × 64 elsewhere";
 
 #[cfg(feature = "cases")]
 fn qgemm_reference(r: &RefArgs) -> Result<Vec<Vec<f64>>, OpError> {

@@ -8,8 +8,9 @@
 use super::*;
 use crate::matmul::tiled::MATMUL_DTYPES;
 use crate::quant::qgemm::{affine_qgemm, affine_qgemm_kernel, affine_qgemm_tiles, QGEMM_SHAPES};
+use crate::quant::qgemm_formats_cases::{check_non_finite_rows, non_finite_x};
 use crate::registry::{BenchCase, Case, CaseKind, KernelUse, PreparedBench};
-use crate::testing::{accuracy, compare, kernel_use, rejection, upload, zeros};
+use crate::testing::{accuracy, compare, kernel_use, rejection, zeros};
 
 const OP: &str = "affine_qgemm";
 
@@ -64,41 +65,29 @@ fn non_finite_rows(dtype: DType) -> Case {
         dtype: Some(dtype),
         name: format!("NaN and inf rows bits={bits} group_size={group} M={m} N={n} K={k}"),
         run: Box::new(move |ctx, rng| {
-            let (_, mut xv) = random_tensor(ctx, rng, dtype, &[m, k], -1.0, 1.0)?;
-            let (nan_row, inf_row) = (3, 29);
-            xv[nan_row * k + 17] = f64::NAN;
-            xv[inf_row * k + 90] = f64::INFINITY;
-            let (x, _) = upload(ctx, dtype, &xv, &[m, k])?;
+            let (x, xv) = non_finite_x(ctx, rng, dtype, (m, k))?;
             let q = quantized(ctx, rng, dtype, (n, k), (bits, group))?;
             let y = poisoned(ctx, dtype, &[m, n])?;
             affine_qgemm(ctx, &x, &q.packed, &q.scales, &q.biases, &y, bits, group).map_err(err)?;
-            let got = y.to_f64_vec().map_err(err)?;
-            for r in [nan_row, inf_row] {
-                if let Some(c) = (0..n).find(|&c| got[r * n + c].is_finite()) {
-                    return Err(format!(
-                        "y[{r}, {c}] = {} is finite, but row {r} of x holds a non-finite value",
-                        got[r * n + c]
-                    ));
-                }
-                xv[r * k..(r + 1) * k].fill(0.0);
-            }
-            let want = reference::qgemm(
-                &xv,
-                &q.host.packed,
-                &q.host.scales,
-                &q.host.biases,
-                (m, n, k),
-                bits,
-                group as usize,
-                dtype,
-            );
-            let rows = |v: &[f64]| -> Vec<f64> {
-                (0..m)
-                    .filter(|r| ![nan_row, inf_row].contains(r))
-                    .flat_map(|r| v[r * n..(r + 1) * n].to_vec())
-                    .collect()
+            let reference = |xv: &[f64]| {
+                reference::qgemm(
+                    xv,
+                    &q.host.packed,
+                    &q.host.scales,
+                    &q.host.biases,
+                    (m, n, k),
+                    bits,
+                    group as usize,
+                    dtype,
+                )
             };
-            compare(&rows(&got), &rows(&want), accuracy(OP, dtype)?)
+            check_non_finite_rows(
+                &y.to_f64_vec().map_err(err)?,
+                xv,
+                (m, n, k),
+                reference,
+                accuracy(OP, dtype)?,
+            )
         }),
     }
 }
