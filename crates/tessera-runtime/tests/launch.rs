@@ -90,7 +90,7 @@ fn simd_def() -> KernelDef {
 fn big_shared_def() -> KernelDef {
     KernelDef {
         signature: sig("scaled_big"),
-        build: |s| build(s, false, 16 * 1024),
+        build: |s| build(s, false, 64 * 1024),
     }
 }
 
@@ -419,7 +419,7 @@ fn geometry_errors_list_the_allowed_values() {
         &["group size 48", "multiple of 32", "1024"],
     );
     let big = big_shared_def();
-    rejected(&s, go(&big, [1, 1, 1], 64), &["65536 bytes", "32768"]);
+    rejected(&s, go(&big, [1, 1, 1], 64), &["262144 bytes", "232448"]);
     // A kernel compiled for at most 32 threads per group.
     let bounded = bounded_def();
     rejected(

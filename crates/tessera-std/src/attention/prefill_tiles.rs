@@ -4,7 +4,9 @@
 //! query rows of one head, 16 rows per simdgroup. The queries sit in swizzled tiles for the
 //! whole walk; blocks of `bk` keys (128, or 64 above head_dim 128) arrive by asynchronous
 //! 16-byte copies into two buffers, one block ahead: the next block's keys and values
-//! are copied while this block's scores, softmax and `P·V` run. Per block:
+//! are copied (from the block's second barrier on) while this block's `P·V` and the next
+//! block's first barrier and scores run; `P·V` is left in flight until the next block's
+//! scores are waited for. Per block:
 //! - the scores `Q·Kᵀ` are one tile product per 64 dims (`matrix_mma_tiles_async`, K
 //!   tiles with a row per key), into `bk / 16` accumulators per simdgroup;
 //! - the online softmax stays in registers (scale, mask only in blocks that hold a masked
@@ -61,10 +63,12 @@ pub fn fetch_kv_block<T, S>(
     values: u32,
     tid: u32,
 ) {
+    // A thread keeps one 16-byte chunk of a row and walks rows `passes` apart.
     let chunks = head_dim / 8;
-    for e in range(tid, count * chunks, 256) {
-        let j = e / chunks;
-        let c8 = (e % chunks) * 8;
+    let passes = 256 / chunks;
+    let c8 = (tid % chunks) * 8;
+    let first = select(tid < passes * chunks, tid / chunks, count);
+    for j in range(first, count, passes) {
         let ok = key0 + j < n_kv;
         let row = prefill_kv_row(
             seqs,
@@ -105,9 +109,10 @@ pub fn fetch_queries<T>(
     tid: u32,
 ) {
     let chunks = head_dim / 8;
-    for e in range(tid, 128 * chunks, 256) {
-        let r = e / chunks;
-        let c8 = (e % chunks) * 8;
+    let passes = 256 / chunks;
+    let c8 = (tid % chunks) * 8;
+    let first = select(tid < passes * chunks, tid / chunks, 128);
+    for r in range(first, 128, passes) {
         let ok = block + r < n_q;
         let from = select(ok, ((q0 + block + r) * n_q_heads + h) * head_dim + c8, 0);
         copy_async_or_zero(
@@ -342,24 +347,13 @@ pub fn sdpa_prefill_tiles_kernel<T, S>(
     for blk in range(0, nblocks, 1) {
         let b = blk * bk;
         let kb = (blk % 2) * bk * head_dim;
-        // This block's keys have landed (its values may not have), and every thread is
-        // done with the other buffers (last block's): the next block goes into them.
+        // This block's keys have landed (its values may not have).
         wait_copies(1);
         barrier();
         let nb = b + bk;
         let more = blk + 1 < nblocks;
         let nk = ((blk + 1) % 2) * bk * head_dim;
         let next = select(more, bk, 0);
-        fetch_kv_block(
-            sk, nk, k, seqs, nb, next, n_kv, k0, kvh, n_kv_heads, head_dim, psize, pshift, pslot,
-            phead, paged, 0, tid,
-        );
-        commit_copies();
-        fetch_kv_block(
-            sv, nk, v, seqs, nb, next, n_kv, k0, kvh, n_kv_heads, head_dim, psize, pshift, pslot,
-            phead, paged, 1, tid,
-        );
-        commit_copies();
 
         // Scores: one product per 64 dims.
         for t in 0..tiles {
@@ -395,9 +389,21 @@ pub fn sdpa_prefill_tiles_kernel<T, S>(
             matrix_row_scale(o[f], fr);
         }
 
-        // This block's values have landed (the next block's copies may still run).
-        wait_copies(2);
+        // This block's values have landed, and every warpgroup has retired the products
+        // that read the other buffers (the last block's scores and P·V): the next block's
+        // keys and values go into them, under this block's P·V.
+        wait_copies(0);
         barrier();
+        fetch_kv_block(
+            sk, nk, k, seqs, nb, next, n_kv, k0, kvh, n_kv_heads, head_dim, psize, pshift, pslot,
+            phead, paged, 0, tid,
+        );
+        commit_copies();
+        fetch_kv_block(
+            sv, nk, v, seqs, nb, next, n_kv, k0, kvh, n_kv_heads, head_dim, psize, pshift, pslot,
+            phead, paged, 1, tid,
+        );
+        commit_copies();
         // Whether a key masked for some row (those from `tg_first_end` on, below `n_kv`)
         // has a value that is not finite.
         let masked0 = max(tg_first_end, b);
@@ -436,20 +442,26 @@ pub fn sdpa_prefill_tiles_kernel<T, S>(
                 matrix_load(o[f], fsh[base_s], 16);
             }
         } else {
-            // O += P·V, the weights straight from the score registers.
+            // The weights straight from the score registers.
             for i in 0..4 {
                 matrix_convert(pa[i], s[i]);
             }
-            matrix_mma_tiles_kn_async(o, pa, sv[kb]);
             if bk > 64 {
                 for i in 0..4 {
                     matrix_convert(pb[i], s[4 + i]);
                 }
+            }
+        }
+        // O += P·V.
+        if !exact {
+            matrix_mma_tiles_kn_async(o, pa, sv[kb]);
+            if bk > 64 {
                 matrix_mma_tiles_kn_async(o, pb, sv[kb + 64 * head_dim]);
             }
-            matrix_mma_wait(o, 0);
         }
+        matrix_mma_wait(o, 0);
     }
+    matrix_mma_wait(o, 0);
 
     // (A threadgroup with no keys to walk still copied its queries.)
     wait_copies(0);
