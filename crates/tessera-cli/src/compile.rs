@@ -2,7 +2,10 @@
 //! dtype × specialisation for a target without running it — CUDA C through NVRTC (no GPU
 //! needed), MSL through the C++ model of Metal (`g++ -fsyntax-only`) — and prints
 //! `N passed, N failed`. With `TESSERA_DUMP=dir` set, each specialisation's source is
-//! written to `dir/<label>.cu` or `.metal`.
+//! written to `dir/<label>.cu` or `.metal`. With a real CUDA architecture (`--arch
+//! sm_90a`) NVRTC also runs ptxas, and each kernel's line gives what ptxas says of it:
+//! registers, spills, and its performance warnings (warpgroup products serialised, waits
+//! injected) — the resource check of a kernel without a GPU.
 
 use crate::kernels::all_uses;
 use rayon::prelude::*;
@@ -25,21 +28,24 @@ pub struct Args {
     /// Only kernels whose name contains this.
     #[arg(long)]
     filter: Option<String>,
-    /// CUDA virtual architecture to compile for.
+    /// CUDA architecture to compile for: virtual (`compute_90`, PTX only) or real
+    /// (`sm_90a`: through ptxas too, with its resource report per kernel).
     #[arg(long, default_value = "compute_90")]
     arch: String,
 }
 
-/// Each specialisation's label and whether it compiled (with the compiler's message if not).
-type Results = Vec<(String, Result<(), String>)>;
+/// Each specialisation's label and whether it compiled (with a note, or the compiler's
+/// message if not).
+type Results = Vec<(String, Result<String, String>)>;
 
 fn label(u: &KernelUse) -> String {
     format!("{}[{}]", u.def.name(), u.spec.describe(&u.def.signature))
 }
 
-fn report(name: &str, result: &Result<(), String>) {
+fn report(name: &str, result: &Result<String, String>) {
     match result {
-        Ok(()) => println!("ok   {name}"),
+        Ok(note) if note.is_empty() => println!("ok   {name}"),
+        Ok(note) => println!("ok   {name}\n     {}", note.replace('\n', "\n     ")),
         Err(e) => println!("FAIL {name}\n     {}", e.replace('\n', "\n     ")),
     }
 }
@@ -91,14 +97,45 @@ fn compile_cuda(uses: &[KernelUse], arch: &str) -> Result<Results, String> {
                 if let Some(dir) = dump_dir() {
                     dump(&dir, &label(u), "cu", &src.source)?;
                 }
+                let mut options = src.options.clone();
+                let machine = arch.starts_with("sm_");
+                if machine {
+                    options.push("-Xptxas=-v".into());
+                }
                 nvrtc
-                    .compile(&src.source, &src.entry, arch, &src.options)
-                    .map(|_| ())
+                    .compile(&src.source, &src.entry, arch, &options)
+                    .map(|ptx| {
+                        if machine {
+                            ptxas_summary(&ptx.log)
+                        } else {
+                            String::new()
+                        }
+                    })
                     .map_err(|e| e.to_string())
             });
             (label(u), r)
         })
         .collect())
+}
+
+/// What ptxas said of a kernel: registers, spills, then its performance notes
+/// ("Potential Performance Loss", injected waits), each without its boilerplate.
+fn ptxas_summary(log: &str) -> String {
+    let mut parts = Vec::new();
+    for line in log.lines() {
+        let l = line.trim();
+        if let Some(i) = l.find("Used ") {
+            parts.push(l[i..].to_string());
+        } else if l.contains("spill stores") {
+            if let Some(i) = l.find(|c: char| c.is_ascii_digit()) {
+                parts.push(l[i..].to_string());
+            }
+        } else if l.contains("Performance Loss") || l.contains("injected") {
+            let text = l.split(": ").skip(1).collect::<Vec<_>>().join(": ");
+            parts.push(format!("ptxas: {text}"));
+        }
+    }
+    parts.join("\n")
 }
 
 fn compile_msl(uses: &[KernelUse]) -> Result<Results, String> {
@@ -120,7 +157,11 @@ fn compile_msl(uses: &[KernelUse]) -> Result<Results, String> {
     }
     let checked =
         tessera_runtime::metal_emu::syntax_check_all(&sources).map_err(|e| e.to_string())?;
-    results.extend(names.into_iter().zip(checked));
+    results.extend(
+        names
+            .into_iter()
+            .zip(checked.into_iter().map(|r| r.map(|()| String::new()))),
+    );
     Ok(results)
 }
 

@@ -387,6 +387,13 @@ impl Nvrtc {
         let log = self.read(prog, self.log_size, self.log).unwrap_or_default();
         let result = if compiled != 0 {
             Err(fail(self.message(compiled), log))
+        } else if arch.starts_with("sm_") {
+            // A real architecture: NVRTC ran ptxas and holds machine code, no PTX; the log
+            // is what there is to return.
+            Ok(Ptx {
+                text: String::new(),
+                log,
+            })
         } else {
             match self.read(prog, self.ptx_size, self.ptx) {
                 Ok(text) => Ok(Ptx { text, log }),

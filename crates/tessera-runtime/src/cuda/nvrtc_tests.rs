@@ -157,3 +157,21 @@ fn tile_products_are_wgmma_on_sm_90a_and_mma_sync_elsewhere() {
         );
     }
 }
+
+#[test]
+fn a_real_architecture_runs_ptxas_and_reports_registers() {
+    let Some(n) = nvrtc() else { return };
+    let s = samples::tile_mma().unwrap();
+    let src = emit(&s.kernel).unwrap();
+    let mut options = src.options.clone();
+    options.push("-Xptxas=-v".into());
+    let out = n.compile(&src.source, s.name, "sm_90a", &options).unwrap();
+    assert!(out.text.is_empty(), "machine code, not PTX: {}", out.text);
+    assert!(
+        out.log.contains("Used ") && out.log.contains("registers"),
+        "{}",
+        out.log
+    );
+    // The sample waits for its products before touching the accumulators again.
+    assert!(!out.log.contains("serialized"), "{}", out.log);
+}
