@@ -136,9 +136,15 @@ impl Printer<'_> {
             Op::Simd(op, a) => format!("{} {a}", op.name()),
             Op::Shuffle { kind, value, arg } => format!("{} {value}, {arg}", kind.name()),
             Op::GroupReduce(op, a) => format!("{} {a}", op.name()),
-            Op::Call { func, args, mems } => {
+            Op::Call {
+                func,
+                args,
+                mems,
+                frags,
+            } => {
                 let mut all: Vec<String> = args.iter().map(|a| a.to_string()).collect();
                 all.extend(mems.iter().map(|&m| self.mem(m)));
+                all.extend(frags.iter().map(|&f| self.frag(f)));
                 format!("call {}({})", func.name, all.join(", "))
             }
             Op::FragFill { frag, value } => format!("frag_fill {}, {value}", self.frag(*frag)),
