@@ -238,6 +238,15 @@ mod tests {
     }
 
     #[test]
+    fn a_function_prints_its_fragment_arguments() {
+        let text = scale_all().to_string();
+        assert!(
+            text.starts_with("func scale_all(acc: [MatrixAcc; 2], "),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn fragment_arguments_become_the_callers_fragments() {
         let mut b = Builder::kernel("k");
         let out = b.tensor_param("out", Scalar::F32, true);
