@@ -2,7 +2,8 @@
 //! products, row reductions and stores of its fragments run in functions gives, bit for
 //! bit, what the same kernel written inline gives, and both match an f64 reference
 //! written from the math, on the CPU and under the Metal emulator (and on CUDA where a
-//! GPU is present), for f16 and bf16. A fragment argument of the wrong role, length or
+//! GPU is present), for f16 and bf16; so does a warpgroup tile product
+//! (`matrix_mma_tiles`) on an accumulator array and threadgroup tiles a function takes. A fragment argument of the wrong role, length or
 //! element type is a build error that names the argument.
 
 use tessera_ir::half::{bf16, f16};
@@ -118,6 +119,50 @@ fn inline<T>(
     matrix_fill(tile, 1.0);
     matrix_row_scale(tile, sum);
     matrix_store(tile, rows_out[g * 512 + 256], 16);
+}
+
+/// `acc += A·Bᵀ` on the threadgroup's swizzled tiles `sa[a_at]` and `sb[0]`.
+#[func]
+fn tile_product<T>(acc: [MatrixAcc], sa: Mem<T>, a_at: u32, sb: Mem<T>) {
+    matrix_mma_tiles(acc, sa[a_at], sb[0]);
+}
+
+/// `out = c + A·Bᵀ` for A `64 × 64` (a simdgroup's 16 rows each) and B `32 × 64`, through
+/// [`tile_product`] on two accumulators a simdgroup, stored by [`store_tiles`]; 128
+/// threads.
+#[kernel(group_size = 128)]
+fn tile_product_via_func<T>(a: Tensor<T>, b: Tensor<T>, c: Tensor<f32>, mut out: Tensor<f32>) {
+    let sa = threadgroup_array::<T>(64 * 64);
+    let sb = threadgroup_array::<T>(32 * 64);
+    let tid = thread_id();
+    for e in range(tid, 64 * 64, 128) {
+        let r = e / 64;
+        let col = e % 64;
+        store(
+            sa[r * 64 + (((col >> 3) ^ (r & 7)) << 3) + (col & 7)],
+            load(a[e]),
+        );
+        if e < 32 * 64 {
+            store(
+                sb[r * 64 + (((col >> 3) ^ (r & 7)) << 3) + (col & 7)],
+                load(b[e]),
+            );
+        }
+    }
+    barrier();
+    let acc = [matrix_acc(); 2];
+    let s = simd_id();
+    load_tiles(acc, c, s * 512, 32);
+    tile_product(acc, sa, 0, sb);
+    store_tiles(acc, out, s * 512, 32);
+}
+
+/// Stores each accumulator of `acc` at `dst[base + 16j]` (row stride `stride`).
+#[func]
+fn store_tiles(acc: [MatrixAcc], mut dst: Mem<f32>, base: u32, stride: u32) {
+    for j in 0..acc.len() {
+        matrix_store(acc[j], dst[base + 16 * j], stride);
+    }
 }
 
 /// A row vector where an accumulator array is declared.
@@ -328,4 +373,40 @@ fn a_value_for_a_fragment_array_is_refused_by_name() {
         e.contains("`acc: [MatrixAcc; ?]`") || e.contains("fragment array `acc`"),
         "{e}"
     );
+}
+
+#[test]
+fn a_tile_product_on_an_accumulator_array_argument_matches_the_math() {
+    let (a, b, c) = (
+        values(64 * 64, 5, -2.0, 2.0),
+        values(32 * 64, 6, -2.0, 2.0),
+        values(64 * 32, 7, -8.0, 8.0),
+    );
+    let mut want = c.clone();
+    for r in 0..64 {
+        for col in 0..32 {
+            want[r * 32 + col] += (0..64)
+                .map(|k| a[r * 64 + k] * b[col * 64 + k])
+                .sum::<f64>();
+        }
+    }
+    for ctx in contexts() {
+        for t in [Scalar::F16, Scalar::BF16] {
+            let c32: Vec<f32> = c.iter().map(|&x| x as f32).collect();
+            let tc = ctx.tensor(&c32, &[c.len()]).unwrap();
+            let out = ctx.zeros(DType::F32, &[64 * 32]).unwrap();
+            ctx.launch_ir(&tile_product_via_func::ir(t).unwrap())
+                .arg("a", &half_tensor(&ctx, t, &a))
+                .arg("b", &half_tensor(&ctx, t, &b))
+                .arg("c", &tc)
+                .arg("out", &out)
+                .grid([1, 1, 1])
+                .group_size(128)
+                .run()
+                .unwrap();
+            // Products on a grid of 1/64, sums of at most 64 of them plus c: exact in f32.
+            let got = out.to_f64_vec().unwrap();
+            assert_eq!(got, want, "on {} ({t})", ctx.info().name);
+        }
+    }
 }
