@@ -29,6 +29,23 @@ fn mma_tiles<T>(acc: [MatrixAcc], a: MatrixA<T>, fb: MatrixB<T>, b: Mem<T>, base
     }
 }
 
+/// `acc = c + a · b` for threadgroup `g`'s block: a function passing its fragment
+/// arguments on to others.
+#[func]
+fn load_and_multiply<T>(
+    acc: [MatrixAcc],
+    fa: MatrixA<T>,
+    fb: MatrixB<T>,
+    a: Mem<T>,
+    b: Mem<T>,
+    c: Mem<f32>,
+    g: u32,
+) {
+    load_tiles(acc, c, g * 512, 16 * acc.len());
+    matrix_load(fa, a[g * 256], 16);
+    mma_tiles(acc, fa, fb, b, g * 512);
+}
+
 /// The row max and row sum of two accumulators side by side.
 #[func]
 fn row_stats(mx: MatrixRows, sum: MatrixRows, acc: [MatrixAcc; 2]) {
@@ -51,7 +68,8 @@ fn store_rows(r: MatrixRows, t: MatrixAcc, mut out: Mem<f32>, base: u32) {
 
 /// Per threadgroup `g` (one simdgroup): `out = c + a · b` for 16×16 `a`, 16×32 `b` and
 /// `c`, stored doubled in its first column tile; `rows_out` the row max and row sum of
-/// `c + a · b` (before the doubling), each as a 16×16 tile. Through the functions above.
+/// `c + a · b` (before the doubling), each as a 16×16 tile. Through the functions above,
+/// one of them calling two others.
 #[kernel(group_size = 32)]
 fn with_funcs<T>(
     a: Tensor<T>,
@@ -67,9 +85,7 @@ fn with_funcs<T>(
     let mx = matrix_rows();
     let sum = matrix_rows();
     let tile = matrix_acc();
-    load_tiles(acc, c, g * 512, 32);
-    matrix_load(fa, a[g * 256], 16);
-    mma_tiles(acc, fa, fb, b, g * 512);
+    load_and_multiply(acc, fa, fb, a, b, c, g);
     row_stats(mx, sum, acc);
     matrix_scale(acc[0], 2.0);
     for j in 0..2 {
