@@ -1732,38 +1732,36 @@ impl Builder {
         let (mut ids, mut mems, mut frags) = (Vec::new(), Vec::new(), Vec::new());
         let mut n_frag_args = 0;
         for (k, (a, kind)) in args.iter().zip(&func.order).enumerate() {
-            if *kind == ArgKind::Fragments {
-                let Some(want) = func.frags.get(n_frag_args) else {
+            match (a, kind) {
+                (a, ArgKind::Fragments) => {
+                    let Some(want) = func.frags.get(n_frag_args) else {
+                        return Err(self.error(format!(
+                            "internal: `{name}` lists more fragment arguments than it declares"
+                        )));
+                    };
+                    n_frag_args += 1;
+                    frags.extend(self.frag_call_arg(&name, k, a, want)?);
+                }
+                (CallArg::Frag(f), kind) => {
                     return Err(self.error(format!(
-                        "internal: `{name}` lists more fragment arguments than it declares"
-                    )));
-                };
-                n_frag_args += 1;
-                frags.extend(self.frag_call_arg(&name, k, a, want)?);
-                continue;
-            }
-            let a = match a {
-                CallArg::Frag(f) => {
-                    return Err(self.error(format!(
-                        "argument {k} of `{name}` is not a matrix fragment; `{}` is one",
+                        "argument {k} of `{name}` is {}, not a matrix fragment; `{}` is one",
+                        value_or_memory(*kind),
                         self.frag_name(*f)
                     )))
                 }
-                CallArg::Frags(fa) => {
+                (CallArg::Frags(fa), kind) => {
                     return Err(self.error(format!(
-                        "argument {k} of `{name}` is not a matrix fragment; `{}` is a \
+                        "argument {k} of `{name}` is {}, not matrix fragments; `{}` is a \
                          fragment array",
+                        value_or_memory(*kind),
                         fa.name
                     )))
                 }
-                other => other.clone(),
-            };
-            match (a, kind) {
-                (CallArg::Value(v), ArgKind::Value) => {
+                (&CallArg::Value(v), ArgKind::Value) => {
                     let ty = self.scalar_of(params[ids.len()], "a function argument")?;
                     ids.push(self.coerce(v, ty, &format!("argument {k} of `{name}`"))?);
                 }
-                (CallArg::Memory(m), ArgKind::Memory) => {
+                (&CallArg::Memory(m), ArgKind::Memory) => {
                     let want = &func.mems[mems.len()];
                     let mname = self.mem_name(m.mem);
                     if m.elem != want.elem {
@@ -1794,7 +1792,6 @@ impl Builder {
                         self.mem_name(m.mem)
                     )))
                 }
-                _ => unreachable!("fragment arguments are handled above"),
             }
         }
         let results: Vec<ValueId> = func
@@ -1967,6 +1964,15 @@ impl Builder {
             frags: self.frag_args,
             order: self.order,
         })
+    }
+}
+
+/// How an error names a value or memory argument.
+fn value_or_memory(kind: ArgKind) -> &'static str {
+    match kind {
+        ArgKind::Value => "a value",
+        ArgKind::Memory => "memory",
+        ArgKind::Fragments => "matrix fragments",
     }
 }
 

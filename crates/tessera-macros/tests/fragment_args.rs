@@ -223,6 +223,14 @@ fn value_for_fragments(c: Tensor<f32>, mut out: Tensor<f32>) {
     store(out[0], x);
 }
 
+/// A fragment array where a value is declared.
+#[kernel(group_size = 32)]
+fn fragments_for_a_value(c: Tensor<f32>, mut out: Tensor<f32>) {
+    let acc = [matrix_acc(); 2];
+    load_tiles(acc, c, acc, 32);
+    matrix_store(acc[0], out[0], 32);
+}
+
 /// xorshift values in `[lo, hi)` on a grid of 1/8 (exact in f16 and bf16 for |x| < 16).
 fn values(len: usize, seed: u64, lo: f64, hi: f64) -> Vec<f64> {
     let mut x = seed | 1;
@@ -376,6 +384,17 @@ fn a_fragment_of_another_dtype_is_refused_by_name() {
     assert!(
         e.contains(
             "argument 2 of `mma_tiles`: `fb` is `MatrixB<f16>`, given `fb` of type `MatrixB<bf16>`"
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_fragment_array_for_a_value_is_refused_by_name() {
+    let e = build_error(fragments_for_a_value::ir());
+    assert!(
+        e.contains(
+            "argument 2 of `load_tiles` is a value, not matrix fragments; `acc` is a fragment array"
         ),
         "{e}"
     );
