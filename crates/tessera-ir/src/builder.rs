@@ -6,8 +6,8 @@
 use crate::error::IrError;
 use crate::eval;
 use crate::kernel::{
-    ArgKind, ArrayDecl, Block, Body, FragDecl, FragRole, Function, Inst, Kernel, Loc, MemArg,
-    Occupancy, Param, ParamKind, ValueId, MAX_GROUP_SIZE,
+    ArgKind, ArrayDecl, Block, Body, FragArg, FragDecl, FragRole, Function, Inst, Kernel, Loc,
+    MemArg, Occupancy, Param, ParamKind, ValueId, MAX_GROUP_SIZE,
 };
 use crate::literal::Literal;
 use crate::ops::{
@@ -96,15 +96,52 @@ pub struct Builder {
     occupancy: Option<Occupancy>,
     /// A DSL function's memory arguments, and the order of all its arguments.
     mems: Vec<MemArg>,
+    /// A DSL function's fragment arguments.
+    frag_args: Vec<FragArg>,
     order: Vec<ArgKind>,
 }
 
-/// An argument of a DSL function call: a value, or memory the function loads from or
-/// stores to.
-#[derive(Clone, Copy, Debug)]
+/// An argument of a DSL function call: a value, memory the function loads from or
+/// stores to, or the caller's matrix fragments (one, or an array) the function works on.
+#[derive(Clone, Debug)]
 pub enum CallArg {
     Value(Value),
     Memory(Mem),
+    Frag(Frag),
+    Frags(FragArray),
+}
+
+impl From<&Value> for CallArg {
+    fn from(v: &Value) -> Self {
+        CallArg::Value(*v)
+    }
+}
+
+impl From<&Mem> for CallArg {
+    fn from(m: &Mem) -> Self {
+        CallArg::Memory(*m)
+    }
+}
+
+impl From<&Frag> for CallArg {
+    fn from(f: &Frag) -> Self {
+        CallArg::Frag(*f)
+    }
+}
+
+impl From<&FragArray> for CallArg {
+    fn from(a: &FragArray) -> Self {
+        CallArg::Frags(a.clone())
+    }
+}
+
+/// What a call passes for one argument, for instantiating a generic function: the dtype
+/// of a value, memory or fragment (`None` for an untyped literal) and the length of a
+/// fragment array.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ArgInfo {
+    pub elem: Option<Scalar>,
+    pub len: Option<u32>,
 }
 
 impl From<Value> for CallArg {
@@ -172,6 +209,7 @@ impl Builder {
             loc: None,
             occupancy: None,
             mems: Vec::new(),
+            frag_args: Vec::new(),
             order: Vec::new(),
         }
     }
@@ -284,6 +322,37 @@ impl Builder {
             elem,
             writable,
         }
+    }
+
+    /// Declares a DSL function's fragment argument: one fragment of `role` and `elem`
+    /// (`len` `None`) or an array of `len`. The function's body uses it like its own
+    /// fragments; a call puts the caller's in its place.
+    pub fn func_frag_arg(
+        &mut self,
+        name: &str,
+        role: FragRole,
+        elem: Scalar,
+        len: Option<u32>,
+    ) -> R<FragArray> {
+        let first = self.body.frags.len() as u32;
+        let frags = match len {
+            None => vec![self.frag(name, role, elem)?],
+            Some(n) => (0..n)
+                .map(|i| self.frag(&format!("{name}[{i}]"), role, elem))
+                .collect::<R<Vec<_>>>()?,
+        };
+        self.frag_args.push(FragArg {
+            name: name.to_string(),
+            role,
+            elem,
+            len,
+            first,
+        });
+        self.order.push(ArgKind::Fragments);
+        Ok(FragArray {
+            name: name.to_string(),
+            frags,
+        })
     }
 
     // ── values ───────────────────────────────────────────────────────────────
@@ -1309,6 +1378,11 @@ impl Builder {
         })
     }
 
+    /// The length of fragment array `a`, a u32 constant (`acc.len()` in the DSL).
+    pub fn frag_array_len(&mut self, a: &FragArray) -> Value {
+        self.lit(Literal::U32(a.frags.len() as u32))
+    }
+
     /// Runs `op` on the fragments that `picks` (arrays and indices) select. An index known
     /// when the kernel is built picks its fragment directly (one past the end is an error);
     /// any other index becomes a chain of `if index == i` over the array, which the
@@ -1655,14 +1729,39 @@ impl Builder {
             )));
         }
         let params = func.param_types();
-        let (mut ids, mut mems) = (Vec::new(), Vec::new());
-        for (k, (&a, kind)) in args.iter().zip(&func.order).enumerate() {
+        let (mut ids, mut mems, mut frags) = (Vec::new(), Vec::new(), Vec::new());
+        let mut n_frag_args = 0;
+        for (k, (a, kind)) in args.iter().zip(&func.order).enumerate() {
             match (a, kind) {
-                (CallArg::Value(v), ArgKind::Value) => {
+                (a, ArgKind::Fragments) => {
+                    let Some(want) = func.frags.get(n_frag_args) else {
+                        return Err(self.error(format!(
+                            "internal: `{name}` lists more fragment arguments than it declares"
+                        )));
+                    };
+                    n_frag_args += 1;
+                    frags.extend(self.frag_call_arg(&name, k, a, want)?);
+                }
+                (CallArg::Frag(f), kind) => {
+                    return Err(self.error(format!(
+                        "argument {k} of `{name}` is {}, not a matrix fragment; `{}` is one",
+                        value_or_memory(*kind),
+                        self.frag_name(*f)
+                    )))
+                }
+                (CallArg::Frags(fa), kind) => {
+                    return Err(self.error(format!(
+                        "argument {k} of `{name}` is {}, not matrix fragments; `{}` is a \
+                         fragment array",
+                        value_or_memory(*kind),
+                        fa.name
+                    )))
+                }
+                (&CallArg::Value(v), ArgKind::Value) => {
                     let ty = self.scalar_of(params[ids.len()], "a function argument")?;
                     ids.push(self.coerce(v, ty, &format!("argument {k} of `{name}`"))?);
                 }
-                (CallArg::Memory(m), ArgKind::Memory) => {
+                (&CallArg::Memory(m), ArgKind::Memory) => {
                     let want = &func.mems[mems.len()];
                     let mname = self.mem_name(m.mem);
                     if m.elem != want.elem {
@@ -1705,6 +1804,7 @@ impl Builder {
                 func,
                 args: ids,
                 mems,
+                frags,
             },
             results.clone(),
         );
@@ -1725,13 +1825,70 @@ impl Builder {
         }
     }
 
-    /// The dtypes of call arguments, literals defaulted, so a generic function can be
-    /// instantiated for them.
-    pub fn arg_types(&self, args: &[CallArg]) -> Vec<Option<Scalar>> {
+    /// The caller's fragments for fragment argument `want` (argument `k` of `name`):
+    /// one fragment, or an array of the same length, of the role and element type it
+    /// declares.
+    fn frag_call_arg(&self, name: &str, k: usize, a: &CallArg, want: &FragArg) -> R<Vec<u32>> {
+        let (given, len, desc) = match a {
+            CallArg::Frag(f) => (vec![*f], None, format!("`{}`", self.frag_name(*f))),
+            CallArg::Frags(fa) => (
+                fa.frags.clone(),
+                Some(fa.frags.len() as u32),
+                format!("`{}`", fa.name),
+            ),
+            CallArg::Value(_) => {
+                return Err(self.error(format!(
+                    "argument {k} of `{name}` is `{}: {}`, not a value: pass a fragment \
+                     declared with `matrix_…()`",
+                    want.name,
+                    want.describe()
+                )))
+            }
+            CallArg::Memory(m) => {
+                return Err(self.error(format!(
+                    "argument {k} of `{name}` is `{}: {}`, not memory; `{}` is memory",
+                    want.name,
+                    want.describe(),
+                    self.mem_name(m.mem)
+                )))
+            }
+        };
+        let (role, elem) = match given.first() {
+            Some(f) => (f.role, f.elem),
+            None => (want.role, want.elem),
+        };
+        let have = crate::kernel::describe_frags(role, elem, len);
+        if role != want.role || elem != want.elem || len != want.len {
+            return Err(self.error(format!(
+                "argument {k} of `{name}`: `{}` is `{}`, given {desc} of type `{have}`",
+                want.name,
+                want.describe()
+            )));
+        }
+        Ok(given.iter().map(|f| f.index).collect())
+    }
+
+    /// The dtypes (and fragment array lengths) of call arguments, literals defaulted, so
+    /// a generic function can be instantiated for them.
+    pub fn arg_types(&self, args: &[CallArg]) -> Vec<ArgInfo> {
         args.iter()
-            .map(|&a| match a {
-                CallArg::Value(v) => self.type_of(v).and_then(Type::scalar),
-                CallArg::Memory(m) => Some(m.elem),
+            .map(|a| match a {
+                CallArg::Value(v) => ArgInfo {
+                    elem: self.type_of(*v).and_then(Type::scalar),
+                    len: None,
+                },
+                CallArg::Memory(m) => ArgInfo {
+                    elem: Some(m.elem),
+                    len: None,
+                },
+                CallArg::Frag(f) => ArgInfo {
+                    elem: Some(f.elem),
+                    len: None,
+                },
+                CallArg::Frags(fa) => ArgInfo {
+                    elem: fa.frags.first().map(|f| f.elem),
+                    len: Some(fa.frags.len() as u32),
+                },
             })
             .collect()
     }
@@ -1804,8 +1961,18 @@ impl Builder {
             name: self.name,
             body: self.body,
             mems: self.mems,
+            frags: self.frag_args,
             order: self.order,
         })
+    }
+}
+
+/// How an error names a value or memory argument.
+fn value_or_memory(kind: ArgKind) -> &'static str {
+    match kind {
+        ArgKind::Value => "a value",
+        ArgKind::Memory => "memory",
+        ArgKind::Fragments => "matrix fragments",
     }
 }
 

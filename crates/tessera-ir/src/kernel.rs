@@ -280,16 +280,58 @@ impl Kernel {
 }
 
 /// A reusable DSL function (`#[func]`): value arguments are `body.block.args`, memory
-/// arguments `mems` (referenced as [`crate::MemRef::Arg`]), return values
+/// arguments `mems` (referenced as [`crate::MemRef::Arg`]), fragment arguments `frags`
+/// (fragments of `body.frags` that stand for the caller's), return values
 /// `body.block.yields`. Inlined into its callers by the compiler.
 #[derive(Clone, Debug)]
 pub struct Function {
     pub name: String,
     pub body: Body,
     pub mems: Vec<MemArg>,
-    /// The order of the arguments as written: each a value (the next of `body.block.args`)
-    /// or memory (the next of `mems`).
+    pub frags: Vec<FragArg>,
+    /// The order of the arguments as written: each a value (the next of `body.block.args`),
+    /// memory (the next of `mems`) or fragments (the next of `frags`).
     pub order: Vec<ArgKind>,
+}
+
+/// A fragment argument of a DSL function: one matrix fragment (`len` `None`) or an array
+/// of `len` fragments, of one role and element type. In the function's body they are the
+/// fragments `first..first + count` of `body.frags`; a call names the caller's fragments
+/// in their place, so what the function does to them the caller's fragments undergo.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FragArg {
+    pub name: String,
+    pub role: FragRole,
+    pub elem: Scalar,
+    pub len: Option<u32>,
+    pub first: u32,
+}
+
+impl FragArg {
+    /// How many fragments the argument stands for.
+    pub fn count(&self) -> u32 {
+        self.len.unwrap_or(1)
+    }
+
+    /// How the argument reads in the source: `MatrixAcc`, `[MatrixA<f16>; 4]`.
+    pub fn describe(&self) -> String {
+        describe_frags(self.role, self.elem, self.len)
+    }
+}
+
+/// The DSL type of a fragment (`len` `None`) or fragment array: `MatrixAcc`,
+/// `[MatrixB<bf16>; 8]`.
+pub fn describe_frags(role: FragRole, elem: Scalar, len: Option<u32>) -> String {
+    let one = match role {
+        FragRole::A => format!("MatrixA<{elem}>"),
+        FragRole::B => format!("MatrixB<{elem}>"),
+        FragRole::Acc => "MatrixAcc".to_string(),
+        FragRole::Rows => "MatrixRows".to_string(),
+    };
+    match len {
+        None => one,
+        Some(n) => format!("[{one}; {n}]"),
+    }
 }
 
 /// A memory argument of a DSL function: any device, threadgroup or stack memory holding
@@ -301,11 +343,12 @@ pub struct MemArg {
     pub writable: bool,
 }
 
-/// Whether a DSL function's argument is a value or memory.
+/// Whether a DSL function's argument is a value, memory or matrix fragments.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ArgKind {
     Value,
     Memory,
+    Fragments,
 }
 
 impl Function {

@@ -14,11 +14,14 @@ pub mod signature;
 pub mod types;
 pub mod verify;
 
-pub use builder::{Builder, CallArg, Frag, FragArray, FunctionDepthGuard, Mem, TileOperand, Value};
+pub use builder::{
+    ArgInfo, Builder, CallArg, Frag, FragArray, FunctionDepthGuard, Mem, TileOperand, Value,
+};
 pub use error::IrError;
 pub use kernel::{
-    ArgKind, ArrayDecl, Block, Body, FragDecl, FragRole, Function, Inst, Kernel, Loc, MemArg,
-    Occupancy, Param, ParamKind, ValueId, FRAG_DIM, MAX_GROUP_SIZE, MAX_STACK_BYTES,
+    describe_frags, ArgKind, ArrayDecl, Block, Body, FragArg, FragDecl, FragRole, Function, Inst,
+    Kernel, Loc, MemArg, Occupancy, Param, ParamKind, ValueId, FRAG_DIM, MAX_GROUP_SIZE,
+    MAX_STACK_BYTES,
 };
 pub use literal::Literal;
 pub use ops::swizzled_128b;

@@ -767,11 +767,14 @@ pub enum Op {
     /// are not waited for (a kernel must commit them first). No result.
     WaitCopies(u32),
     /// Calls a DSL function; results are its returns. `mems` are the caller's memory
-    /// for the function's memory arguments, in order. Removed by the inline pass.
+    /// for the function's memory arguments, in order; `frags` the caller's fragments for
+    /// its fragment arguments, in order, an array's elements one by one (see
+    /// [`crate::FragArg`]). Removed by the inline pass.
     Call {
         func: Arc<Function>,
         args: Vec<ValueId>,
         mems: Vec<MemRef>,
+        frags: Vec<u32>,
     },
 }
 
@@ -1017,6 +1020,7 @@ impl Op {
                 v
             }
             Op::FragMmaWait { accs, .. } => accs.iter_mut().collect(),
+            Op::Call { frags, .. } => frags.iter_mut().collect(),
             _ => vec![],
         }
     }
@@ -1045,6 +1049,7 @@ impl Op {
                 v
             }
             Op::FragMmaWait { accs, .. } => accs.clone(),
+            Op::Call { frags, .. } => frags.clone(),
             _ => vec![],
         }
     }

@@ -1,7 +1,7 @@
 //! The stable text form of the IR, used by `tessera emit --target ir`, snapshot tests and
 //! `TESSERA_DUMP`.
 
-use crate::kernel::{ArrayDecl, Block, Body, Function, Inst, Kernel, ParamKind};
+use crate::kernel::{ArgKind, ArrayDecl, Block, Body, Function, Inst, Kernel, ParamKind};
 use crate::ops::{MemRef, Op, TileA};
 use std::fmt::{self, Write};
 
@@ -136,9 +136,15 @@ impl Printer<'_> {
             Op::Simd(op, a) => format!("{} {a}", op.name()),
             Op::Shuffle { kind, value, arg } => format!("{} {value}, {arg}", kind.name()),
             Op::GroupReduce(op, a) => format!("{} {a}", op.name()),
-            Op::Call { func, args, mems } => {
+            Op::Call {
+                func,
+                args,
+                mems,
+                frags,
+            } => {
                 let mut all: Vec<String> = args.iter().map(|a| a.to_string()).collect();
                 all.extend(mems.iter().map(|&m| self.mem(m)));
+                all.extend(frags.iter().map(|&f| self.frag(f)));
                 format!("call {}({})", func.name, all.join(", "))
             }
             Op::FragFill { frag, value } => format!("frag_fill {}, {value}", self.frag(*frag)),
@@ -354,12 +360,26 @@ pub fn print_function(f: &Function) -> String {
         params: &[],
         out: String::new(),
     };
+    // The arguments in the order written: values, memory (`memargN`) and fragments (named
+    // as the body names them: `acc[0]`, …).
+    let (mut values, mut mems, mut frags) = (
+        f.body.block.args.iter(),
+        f.mems.iter().enumerate(),
+        f.frags.iter(),
+    );
     let args: Vec<String> = f
-        .body
-        .block
-        .args
+        .order
         .iter()
-        .map(|&a| format!("{a}: {}", p.ty(a)))
+        .filter_map(|kind| match kind {
+            ArgKind::Value => values.next().map(|&a| format!("{a}: {}", p.ty(a))),
+            ArgKind::Memory => mems.next().map(|(i, m)| {
+                let w = if m.writable { "mut " } else { "" };
+                format!("{w}memarg{i} {}: Mem<{}>", m.name, m.elem)
+            }),
+            ArgKind::Fragments => frags
+                .next()
+                .map(|g| format!("{}: {}", g.name, g.describe())),
+        })
         .collect();
     let _ = writeln!(p.out, "func {}({}) {{", f.name, args.join(", "));
     p.arrays();

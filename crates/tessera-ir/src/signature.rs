@@ -215,7 +215,7 @@ pub fn parse_literal(ty: Scalar, s: &str) -> Option<Literal> {
 )]
 pub trait DslFunction {
     fn build(
-        arg_types: &[Option<crate::Scalar>],
+        arg_types: &[crate::builder::ArgInfo],
     ) -> Result<std::sync::Arc<crate::Function>, IrError>;
 }
 
@@ -229,4 +229,4 @@ pub fn dsl_function<F: DslFunction>(_f: F) -> FunctionBuilder {
 
 /// What [`DslFunction::build`] is: the function's IR for its argument dtypes.
 pub type FunctionBuilder =
-    fn(&[Option<crate::Scalar>]) -> Result<std::sync::Arc<crate::Function>, IrError>;
+    fn(&[crate::builder::ArgInfo]) -> Result<std::sync::Arc<crate::Function>, IrError>;

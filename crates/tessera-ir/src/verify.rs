@@ -475,7 +475,13 @@ impl<'a> Verifier<'a> {
                 self.check_yields(s, body, &inst.results, loc, "the body of `for`")?;
                 self.block(s, body, inner, loc)?;
             }
-            Op::Call { func, args, mems } => {
+            Op::Call {
+                func,
+                args,
+                mems,
+                frags,
+            } => {
+                self.call_frags(s, func, frags, loc)?;
                 if mems.len() != func.mems.len() {
                     return Err(self.err(
                         loc,
@@ -835,6 +841,55 @@ impl<'a> Verifier<'a> {
                 Ok(Some(func.return_types()))
             }
         }
+    }
+
+    /// The caller's fragments `frags` of a call of `func`: one per fragment its fragment
+    /// arguments stand for, each of the argument's role and element type; and the
+    /// function's fragment arguments within its own fragments.
+    fn call_frags(&self, s: &Scope, func: &Function, frags: &[u32], loc: Option<Loc>) -> R<()> {
+        let want: u32 = func.frags.iter().map(|a| a.count()).sum();
+        if frags.len() != want as usize {
+            return Err(self.err(
+                loc,
+                format!(
+                    "`{}` takes {want} matrix fragment(s) in its fragment arguments, {} given",
+                    func.name,
+                    frags.len()
+                ),
+            ));
+        }
+        let mut given = frags.iter();
+        for arg in &func.frags {
+            for i in 0..arg.count() {
+                let own = func.body.frags.get((arg.first + i) as usize);
+                if own.is_none_or(|d| d.role != arg.role || d.elem != arg.elem) {
+                    return Err(self.err(
+                        loc,
+                        format!(
+                            "`{}`'s fragment argument `{}` is not among its fragments",
+                            func.name, arg.name
+                        ),
+                    ));
+                }
+                let &f = given.next().expect("counted above");
+                let d = self.frag(s, f, loc)?;
+                if d.role != arg.role || d.elem != arg.elem {
+                    return Err(self.err(
+                        loc,
+                        format!(
+                            "`{}`'s fragment argument `{}` is `{}`, given `{}` ({} of {})",
+                            func.name,
+                            arg.name,
+                            arg.describe(),
+                            d.name,
+                            d.role.name(),
+                            d.elem
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// A fragment reference: its declaration, checked to exist.
@@ -1588,6 +1643,7 @@ mod tests {
                     func: func.clone(),
                     args: vec![],
                     mems,
+                    frags: vec![],
                 },
                 results: vec![],
                 loc: None,
@@ -1604,6 +1660,50 @@ mod tests {
         // A kernel has no memory arguments of its own.
         let e = call(vec![MemRef::Arg(0)]).unwrap_err();
         assert!(e.contains("memory argument 0 does not exist"), "{e}");
+    }
+
+    #[test]
+    fn calls_pass_fragments_of_the_declared_role_and_type() {
+        let mut f = Builder::function("zero");
+        let acc = f
+            .func_frag_arg("acc", FragRole::Acc, Scalar::F32, Some(2))
+            .unwrap();
+        for &a in &acc.frags {
+            f.frag_fill(a, Value::Float(0.0)).unwrap();
+        }
+        let func = std::sync::Arc::new(f.finish_function(&[], &[]).unwrap());
+        // The caller has two accumulators (0, 1) and a B operand (2).
+        let call = |frags: Vec<u32>| {
+            let mut b = Builder::kernel("caller");
+            let out = b.tensor_param("out", Scalar::F32, true);
+            b.frag_array("acc", FragRole::Acc, Scalar::F32, Value::Int(2))
+                .unwrap();
+            b.frag("fb", FragRole::B, Scalar::F16).unwrap();
+            b.store(out, Value::Int(0), Value::Float(0.0)).unwrap();
+            let mut k = b.finish_kernel().unwrap();
+            k.body.block.insts.push(Inst {
+                op: Op::Call {
+                    func: func.clone(),
+                    args: vec![],
+                    mems: vec![],
+                    frags,
+                },
+                results: vec![],
+                loc: None,
+            });
+            verify_kernel(&k).map_err(|e| e.to_string())
+        };
+        call(vec![0, 1]).unwrap();
+        call(vec![1, 0]).unwrap();
+        let e = call(vec![0]).unwrap_err();
+        assert!(e.contains("takes 2 matrix fragment(s)"), "{e}");
+        let e = call(vec![0, 2]).unwrap_err();
+        assert!(
+            e.contains("fragment argument `acc` is `[MatrixAcc; 2]`, given `fb` (b of f16)"),
+            "{e}"
+        );
+        let e = call(vec![0, 7]).unwrap_err();
+        assert!(e.contains("matrix fragment 7 does not exist"), "{e}");
     }
 
     #[test]

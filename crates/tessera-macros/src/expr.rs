@@ -10,7 +10,7 @@ use tessera_ir::{AtomicOp, Builtin, ReduceOp, ShuffleKind, SimdOp, UnaryOp};
 
 const METHODS: &str =
     "cast::<T>(), bitcast::<T>(), exp, exp2, ln, log2, sqrt, rsqrt, recip, sin, cos, tanh, abs, \
-floor, ceil, is_nan, is_infinite, sigmoid, silu, softplus, max, min, powf, mul_add";
+floor, ceil, is_nan, is_infinite, sigmoid, silu, softplus, max, min, powf, mul_add, and len() of a fragment array";
 
 fn ident(s: &str) -> syn::Ident {
     syn::Ident::new(s, Span::call_site())
@@ -271,6 +271,11 @@ impl Lower<'_> {
             return Ok(quote!({ let __v = #recv; #b.unary(#ir::UnaryOp::#op, __v)? }));
         }
         match name.as_str() {
+            // The length of a fragment array (a u32 known while building).
+            "len" => {
+                arity(0)?;
+                Ok(quote!(#b.frag_array_len(&#recv)))
+            }
             "sigmoid" | "silu" | "softplus" => {
                 arity(0)?;
                 let f = ident(&name);
@@ -582,7 +587,7 @@ impl Lower<'_> {
         // A value or memory (a tensor or array named by its variable) per argument.
         Ok(quote!({
             let __args: ::std::vec::Vec<#ir::CallArg> =
-                ::std::vec![#(#ir::CallArg::from(#args)),*];
+                ::std::vec![#(#ir::CallArg::from(&#args)),*];
             let __f = #build(&#b.arg_types(&__args))?;
             #b.#method(__f, &__args)?
         }))

@@ -76,6 +76,49 @@ pub fn fetch_tile_kn<T>(
     }
 }
 
+/// Stores the calling simdgroup's accumulators `acc` — rows `row0 + 16·simd_id() …` (16
+/// of them), columns `col0 … col0 + 16·acc.len()` of the row-major `[·, n]` output `out`,
+/// one tile a fragment — keeping to the rows below `rows` and the columns below `n`. When
+/// the threadgroup's whole `bm`-row tile is inside, straight from the fragments; else
+/// (after a barrier, so every simdgroup has finished with `scratch`) each tile is rounded
+/// into the simdgroup's own 256 elements of `scratch` and its lanes store what is inside.
+/// A threadgroup collective: every thread calls it, with the same `row0`, `bm` and `col0`.
+#[allow(clippy::too_many_arguments)]
+#[func]
+pub fn store_acc_tiles<T>(
+    acc: [MatrixAcc],
+    mut out: Mem<T>,
+    mut scratch: Mem<T>,
+    row0: u32,
+    bm: u32,
+    col0: u32,
+    rows: u32,
+    n: u32,
+) {
+    let s = simd_id();
+    let r0 = row0 + 16 * s;
+    if row0 + bm <= rows && col0 + 16 * acc.len() <= n {
+        for j in 0..acc.len() {
+            matrix_store(acc[j], out[r0 * n + col0 + 16 * j], n);
+        }
+    } else {
+        barrier();
+        let lane = simd_lane();
+        for j in 0..acc.len() {
+            matrix_store(acc[j], scratch[s * 256], 16);
+            simd_barrier();
+            for e in range(lane, 256, 32) {
+                let r = r0 + e / 16;
+                let col = col0 + 16 * j + e % 16;
+                if r < rows && col < n {
+                    store(out[r * n + col], load(scratch[s * 256 + e]));
+                }
+            }
+            simd_barrier();
+        }
+    }
+}
+
 /// `c = a·bᵀ` (`bt` 1) or `a·b` (`bt` 0) on tiles; grid `[ceil(N / 16nb), ceil(M / 64wg),
 /// 1]`, `128·wg` threads.
 #[allow(clippy::too_many_arguments)]
@@ -140,28 +183,6 @@ pub fn matmul_pipelined_kernel<T>(
         commit_copies();
         matrix_mma_wait(acc, 0);
     }
-    let s = simd_id();
-    let r0 = row0 + 16 * s;
-    if row0 + bm <= m && col0 + bn <= n {
-        for j in 0..nb {
-            matrix_store(acc[j], c[r0 * n + col0 + 16 * j], n);
-        }
-    } else {
-        // An edge tile: each simdgroup rounds a block into its own 16×16 slice of the
-        // first A buffer (free once every product has finished) and stores what is inside.
-        barrier();
-        let lane = simd_lane();
-        for j in 0..nb {
-            matrix_store(acc[j], sa[s * 256], 16);
-            simd_barrier();
-            for e in range(lane, 256, 32) {
-                let r = r0 + e / 16;
-                let col = col0 + 16 * j + e % 16;
-                if r < m && col < n {
-                    store(c[r * n + col], load(sa[s * 256 + e]));
-                }
-            }
-            simd_barrier();
-        }
-    }
+    // Edge tiles go through the first A buffer, free once every product has finished.
+    store_acc_tiles(acc, c, sa, row0, bm, col0, m, n);
 }

@@ -22,7 +22,7 @@ use super::gemm_schedule::{MoeGemmSchedule, SLOT_WORDS};
 use super::MAX_EXPERTS;
 use crate::elementwise::activation::silu_f32;
 use crate::error::{runtime, OpError};
-use crate::matmul::pipelined::fetch_tile;
+use crate::matmul::pipelined::{fetch_tile, store_acc_tiles};
 use crate::matmul::tiled::MATMUL_DTYPES;
 use crate::validate::{distinct_named, dtype_in, dtype_is, fits_u32, shape_is};
 use tessera_macros::{func, kernel};
@@ -197,27 +197,10 @@ pub fn moe_gemm_kernel<T>(
                 }
                 simd_barrier();
             }
-        } else if row0 + bm <= end && col0 + bn <= n {
-            for j in 0..nb {
-                matrix_store(acc[j], y[r0 * n + col0 + 16 * j], n);
-            }
         } else {
-            // An edge tile: each simdgroup rounds a block into its own 16×16 slice of the
-            // first A buffer (free once every product has finished) and stores the part
-            // inside the expert's rows and the columns.
-            barrier();
-            for j in 0..nb {
-                matrix_store(acc[j], sa[s * 256], 16);
-                simd_barrier();
-                for at in range(lane, 256, 32) {
-                    let r = r0 + at / 16;
-                    let col = col0 + 16 * j + at % 16;
-                    if r < end && col < n {
-                        store(y[r * n + col], load(sa[s * 256 + at]));
-                    }
-                }
-                simd_barrier();
-            }
+            // Edge tiles go through the first A buffer, free once every product has
+            // finished, and keep to the expert's rows.
+            store_acc_tiles(acc, y, sa, row0, bm, col0, end, n);
         }
     }
 }

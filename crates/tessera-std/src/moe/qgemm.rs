@@ -19,7 +19,7 @@ use super::qgemv::AffineExperts;
 use super::MAX_EXPERTS;
 use crate::elementwise::activation::silu_f32;
 use crate::error::{runtime, OpError};
-use crate::matmul::pipelined::fetch_tile;
+use crate::matmul::pipelined::{fetch_tile, store_acc_tiles};
 use crate::matmul::tiled::MATMUL_DTYPES;
 use crate::quant::format::AffineFormat;
 use crate::quant::qgemv::affine_weight;
@@ -196,24 +196,10 @@ pub fn moe_qgemm_kernel<T>(
                 }
                 simd_barrier();
             }
-        } else if row0 + bm <= end && col0 + bn <= n {
-            for j in 0..nb {
-                matrix_store(acc[j], y[r0 * n + col0 + 16 * j], n);
-            }
         } else {
-            barrier();
-            for j in 0..nb {
-                matrix_store(acc[j], sa[s * 256], 16);
-                simd_barrier();
-                for at in range(lane, 256, 32) {
-                    let r = r0 + at / 16;
-                    let col = col0 + 16 * j + at % 16;
-                    if r < end && col < n {
-                        store(y[r * n + col], load(sa[s * 256 + at]));
-                    }
-                }
-                simd_barrier();
-            }
+            // Edge tiles go through the first A buffer, free once every product has
+            // finished, and keep to the expert's rows.
+            store_acc_tiles(acc, y, sa, row0, bm, col0, end, n);
         }
     }
 }

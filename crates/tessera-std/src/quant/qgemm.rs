@@ -11,9 +11,10 @@
 //! latency hides behind the product. Weights are never dequantized to memory.
 
 use super::format::AffineFormat;
-use super::qgemm_tiles::{qgemm_fetch_x, qgemm_store_block, qgemm_tile_origin};
+use super::qgemm_tiles::{qgemm_fetch_x, qgemm_tile_origin};
 use super::qgemv::affine_weight;
 use crate::error::{runtime, OpError};
+use crate::matmul::pipelined::store_acc_tiles;
 use crate::matmul::tiled::MATMUL_DTYPES;
 use crate::validate::dtype_in;
 use tessera_macros::kernel;
@@ -128,23 +129,8 @@ pub fn affine_qgemm_kernel<T>(
         matrix_mma_tiles_async(acc, sa[(t % stages) * bm * 64], sb[wbuf]);
     }
     matrix_mma_wait(acc, 0);
-    let s = simd_id();
-    let r0 = row0 + 16 * s;
-    if row0 + bm <= m && col0 + bn <= n {
-        for j in 0..nb {
-            matrix_store(acc[j], y[r0 * n + col0 + 16 * j], n);
-        }
-    } else {
-        // An edge tile: each simdgroup rounds a block into its own 16×16 slice of the
-        // first A buffer (free once every product has finished) and stores what is inside.
-        barrier();
-        for j in 0..nb {
-            matrix_store(acc[j], sa[s * 256], 16);
-            simd_barrier();
-            qgemm_store_block(y, sa, s * 256, r0, col0 + 16 * j, m, n);
-            simd_barrier();
-        }
-    }
+    // Edge tiles go through the first A buffer, free once every product has finished.
+    store_acc_tiles(acc, y, sa, row0, bm, col0, m, n);
 }
 
 /// Column tiles a band of `affine_qgemm_kernel`'s threadgroups shares: at 128 × 128 tiles

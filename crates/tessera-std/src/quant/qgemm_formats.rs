@@ -20,10 +20,11 @@ use super::int4_qgemm::{
     awq_chunk_dequantize, awq_chunk_load, gptq_chunk_dequantize, gptq_chunk_load,
 };
 use super::qgemm::{qgemm_shape, QGEMM_BAND};
-use super::qgemm_tiles::{qgemm_chunk, qgemm_fetch_x, qgemm_store_block, qgemm_tile_origin};
+use super::qgemm_tiles::{qgemm_chunk, qgemm_fetch_x, qgemm_tile_origin};
 use crate::error::{runtime, OpError};
 use crate::gguf::format::GgufFormat;
 use crate::gguf::kernels::{gguf_chunk_dequantize, gguf_chunk_load};
+use crate::matmul::pipelined::store_acc_tiles;
 use crate::matmul::tiled::MATMUL_DTYPES;
 use crate::validate::{dtype_in, fits_u32};
 use tessera_macros::{func, kernel};
@@ -233,23 +234,8 @@ pub fn quant_gemm_kernel<T, Q, S>(
         }
     }
     matrix_mma_wait(acc, 0);
-    let s = simd_id();
-    let r0 = row0 + 16 * s;
-    if row0 + bm <= m && col0 + bn <= n {
-        for j in 0..nb {
-            matrix_store(acc[j], y[r0 * n + col0 + 16 * j], n);
-        }
-    } else {
-        // An edge tile: each simdgroup rounds a block into its own 16×16 slice of the
-        // first A buffer (free once every product has finished) and stores what is inside.
-        barrier();
-        for j in 0..nb {
-            matrix_store(acc[j], sa[s * 256], 16);
-            simd_barrier();
-            qgemm_store_block(y, sa, s * 256, r0, col0 + 16 * j, m, n);
-            simd_barrier();
-        }
-    }
+    // Edge tiles go through the first A buffer, free once every product has finished.
+    store_acc_tiles(acc, y, sa, row0, bm, col0, m, n);
 }
 
 /// `x` `[M, K]` for a quantized GEMM: f16 or bf16, non-empty, K a multiple of 8 (its

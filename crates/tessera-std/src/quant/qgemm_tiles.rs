@@ -1,8 +1,9 @@
 //! What the quantized GEMMs of prefill share whatever the weight format: where a
 //! threadgroup's output tile lies (threadgroups in bands of column tiles), the x tiles'
 //! asynchronous copies ahead of the products, where a thread's 8-weight chunk of the
-//! swizzled B tile lies, and the masked store of an edge tile. `affine_qgemm_kernel` and
-//! `quant_gemm_kernel` are built from them.
+//! swizzled B tile lies (the masked store of an edge tile is
+//! `matmul::pipelined::store_acc_tiles`). `affine_qgemm_kernel` and `quant_gemm_kernel` are
+//! built from them.
 
 use crate::matmul::pipelined::fetch_tile;
 use tessera_macros::func;
@@ -71,26 +72,4 @@ pub fn qgemm_chunk(e: u32, t: u32, col0: u32, nb: u32, kn: bool) -> (u32, u32, u
     let k = select(kn, t * 64 + r, t * 64 + 8 * c);
     let at = (c / 8) * 4096 + r * 64 + (((c % 8) ^ (r & 7)) << 3);
     (n, k, at)
-}
-
-/// Rows `r0 … r0 + 16` and columns `c0 … c0 + 16` of `y` `[m, n]` from the 16 × 16
-/// block staged at `at` of `staged`, those inside the matrix, by the simdgroup's lanes.
-#[allow(clippy::too_many_arguments)]
-#[func]
-pub fn qgemm_store_block<T>(
-    mut y: Mem<T>,
-    staged: Mem<T>,
-    at: u32,
-    r0: u32,
-    c0: u32,
-    m: u32,
-    n: u32,
-) {
-    for e in range(simd_lane(), 256, 32) {
-        let r = r0 + e / 16;
-        let col = c0 + e % 16;
-        if r < m && col < n {
-            store(y[r * n + col], load(staged[at + e]));
-        }
-    }
 }
