@@ -15,6 +15,7 @@
 use super::decode::DecodeOptions;
 use super::decode_kernels::{merge_row_slots, stage_simdgroup_states, write_partial_states};
 use super::kv_quant::{kv_code_value, KvScales};
+use super::kv_quant_int4::kv_nibble_value;
 use super::paged::{check_shapes, paged_attention, PagedKv, PagedWorkspace};
 use super::paged_rows::key_row;
 use super::paged_rows::PageWalk;
@@ -30,7 +31,9 @@ const MQ_OP: &str = "sdpa_multi_query_paged_quant";
 /// quantized paged cache; the outputs, geometry and page walk of
 /// `sdpa_decode_partial_kernel` with per-row lengths. Key `pos`'s row `r` (from
 /// `key_row` in rows) holds codes at `r · head_dim` of `k` and `v` and scales at
-/// `k_scale[r]`, `v_scale[r]`; `format` is `kv_quant::KV_INT8` or `KV_E4M3`.
+/// `k_scale[r]`, `v_scale[r]`; `format` is `kv_quant::KV_INT8` or `KV_E4M3`, or `KV_INT4`
+/// with `head_dim / 2` bytes a row and scales at `r · head_dim / group` on (`group` is
+/// head_dim for the byte formats).
 #[kernel]
 pub fn sdpa_decode_quant_partial_kernel<T>(
     q: Tensor<T>,
@@ -63,6 +66,7 @@ pub fn sdpa_decode_quant_partial_kernel<T>(
     #[constexpr] unroll: u32,
     #[constexpr] paged: u32,
     #[constexpr] format: u32,
+    #[constexpr] group: u32,
 ) {
     let lanes = head_dim / epl;
     let lane = simd_lane();
@@ -90,6 +94,8 @@ pub fn sdpa_decode_quant_partial_kernel<T>(
     let kscales = stack_array::<f32>(unroll);
     let vscales = stack_array::<f32>(unroll);
     let rows = 32 / lanes;
+    // Elements a byte: 2 for packed int4 codes.
+    let packing = select(format == 2, 2u32, 1u32);
     for h in 0..hpt {
         let qbase = (row * n_q_heads + h0 + h) * head_dim + part * epl;
         for e in 0..epl {
@@ -108,15 +114,17 @@ pub fn sdpa_decode_quant_partial_kernel<T>(
                 pages, first, pos, 0, kvh, page_size, page_shift, page_rows, slot_rows, head_rows,
                 1, paged,
             );
-            let base = r * head_dim + part * epl;
-            for e in 0..epl {
+            // int4: the lane's `epl` elements are `epl / 2` bytes and lie in one group.
+            let base = r * (head_dim / packing) + part * (epl / packing);
+            for e in 0..epl / packing {
                 store(ks[u * epl + e], load(k[base + e]));
             }
-            for e in 0..epl {
+            for e in 0..epl / packing {
                 store(vs[u * epl + e], load(v[base + e]));
             }
-            store(kscales[u], load(k_scale[r]));
-            store(vscales[u], load(v_scale[r]));
+            let sc = r * (head_dim / group) + part * epl / group;
+            store(kscales[u], load(k_scale[sc]));
+            store(vscales[u], load(v_scale[sc]));
         }
         let ps = stack_array::<f32>(unroll);
         for h in 0..hpt {
@@ -124,21 +132,31 @@ pub fn sdpa_decode_quant_partial_kernel<T>(
             for u in 0..unroll {
                 let mut p = 0.0f32;
                 for e in 0..epl {
-                    let c = load(ks[u * epl + e]).cast::<u32>();
-                    p += load(qs[h * epl + e]) * kv_code_value(c, format);
+                    let x = if format == 2 {
+                        kv_nibble_value(load(ks[u * epl + e / 2]).cast::<u32>(), e % 2)
+                    } else {
+                        kv_code_value(load(ks[u * epl + e]).cast::<u32>(), format)
+                    };
+                    p += load(qs[h * epl + e]) * x;
+                }
+                // A non-finite K scale makes the score NaN, as the key's dequantized
+                // elements (±inf, NaN at a zero code) make the exact dot product.
+                let ksc = load(kscales[u]);
+                let kfactor = select(
+                    abs(ksc) <= 3.4028235e38f32,
+                    ksc,
+                    0x7FC0_0000u32.bitcast::<f32>(),
+                );
+                // int4: each lane's group scale joins its partial sum before the lanes'
+                // sums meet; one scale a row multiplies the reduced score once.
+                if format == 2 {
+                    p *= kfactor;
                 }
                 for s in 0..lg {
                     p += simd_shuffle_xor(p, (lanes / 2) >> s);
                 }
                 let valid = j0 + u * rows + sub < je;
-                // A non-finite K scale makes the score NaN, as the key's dequantized
-                // elements (±inf, NaN at a zero code) make the exact dot product.
-                let ksc = load(kscales[u]);
-                let scored = select(
-                    abs(ksc) <= 3.4028235e38f32,
-                    p * ksc,
-                    0x7FC0_0000u32.bitcast::<f32>(),
-                );
+                let scored = if format == 2 { p } else { p * kfactor };
                 let pv = select(valid, scored, neg_infinity());
                 store(ps[u], pv);
                 mx = max(mx, pv);
@@ -154,11 +172,12 @@ pub fn sdpa_decode_quant_partial_kernel<T>(
                 lsum += w;
                 let wv = v_weight(w) * load(vscales[u]);
                 for e in 0..epl {
-                    let c = load(vs[u * epl + e]).cast::<u32>();
-                    store(
-                        os[h * epl + e],
-                        load(os[h * epl + e]) + wv * kv_code_value(c, format),
-                    );
+                    let x = if format == 2 {
+                        kv_nibble_value(load(vs[u * epl + e / 2]).cast::<u32>(), e % 2)
+                    } else {
+                        kv_code_value(load(vs[u * epl + e]).cast::<u32>(), format)
+                    };
+                    store(os[h * epl + e], load(os[h * epl + e]) + wv * x);
                 }
             }
             store(ls[h], lsum);
@@ -226,6 +245,7 @@ pub(crate) fn launch_partial(
             unroll: g.unroll,
             paged: walk.mode(),
             format: scales.format.code(),
+            group: scales.format.group(call.head_dim),
         },
     )
     .grid([call.n_q_heads / g.hpt, call.rows, splits])

@@ -363,6 +363,7 @@ pub(super) fn no_benches() -> Vec<BenchCase> {
 type DecodeFn = fn(&Context, &Tensor, &Tensor, &Tensor, &Tensor) -> Result<(), OpError>;
 
 mod kv_quant;
+mod kv_quant_int4;
 mod paged_kv_append;
 mod paged_kv_append_ragged;
 mod paged_kv_append_rope;
