@@ -26,7 +26,7 @@
 
 use super::kv_quant_int4::{check_int4, int4_row_views, quantize_row_int4};
 use super::paged::KvLayout;
-use super::paged_append::{PagedAppend, SlotCheck};
+use super::paged_append::{AppendGeometry, PagedAppend, SlotCheck};
 use super::paged_append_rope::{check_key_rope, rotated_element, KeyRope, RopeLaunch};
 use crate::error::{runtime, OpError};
 use crate::quant::affine::round_half_even;
@@ -341,12 +341,12 @@ pub(crate) fn check_scales(
 
 /// Quantizes `k` and `v` `[tokens, n_kv_heads, head_dim]` (one float dtype) per (token,
 /// head) row and writes codes into the u8 pools `k_cache` and `v_cache` (NHD or HND, as
-/// `paged_kv_append` takes them) and scales into `scales` (the pool's shape without
-/// head_dim) at `slot_mapping` (i32 `[tokens]`, −1 skips a token). With `rope`, each key
-/// is rotated (and rounded to k's dtype, as `rope` would store it) before it is
-/// quantized. A slot below −1 or past the cache, or one an earlier token took, is
-/// refused, naming the token, before anything is written (in a recorded graph see
-/// [`SlotCheck::take_error`]).
+/// `paged_kv_append` takes them; int4: head_dim / 2 bytes a row) and scales into `scales`
+/// (the pool's shape without head_dim, int4 then the row's groups) at `slot_mapping` (i32
+/// `[tokens]`, −1 skips a token). With `rope`, each key is rotated (and rounded to k's
+/// dtype, as `rope` would store it) before it is quantized. A slot below −1 or past the
+/// cache, or one an earlier token took, is refused, naming the token, before anything is
+/// written (in a recorded graph see [`SlotCheck::take_error`]).
 #[allow(clippy::too_many_arguments)]
 pub fn kv_quant_append(
     ctx: &Context,
@@ -359,6 +359,92 @@ pub fn kv_quant_append(
     rope: Option<KeyRope>,
     check: &SlotCheck,
 ) -> Result<(), OpError> {
+    let rows_in = (k, v, slot_mapping);
+    checked_append(
+        ctx,
+        rows_in,
+        (k_cache, v_cache),
+        scales,
+        layout,
+        rope,
+        check,
+        |geo| {
+            let [tokens, n_kv_heads, head_dim] = [k.shape()[0], k.shape()[1], k.shape()[2]];
+            let rows = fits_u32(OP, "tokens · n_kv_heads", tokens * n_kv_heads)?;
+            let head_dim = fits_u32(OP, "head_dim", head_dim)?;
+            kv_quant_append_kernel::launch(
+                ctx,
+                kv_quant_append_kernel::Args {
+                    k,
+                    v,
+                    slot_mapping,
+                    positions: geo.rope.positions,
+                    inv_freq: geo.rope.inv_freq,
+                    k_cache,
+                    v_cache,
+                    k_scale: scales.k_scale,
+                    v_scale: scales.v_scale,
+                    first_bad: geo.first_bad,
+                    n_kv_heads: geo.n_kv_heads,
+                    page_size: geo.page_size,
+                    slots: geo.slots,
+                    rows,
+                    in_graph: u32::from(geo.in_graph),
+                    mscale: geo.rope.mscale,
+                },
+                kv_quant_append_kernel::Consts {
+                    head_dim,
+                    format: scales.format.code(),
+                    group: scales.format.group(head_dim),
+                    hnd: u32::from(layout == KvLayout::Hnd),
+                    rot_dim: geo.rope.rot_dim,
+                    neox: geo.rope.neox,
+                },
+            )
+            .grid([rows.div_ceil(ROWS_PER_GROUP), 1, 1])
+            .group_size(ROWS_PER_GROUP * 32)
+            .run()
+            .map_err(runtime(OP))
+        },
+    )
+}
+
+/// Every check [`kv_quant_append`] makes (the slots on the device), writing nothing.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn check_quant_append(
+    ctx: &Context,
+    rows_in: (&Tensor, &Tensor, &Tensor),
+    caches: (&Tensor, &Tensor),
+    scales: &KvScales,
+    layout: KvLayout,
+    rope: Option<KeyRope>,
+    check: &SlotCheck,
+) -> Result<(), OpError> {
+    checked_append(
+        ctx,
+        rows_in,
+        caches,
+        scales,
+        layout,
+        rope,
+        check,
+        |_| Ok(()),
+    )
+}
+
+/// Checks an append as [`kv_quant_append`] documents it, then runs `then` with its launch
+/// scalars.
+#[allow(clippy::too_many_arguments)]
+fn checked_append<R>(
+    ctx: &Context,
+    (k, v, slot_mapping): (&Tensor, &Tensor, &Tensor),
+    (k_cache, v_cache): (&Tensor, &Tensor),
+    scales: &KvScales,
+    layout: KvLayout,
+    rope: Option<KeyRope>,
+    check: &SlotCheck,
+    then: impl FnOnce(AppendGeometry) -> Result<R, OpError>,
+) -> Result<R, OpError> {
     let others = [
         ("k", k),
         ("v", v),
@@ -387,47 +473,12 @@ pub fn kv_quant_append(
         checked_rope,
         check,
     )?;
-    let [tokens, n_kv_heads, head_dim] = [k.shape()[0], k.shape()[1], k.shape()[2]];
     let mut geo = append.geometry();
     if let (true, Some(r)) = (int4, rope) {
-        check_key_rope(OP, &r, tokens, head_dim)?;
+        check_key_rope(OP, &r, k.shape()[0], k.shape()[2])?;
         let caches = [("k_cache", k_cache), ("v_cache", v_cache)];
         distinct(OP, r.positions, &caches)?;
         geo.rope = RopeLaunch::of(Some(r.table), Some(r.positions), check);
     }
-    let rows = fits_u32(OP, "tokens · n_kv_heads", tokens * n_kv_heads)?;
-    let head_dim = fits_u32(OP, "head_dim", head_dim)?;
-    kv_quant_append_kernel::launch(
-        ctx,
-        kv_quant_append_kernel::Args {
-            k,
-            v,
-            slot_mapping,
-            positions: geo.rope.positions,
-            inv_freq: geo.rope.inv_freq,
-            k_cache,
-            v_cache,
-            k_scale: scales.k_scale,
-            v_scale: scales.v_scale,
-            first_bad: geo.first_bad,
-            n_kv_heads: geo.n_kv_heads,
-            page_size: geo.page_size,
-            slots: geo.slots,
-            rows,
-            in_graph: u32::from(geo.in_graph),
-            mscale: geo.rope.mscale,
-        },
-        kv_quant_append_kernel::Consts {
-            head_dim,
-            format: scales.format.code(),
-            group: scales.format.group(head_dim),
-            hnd: u32::from(layout == KvLayout::Hnd),
-            rot_dim: geo.rope.rot_dim,
-            neox: geo.rope.neox,
-        },
-    )
-    .grid([rows.div_ceil(ROWS_PER_GROUP), 1, 1])
-    .group_size(ROWS_PER_GROUP * 32)
-    .run()
-    .map_err(runtime(OP))
+    then(geo)
 }

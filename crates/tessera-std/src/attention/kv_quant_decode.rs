@@ -8,9 +8,14 @@
 //! combine kernel; the table check, GQA, window, sinks and sink logit are
 //! `sdpa_decode_paged`'s.
 //!
-//! bf16 queries at head_dim 64, 128 or 256 take the fragment kernel instead
-//! (`decode_mma.rs`, `quant != 0`); this kernel serves f16 and f32 queries and the other
-//! head dims.
+//! An int4 cache (`format` 2, `kv_quant_int4`'s layout) packs two codes a byte and keeps
+//! a scale per group of dims: each lane's `epl` (16) consecutive elements are `epl / 2`
+//! bytes in one group, so the lane's group K scale multiplies its partial dot product
+//! before the lanes' sums meet, and its group V scale its weight.
+//!
+//! bf16 queries over int8 or e4m3 at head_dim 64, 128 or 256 take the fragment kernel
+//! instead (`decode_mma.rs`, `quant != 0`); this kernel serves f16 and f32 queries, the
+//! other head dims, and int4 caches for every query dtype.
 
 use super::decode::DecodeOptions;
 use super::decode_kernels::{merge_row_slots, stage_simdgroup_states, write_partial_states};
@@ -254,8 +259,9 @@ pub(crate) fn launch_partial(
 }
 
 /// [`super::sdpa_decode_paged`] over a quantized cache: `kv`'s pools are u8 codes in
-/// `scales.format` with `scales`' per-(token, KV head) f32 scales (see `kv_quant` for the
-/// layout), `q` and `out` a float dtype. Everything else — tables and their device-side
+/// `scales.format` with `scales`' per-(token, KV head) f32 scales, or for int4 packed
+/// codes with per-(token, KV head, group) scales (see `kv_quant` and `kv_quant_int4` for
+/// the layouts), `q` and `out` a float dtype. Everything else — tables and their device-side
 /// check, GQA, window, sinks, sink logits, split count, workspace — as
 /// `sdpa_decode_paged` takes it.
 pub fn sdpa_decode_paged_quant(

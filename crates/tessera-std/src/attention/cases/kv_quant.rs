@@ -773,9 +773,12 @@ fn decode_rejections() -> Vec<Case> {
     v
 }
 
-/// The format a declared call names.
+/// The format a declared call names: int4 where it takes a group, else its `kv_format`.
 fn declared_format(r: &RefArgs) -> Result<KvFormat, OpError> {
-    KvFormat::parse(DECODE, r.params.choice("kv_format")?)
+    match r.params.opt_u32("group")? {
+        Some(group) => Ok(KvFormat::Int4 { group }),
+        None => KvFormat::parse(DECODE, r.params.choice("kv_format")?),
+    }
 }
 
 /// The declared append's reference: the pools and scales with the rows written.
@@ -794,7 +797,7 @@ pub(crate) fn append_reference(r: &RefArgs) -> Result<Vec<Vec<f64>>, OpError> {
         ],
         (r.data("k")?, r.data("v")?, r.data("slot_mapping")?),
         layout,
-        [page, hkv, ks[3]],
+        [page, hkv, r.shape("k")?[2]],
     );
     Ok(pools.into())
 }
@@ -844,8 +847,7 @@ pub(crate) fn append_uses() -> Vec<KernelUse> {
     let mut v = Vec::new();
     for dt in FLOAT_DTYPES {
         for d in [64, 128, 256] {
-            let int4 = |group| KvFormat::Int4 { group };
-            for format in [KvFormat::Int8, KvFormat::E4m3, int4(32), int4(64)] {
+            for format in [KvFormat::Int8, KvFormat::E4m3] {
                 let group = format.group(d);
                 for hnd in [0, 1] {
                     // Unrotated, and K rotated NeoX over all of head_dim.
@@ -860,6 +862,7 @@ pub(crate) fn append_uses() -> Vec<KernelUse> {
             }
         }
     }
+    v.extend(super::kv_quant_int4::append_uses());
     v
 }
 
@@ -907,6 +910,15 @@ pub(crate) fn decode_uses() -> Vec<KernelUse> {
             }
         }
     }
+    v.extend(super::kv_quant_int4::decode_uses());
+    v.extend(table_uses());
+    v.extend(combine_uses());
+    v
+}
+
+/// The paged table kernels, for both table forms.
+pub(crate) fn table_uses() -> Vec<KernelUse> {
+    let mut v = Vec::new();
     for csr in [0, 1] {
         for def in [&paged_lengths_kernel::DEF, &paged_pages_kernel::DEF] {
             v.push(KernelUse {
@@ -915,8 +927,6 @@ pub(crate) fn decode_uses() -> Vec<KernelUse> {
             });
         }
     }
-    v.extend(super::kv_quant_int4::decode_uses());
-    v.extend(combine_uses());
     v
 }
 

@@ -13,7 +13,7 @@ use super::kv_quant::{
 };
 use super::sdpa_decode_paged::Form;
 use super::*;
-use crate::attention::kv_quant::KvFormat;
+use crate::attention::kv_quant::{kv_quant_append_kernel, KvFormat};
 use crate::attention::kv_quant_decode::sdpa_decode_quant_partial_kernel;
 use crate::attention::kv_quant_int4::INT4_HEAD_DIMS;
 use crate::attention::paged::KvLayout;
@@ -317,5 +317,37 @@ pub(crate) fn decode_uses() -> Vec<KernelUse> {
             }
         }
     }
+    v
+}
+
+/// The int4 append kernel for every float dtype, int4 head_dim (64 to 256), group of 32
+/// and 64, layout, unrotated and K rotated NeoX over all of head_dim.
+pub(crate) fn append_uses() -> Vec<KernelUse> {
+    let mut v = Vec::new();
+    for dt in FLOAT_DTYPES {
+        for d in [64, 128, 256] {
+            for group in [32, 64] {
+                let code = KvFormat::Int4 { group }.code();
+                for hnd in [0, 1] {
+                    for (rot_dim, neox) in [(0, 0), (d, 1)] {
+                        let c = [d, code, group, hnd, rot_dim, neox].map(Literal::U32);
+                        v.push(KernelUse {
+                            def: &kv_quant_append_kernel::DEF,
+                            spec: Specialization::new(vec![dt], c.to_vec()),
+                        });
+                    }
+                }
+            }
+        }
+    }
+    v
+}
+
+/// What the declared int4 decode and multi-query calls launch: the int4 partial kernel,
+/// the table kernels, the combine.
+pub(crate) fn declared_uses() -> Vec<KernelUse> {
+    let mut v = decode_uses();
+    v.extend(super::kv_quant::table_uses());
+    v.extend(combine_uses());
     v
 }
