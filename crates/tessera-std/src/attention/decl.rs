@@ -1456,7 +1456,7 @@ inventory::submit! {
         #[cfg(feature = "cases")]
         kernels: cases::quant_int4_append_uses,
         #[cfg(feature = "cases")]
-        cases: Vec::new,
+        cases: cases::quant_int4_append_cases,
         #[cfg(feature = "cases")]
         benches: cases::no_benches,
     }
@@ -1516,7 +1516,7 @@ inventory::submit! {
         #[cfg(feature = "cases")]
         kernels: cases::quant_int4_decode_uses,
         #[cfg(feature = "cases")]
-        cases: Vec::new,
+        cases: cases::quant_int4_decode_cases,
         #[cfg(feature = "cases")]
         benches: cases::no_benches,
     }
@@ -1582,7 +1582,7 @@ inventory::submit! {
         #[cfg(feature = "cases")]
         kernels: cases::quant_int4_decode_uses,
         #[cfg(feature = "cases")]
-        cases: Vec::new,
+        cases: cases::quant_int4_mq_cases,
         #[cfg(feature = "cases")]
         benches: cases::no_benches,
     }

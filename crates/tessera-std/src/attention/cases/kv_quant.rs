@@ -28,6 +28,17 @@ pub(crate) const APPEND: &str = "kv_quant_append";
 pub(crate) const DECODE: &str = "sdpa_decode_paged_quant";
 pub(crate) const MQ: &str = "sdpa_multi_query_paged_quant";
 
+/// The declared op whose cases a call of Rust op `op` over `format` belongs to: the
+/// `_int4` declaration for int4 (its pools and scales have their own shapes), else `op`.
+pub(crate) fn op_for(op: &'static str, format: KvFormat) -> &'static str {
+    match (format, op) {
+        (KvFormat::Int4 { .. }, APPEND) => "kv_quant_append_int4",
+        (KvFormat::Int4 { .. }, DECODE) => "sdpa_decode_paged_quant_int4",
+        (KvFormat::Int4 { .. }, MQ) => "sdpa_multi_query_paged_quant_int4",
+        _ => op,
+    }
+}
+
 /// The value of code byte `code` before its scale, from the format's definition (int4:
 /// the value of its low nibble).
 pub(crate) fn code_value(format: KvFormat, code: f64) -> f64 {
@@ -167,7 +178,7 @@ pub(crate) fn append_case(
         "{format:?} {layout:?} tokens={tokens} blocks={blocks} page={page} hkv={hkv} d={d}{}",
         if specials { " zero/NaN/inf rows" } else { "" }
     );
-    correctness(APPEND, dt, name, move |ctx, rng| {
+    correctness(op_for(APPEND, format), dt, name, move |ctx, rng| {
         let bytes = format.row_bytes(d);
         let shape = match layout {
             KvLayout::Nhd => vec![blocks, page, hkv, bytes],
@@ -295,7 +306,7 @@ pub(crate) fn query_case(
         "{format:?} {layout:?} {form:?} page={page} lens={lens:?}{queries} hq={hq} hkv={hkv} d={d} window={window} sinks={n_sink}{}",
         if logit { " +sink_logit" } else { "" }
     );
-    let op = if mq.is_some() { MQ } else { DECODE };
+    let op = op_for(if mq.is_some() { MQ } else { DECODE }, format);
     correctness(op, dt, name, move |ctx, rng| {
         let q_rows = mq.map(|(n, _)| n);
         let p = build((ctx, rng), (dt, layout, form), (lens, q_rows), dims, 3)?;
@@ -349,7 +360,7 @@ pub(crate) fn query_case(
 /// held NaN when appended): every output is NaN, never a finite value.
 pub(crate) fn nan_scale_case(dt: DType, format: KvFormat) -> Case {
     correctness(
-        DECODE,
+        op_for(DECODE, format),
         dt,
         format!("{format:?} a NaN scale makes the output NaN"),
         move |ctx, rng| {
@@ -405,7 +416,6 @@ pub(crate) fn append_cases() -> Vec<Case> {
         v.push(append_case(F16, format, Hnd, [5, 2, 16, 2, 36], false));
     }
     v.extend(append_rejections());
-    v.extend(super::kv_quant_int4::append_cases());
     v
 }
 
@@ -438,7 +448,7 @@ pub(crate) fn append_rejection_as(
     specs: [Spec; 7],
     slots: Option<&'static [i32]>,
 ) -> Case {
-    rejection(APPEND, what, reason, move |ctx| {
+    rejection(op_for(APPEND, format), what, reason, move |ctx| {
         let [k, v, sm, kc, vc, ks, vs] = zeros_of(ctx, specs)?;
         let sm = match slots {
             Some(s) => ctx.tensor(s, &[s.len()]).map_err(err)?,
@@ -567,7 +577,6 @@ pub(crate) fn decode_cases() -> Vec<Case> {
         v.push(nan_scale_case(BF16, format));
     }
     v.extend(decode_rejections());
-    v.extend(super::kv_quant_int4::decode_cases());
     v
 }
 
@@ -608,7 +617,6 @@ pub(crate) fn mq_cases() -> Vec<Case> {
         }
     }
     v.extend(mq_rejections());
-    v.extend(super::kv_quant_int4::mq_cases());
     v
 }
 
@@ -629,7 +637,7 @@ pub(crate) fn quant_rejection_as(
     reason: &'static str,
     specs: [Spec; 6],
 ) -> Case {
-    let op = if mq { MQ } else { DECODE };
+    let op = op_for(if mq { MQ } else { DECODE }, format);
     rejection(op, what, reason, move |ctx| {
         let [q, kc, vc, ks, vs, out] = zeros_of(ctx, specs)?;
         let bt = ctx.tensor(&[0i32, 1], &[1, 2]).map_err(err)?;
@@ -910,7 +918,6 @@ pub(crate) fn decode_uses() -> Vec<KernelUse> {
             }
         }
     }
-    v.extend(super::kv_quant_int4::decode_uses());
     v.extend(table_uses());
     v.extend(combine_uses());
     v

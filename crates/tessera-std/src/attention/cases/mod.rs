@@ -386,7 +386,9 @@ pub(super) use kv_quant::{
     decode_uses as quant_decode_uses, mq_cases as quant_mq_cases,
 };
 pub(super) use kv_quant_int4::{
-    append_uses as quant_int4_append_uses, declared_uses as quant_int4_decode_uses,
+    append_cases as quant_int4_append_cases, append_uses as quant_int4_append_uses,
+    declared_uses as quant_int4_decode_uses, decode_cases as quant_int4_decode_cases,
+    mq_cases as quant_int4_mq_cases,
 };
 pub(super) use paged_kv_append::{append_cases, append_reference, append_uses};
 pub(super) use paged_kv_append_ragged::{ragged_cases, ragged_reference, ragged_uses};
