@@ -114,7 +114,8 @@ fn append_rejections() -> Vec<Case> {
     ]
 }
 
-/// Int4 decode: every q dtype over groups of 32 and 64, bf16 at head_dim 256, window,
+/// Int4 decode: every q dtype over groups of 32 and 64, head_dim 256 and 512, GQA of 1,
+/// 4 and 8, window,
 /// sinks and sink logit over pages of 16, a group of the whole row over pages of 5 and a
 /// long sequence (several chunks), a NaN scale; then the rejections.
 pub(crate) fn decode_cases() -> Vec<Case> {
@@ -161,6 +162,25 @@ pub(crate) fn decode_cases() -> Vec<Case> {
         (Nhd, Blocks),
         &[23, 600],
         [2, 2, 5, 128],
+        none,
+    ));
+    // head_dim 512 (32 lanes a row), and a GQA group of 8.
+    let lens = &[19, 40];
+    v.push(decode_case(
+        F16,
+        G64,
+        (Nhd, Blocks),
+        lens,
+        [4, 2, 16, 512],
+        none,
+    ));
+    let lens = &[31, 66];
+    v.push(decode_case(
+        BF16,
+        G64,
+        (Hnd, Csr),
+        lens,
+        [8, 1, 16, 128],
         none,
     ));
     v.push(nan_scale_case(BF16, G32));
