@@ -1138,7 +1138,7 @@ const KV_FORMAT: ParamDecl = ParamDecl {
     name: "kv_format",
     kind: ParamKind::Choice(&["int8", "e4m3"]),
     default: ParamDefault::Required,
-    doc: "what the cache bytes are: two's-complement int8 (scale amax/127) or OCP e4m3fn (scale amax/448); the value is code · scale",
+    doc: "what the cache bytes are: two's-complement int8 (scale amax/127) or OCP e4m3fn (scale amax/448); the value is code · scale (int4 caches: the `_int4` ops)",
 };
 const KV_LAYOUT: ParamDecl = ParamDecl { name: "layout", kind: ParamKind::Choice(&["nhd", "hnd"]), default: ParamDefault::Value("nhd"), doc: "how a page holds its tokens: [page_size, n_kv_heads, head_dim] or [n_kv_heads, page_size, head_dim]" };
 
@@ -1348,6 +1348,241 @@ inventory::submit! {
         kernels: cases::quant_decode_uses,
         #[cfg(feature = "cases")]
         cases: cases::quant_mq_cases,
+        #[cfg(feature = "cases")]
+        benches: cases::no_benches,
+    }
+}
+
+const INT4_PAGES: [&str; 4] = ["blocks", "page_size", "n_kv_heads", "row_bytes"];
+const INT4_SCALES: [&str; 4] = ["blocks", "page_size", "n_kv_heads", "groups"];
+const INT4_GROUP: ParamDecl = ParamDecl {
+    name: "group",
+    kind: ParamKind::UInt { min: 1, max: 512 },
+    default: ParamDefault::Value("32"),
+    doc: "dims a scale covers: a power of two of at least 32 that divides head_dim (32 or 64 as engines group, or head_dim for one scale a row)",
+};
+const INT4_CACHE: &str = "the caches are u8 [.., row_bytes] with head_dim = 2·row_bytes one of 64, 128, 256, 512 (two codes a byte, element 2i in the low nibble); group is a power of two of at least 32 that divides head_dim; k_scale and v_scale are f32 [.., groups] with groups = head_dim / group";
+
+fn int4_scales<'a>(a: &OpArgs<'a>) -> Result<super::KvScales<'a>, OpError> {
+    Ok(super::KvScales {
+        k_scale: a.input("k_scale")?,
+        v_scale: a.input("v_scale")?,
+        format: super::KvFormat::Int4 {
+            group: a.params.u32("group")?,
+        },
+    })
+}
+
+inventory::submit! {
+    OpDecl {
+        name: "kv_quant_append_int4",
+        family: "attention",
+        summary: "new K/V rows quantized to packed int4 codes (two a byte) with an f32 scale per group of dims and written into a u8 paged cache at vLLM's slot_mapping",
+        inputs: &[
+            TensorDecl::float("k", &NEW_ROWS, "the new tokens' key rows"),
+            TensorDecl::new("v", &NEW_ROWS, DtypeRule::Like("k"), "their value rows"),
+            TensorDecl::new("slot_mapping", &["tokens"], DtypeRule::OneOf(I32), "each token's slot page·page_size + offset, or −1 to skip it"),
+            TensorDecl::new("k_cache", &INT4_PAGES, DtypeRule::OneOf(&[DType::U8]), "the key code pages before the append, head_dim / 2 bytes a row (HND: [blocks, n_kv_heads, page_size, row_bytes])"),
+            TensorDecl::new("v_cache", &INT4_PAGES, DtypeRule::OneOf(&[DType::U8]), "the value code pages before, like k_cache"),
+            TensorDecl::new("k_scale", &INT4_SCALES, DtypeRule::OneOf(&[DType::F32]), "each key row's group scales before (HND: [blocks, n_kv_heads, page_size, groups])"),
+            TensorDecl::new("v_scale", &INT4_SCALES, DtypeRule::OneOf(&[DType::F32]), "each value row's group scales before, like k_scale"),
+        ],
+        outputs: &[
+            OutputDecl::like("k_cache", "k_cache_out", &INT4_PAGES, DtypeRule::OneOf(&[DType::U8]), "the key codes after (the Rust op writes k_cache in place)"),
+            OutputDecl::like("k_scale", "k_scale_out", &INT4_SCALES, DtypeRule::OneOf(&[DType::F32]), "the key scales after: amax/7 of each written group; 0 for a zero group, NaN in every group of a row holding NaN or inf (its codes 0)"),
+            OutputDecl::like("v_cache", "v_cache_out", &INT4_PAGES, DtypeRule::OneOf(&[DType::U8]), "the value codes after"),
+            OutputDecl::like("v_scale", "v_scale_out", &INT4_SCALES, DtypeRule::OneOf(&[DType::F32]), "the value scales after"),
+        ],
+        params: &[INT4_GROUP, KV_LAYOUT],
+        invariants: &[
+            "k and v share one float dtype and shape; the caches are u8, alike, and hold n_kv_heads heads; none is empty",
+            "slot_mapping is i32 [tokens]",
+            "every slot is −1 or in 0..blocks·page_size, and no two tokens share a slot (checked on the device; the call is refused, naming the token, before anything is written)",
+            INT4_CACHE,
+            "the caches hold fewer than 2^31 elements; the outputs alias no input",
+        ],
+        rejections: &[
+            Rejection { invariant: 1, by: Break::Dtype("slot_mapping", DType::U32), reason: "`slot_mapping` must be i32" },
+            Rejection { invariant: 0, by: Break::Dtype("k_cache", DType::F32), reason: "`k_cache` must be u8" },
+            Rejection { invariant: 3, by: Break::Param("group", "16"), reason: "the int4 group must be a power of two of at least 32" },
+            Rejection { invariant: 3, by: Break::Dim("row_bytes", 64), reason: "`k_scale` must have shape" },
+            Rejection { invariant: 3, by: Break::InputDim("v_scale", "groups", 1), reason: "`v_scale` must have shape" },
+        ],
+        variants: &[],
+        example: Example {
+            dims: &[("tokens", 1), ("n_kv_heads", 2), ("head_dim", 64), ("row_bytes", 32), ("groups", 2), ("blocks", 4), ("page_size", 4)],
+            params: &[("group", "32")],
+            ranges: &[("slot_mapping", -1.0, 16.0), ("k_cache", 0.0, 255.0), ("v_cache", 0.0, 255.0), ("k_scale", 0.0, 0.05), ("v_scale", 0.0, 0.05)],
+            with: &[],
+        },
+        workspace: Some(WorkspaceDecl {
+            bytes: "4: the word the device-side slot check writes",
+            make: |ctx, _| Ok(Box::new(super::SlotCheck::new(ctx)?)),
+        }),
+        accuracy: crate::decl::Accuracy { keyed_by: "exact: the codes and f32 scales the format's definition gives for f32 arithmetic", ..crate::decl::Accuracy::EXACT },
+        call: |ctx, a| {
+            const OP: &str = "kv_quant_append";
+            let names = ["k_cache", "v_cache", "k_scale", "v_scale"];
+            let ins = [a.input(names[0])?, a.input(names[1])?, a.input(names[2])?, a.input(names[3])?];
+            let outs = [a.output("k_cache_out")?, a.output("v_cache_out")?, a.output("k_scale_out")?, a.output("v_scale_out")?];
+            let rows = [("k", a.input("k")?), ("v", a.input("v")?), ("slot_mapping", a.input("slot_mapping")?)];
+            let format = super::KvFormat::Int4 { group: a.params.u32("group")? };
+            let layout = if a.params.choice("layout")? == "hnd" { super::KvLayout::Hnd } else { super::KvLayout::Nhd };
+            let check = a.workspace::<super::SlotCheck>()?;
+            // Refuse a bad call before the outputs are touched.
+            let probe = super::KvScales { k_scale: ins[2], v_scale: ins[3], format };
+            super::kv_quant::check_quant_append(ctx, (rows[0].1, rows[1].1, rows[2].1), (ins[0], ins[1]), &probe, layout, None, check)?;
+            for (i, out) in outs.iter().enumerate() {
+                crate::validate::dtype_is(OP, names[i], out, ins[i].dtype())?;
+                crate::validate::shape_is(OP, names[i], out, ins[i].shape())?;
+                crate::validate::distinct(OP, out, &rows)?;
+                crate::validate::distinct(OP, out, &[(names[0], ins[0]), (names[1], ins[1]), (names[2], ins[2]), (names[3], ins[3])])?;
+                for other in &outs[i + 1..] {
+                    crate::validate::distinct(OP, out, &[("another output", other)])?;
+                }
+            }
+            let scales = super::KvScales { k_scale: outs[2], v_scale: outs[3], format };
+            for (src, dst) in ins[..2].iter().zip(&outs[..2]) {
+                let bytes = src.to_bytes().map_err(crate::error::runtime(OP))?;
+                dst.write_bytes(&bytes).map_err(crate::error::runtime(OP))?;
+            }
+            for (src, dst) in ins[2..].iter().zip(&outs[2..]) {
+                crate::elementwise::cast(ctx, src, dst)?;
+            }
+            super::kv_quant_append(ctx, rows[0].1, rows[1].1, rows[2].1, (outs[0], outs[1]), &scales, layout, None, check)
+        },
+        #[cfg(feature = "cases")]
+        reference: |r| cases::quant_append_reference(r),
+        #[cfg(feature = "cases")]
+        kernels: cases::quant_int4_append_uses,
+        #[cfg(feature = "cases")]
+        cases: cases::quant_int4_append_cases,
+        #[cfg(feature = "cases")]
+        benches: cases::no_benches,
+    }
+}
+
+inventory::submit! {
+    OpDecl {
+        name: "sdpa_decode_paged_quant_int4",
+        family: "attention",
+        summary: "decode SDPA over an int4 paged KV cache (two codes a byte, an f32 scale per group of dims), dequantized in registers as the codes are read; tables checked on the device",
+        inputs: &[
+            TensorDecl::float("q", &PAGED_Q, "one query token per sequence"),
+            TensorDecl::new("k_cache", &INT4_PAGES, DtypeRule::OneOf(&[DType::U8]), "the key code pages, head_dim / 2 bytes a row (HND: [blocks, n_kv_heads, page_size, row_bytes])"),
+            TensorDecl::new("v_cache", &INT4_PAGES, DtypeRule::OneOf(&[DType::U8]), "the value code pages, like k_cache"),
+            TensorDecl::new("k_scale", &INT4_SCALES, DtypeRule::OneOf(&[DType::F32]), "each key row's group scales: element e is its nibble's code · scale of group e / group"),
+            TensorDecl::new("v_scale", &INT4_SCALES, DtypeRule::OneOf(&[DType::F32]), "each value row's group scales, like k_scale"),
+            TensorDecl::new("block_table", &["batch", "max_pages"], DtypeRule::OneOf(I32), "vLLM: each sequence's pages in order (entries past its length are not read)").optional(),
+            TensorDecl::new("seq_lens", &["batch"], DtypeRule::OneOf(I32), "vLLM: each sequence's length in tokens, 0..=max_pages·page_size").optional(),
+            TensorDecl::new("indptr", &["batch + 1"], DtypeRule::OneOf(I32), "CSR: sequence b's pages are indices[indptr[b] .. indptr[b + 1])").optional(),
+            TensorDecl::new("indices", &["n_indices"], DtypeRule::OneOf(I32), "CSR: the page ids of every sequence").optional(),
+            TensorDecl::new("last_page_len", &["batch"], DtypeRule::OneOf(I32), "CSR: tokens on each sequence's last page, 1..=page_size (0 without pages)").optional(),
+            SINK_LOGITS,
+        ],
+        outputs: &[out(&PAGED_Q)],
+        params: &[INT4_GROUP, KV_LAYOUT, SCALE, WINDOW, N_SINK, SPLITS],
+        invariants: &[
+            "q and out share one float dtype; the caches are u8 and alike; out aliases no input",
+            INT4_CACHE,
+            COMMON[2],
+            COMMON[3],
+            "the element counts of q and k_cache fit u32; max_pages·page_size (CSR: n_indices·page_size) stays below 2^31",
+            "the table is block_table and seq_lens, or indptr, indices and last_page_len, all i32 of the shapes above",
+            "every length is non-negative and within its sequence's pages; every page id a sequence uses is in 0..blocks; CSR row pointers rise within indices (checked on the device; the call is refused, naming the sequence, before anything is written)",
+        ],
+        rejections: &[
+            Rejection { invariant: 5, by: Break::Dtype("seq_lens", DType::U32), reason: "`seq_lens` must be i32" },
+            Rejection { invariant: 1, by: Break::Param("group", "128"), reason: "the int4 group must be a power of two of at least 32 that divides head_dim 64" },
+            Rejection { invariant: 1, by: Break::InputDim("k_scale", "groups", 1), reason: "`k_scale` must have shape" },
+            Rejection { invariant: 2, by: Break::Dim("n_kv_heads", 3), reason: "must be a multiple of n_kv_heads" },
+            Rejection { invariant: 0, by: Break::Alias("out", "q"), reason: "aliases `q`" },
+        ],
+        variants: &[],
+        example: Example {
+            dims: &[("batch", 3), ("n_q_heads", 4), ("n_kv_heads", 2), ("blocks", 12), ("page_size", 4), ("max_pages", 4), ("n_indices", 1), ("head_dim", 64), ("row_bytes", 32), ("groups", 2)],
+            params: &[("group", "32"), ("window", "9"), ("n_sink", "2")],
+            ranges: &[("block_table", 0.0, 12.0), ("seq_lens", 0.0, 17.0), ("k_cache", 0.0, 255.0), ("v_cache", 0.0, 255.0), ("k_scale", 0.0, 0.02), ("v_scale", 0.0, 0.02)],
+            with: &["block_table", "seq_lens", "sink_logits"],
+        },
+        workspace: Some(WorkspaceDecl {
+            bytes: "the decode workspace for batch rows over max_pages·page_size keys, plus 4·(table entries + 2·batch + 5)",
+            make: paged_workspace,
+        }),
+        accuracy: crate::decl::Accuracy::STANDARD,
+        call: |ctx, a| super::sdpa_decode_paged_quant(ctx, a.input("q")?, &paged_kv(a)?, &int4_scales(a)?, a.output("out")?, &options(a)?, a.workspace::<super::PagedWorkspace>()?),
+        #[cfg(feature = "cases")]
+        reference: |r| cases::quant_decode_reference(r),
+        #[cfg(feature = "cases")]
+        kernels: cases::quant_int4_decode_uses,
+        #[cfg(feature = "cases")]
+        cases: cases::quant_int4_decode_cases,
+        #[cfg(feature = "cases")]
+        benches: cases::no_benches,
+    }
+}
+
+inventory::submit! {
+    OpDecl {
+        name: "sdpa_multi_query_paged_quant_int4",
+        family: "attention",
+        summary: "n_query new tokens per sequence (speculative verification) over an int4 paged KV cache with f32 group scales, causal or full, dequantized in registers; tables checked on the device",
+        inputs: &[
+            TensorDecl::float("q", &PAGED_MQ_Q, "each sequence's block of new queries, its last n_query tokens"),
+            TensorDecl::new("k_cache", &INT4_PAGES, DtypeRule::OneOf(&[DType::U8]), "the key code pages, the new tokens' keys appended, head_dim / 2 bytes a row"),
+            TensorDecl::new("v_cache", &INT4_PAGES, DtypeRule::OneOf(&[DType::U8]), "the value code pages, like k_cache"),
+            TensorDecl::new("k_scale", &INT4_SCALES, DtypeRule::OneOf(&[DType::F32]), "each key row's group scales"),
+            TensorDecl::new("v_scale", &INT4_SCALES, DtypeRule::OneOf(&[DType::F32]), "each value row's group scales, like k_scale"),
+            TensorDecl::new("block_table", &["batch", "max_pages"], DtypeRule::OneOf(I32), "vLLM: each sequence's pages in order (entries past its length are not read)").optional(),
+            TensorDecl::new("seq_lens", &["batch"], DtypeRule::OneOf(I32), "vLLM: each sequence's length in tokens, new ones included: 0 or n_query..=max_pages·page_size").optional(),
+            TensorDecl::new("indptr", &["batch + 1"], DtypeRule::OneOf(I32), "CSR: sequence b's pages are indices[indptr[b] .. indptr[b + 1])").optional(),
+            TensorDecl::new("indices", &["n_indices"], DtypeRule::OneOf(I32), "CSR: the page ids of every sequence").optional(),
+            TensorDecl::new("last_page_len", &["batch"], DtypeRule::OneOf(I32), "CSR: tokens on each sequence's last page, 1..=page_size (0 without pages)").optional(),
+            SINK_LOGITS,
+        ],
+        outputs: &[out(&PAGED_MQ_Q)],
+        params: &[
+            INT4_GROUP,
+            KV_LAYOUT,
+            ParamDecl { doc: "query i of a sequence of n tokens sees keys [0, n − n_query + i] (else all n)", ..CAUSAL },
+            SCALE,
+            WINDOW,
+            N_SINK,
+            SPLITS,
+        ],
+        invariants: &[
+            "q and out share one float dtype; the caches are u8 and alike; out aliases no input",
+            INT4_CACHE,
+            COMMON[2],
+            COMMON[3],
+            "the element counts of q and k_cache fit u32; max_pages·page_size (CSR: n_indices·page_size) stays below 2^31",
+            "the table is block_table and seq_lens, or indptr, indices and last_page_len, all i32 of the shapes above",
+            "every length is non-negative, within its sequence's pages and (causal) 0 or at least n_query; every page id a sequence uses is in 0..blocks; CSR row pointers rise within indices (checked on the device before anything is written)",
+        ],
+        rejections: &[
+            Rejection { invariant: 1, by: Break::InputDim("v_scale", "groups", 4), reason: "`v_scale` must have shape" },
+            Rejection { invariant: 5, by: Break::Dtype("block_table", DType::U32), reason: "`block_table` must be i32" },
+            Rejection { invariant: 0, by: Break::Alias("out", "q"), reason: "aliases `q`" },
+        ],
+        variants: &[],
+        example: Example {
+            dims: &[("batch", 2), ("n_query", 3), ("n_q_heads", 4), ("n_kv_heads", 2), ("blocks", 8), ("page_size", 4), ("max_pages", 4), ("n_indices", 1), ("head_dim", 64), ("row_bytes", 32), ("groups", 1)],
+            params: &[("group", "64"), ("window", "7"), ("n_sink", "1")],
+            ranges: &[("block_table", 0.0, 8.0), ("seq_lens", 3.0, 17.0), ("k_cache", 0.0, 255.0), ("v_cache", 0.0, 255.0), ("k_scale", 0.0, 0.02), ("v_scale", 0.0, 0.02)],
+            with: &["block_table", "seq_lens"],
+        },
+        workspace: Some(WorkspaceDecl {
+            bytes: "the decode workspace for batch·n_query rows over max_pages·page_size keys, plus 4·(table entries + 2·batch·n_query + 5)",
+            make: paged_workspace,
+        }),
+        accuracy: crate::decl::Accuracy::STANDARD,
+        call: |ctx, a| super::sdpa_multi_query_paged_quant(ctx, a.input("q")?, &paged_kv(a)?, &int4_scales(a)?, a.output("out")?, a.params.bool("causal")?, &options(a)?, a.workspace::<super::PagedWorkspace>()?),
+        #[cfg(feature = "cases")]
+        reference: |r| cases::quant_decode_reference(r),
+        #[cfg(feature = "cases")]
+        kernels: cases::quant_int4_decode_uses,
+        #[cfg(feature = "cases")]
+        cases: cases::quant_int4_mq_cases,
         #[cfg(feature = "cases")]
         benches: cases::no_benches,
     }

@@ -20,10 +20,14 @@
 //! at ±127 / ±448. A row of zeros gets scale 0 and zero codes. A row holding NaN or ±inf
 //! cannot be represented with a finite scale: its scale is NaN and its codes 0, so
 //! attention over that key gives NaN (as the float cache would), never a finite value.
+//!
+//! [`KvFormat::Int4`] packs two codes a byte and keeps a scale per group of dims; its
+//! layout, codes and append are in `kv_quant_int4`.
 
+use super::kv_quant_int4::{check_int4, int4_row_views, quantize_row_int4};
 use super::paged::KvLayout;
-use super::paged_append::{PagedAppend, SlotCheck};
-use super::paged_append_rope::{rotated_element, KeyRope};
+use super::paged_append::{AppendGeometry, PagedAppend, SlotCheck};
+use super::paged_append_rope::{check_key_rope, rotated_element, KeyRope, RopeLaunch};
 use crate::error::{runtime, OpError};
 use crate::quant::affine::round_half_even;
 use crate::quant::fp8::{fp8_decode, fp8_encode};
@@ -37,9 +41,11 @@ const OP: &str = "kv_quant_append";
 pub const KV_INT8: u32 = 0;
 /// The kernels' constant for e4m3 codes.
 pub const KV_E4M3: u32 = 1;
+/// The kernels' constant for packed int4 codes with group scales.
+pub const KV_INT4: u32 = 2;
 
 /// Rows (simdgroups) per threadgroup of the append.
-const ROWS_PER_GROUP: u32 = 4;
+pub(crate) const ROWS_PER_GROUP: u32 = 4;
 
 /// What a quantized cache's bytes are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,6 +54,12 @@ pub enum KvFormat {
     Int8,
     /// OCP E4M3FN codes, scale `amax / 448`.
     E4m3,
+    /// Two 4-bit two's-complement codes a byte (`−7..=7`), a scale `amax / 7` per
+    /// `group` dims of a row (`kv_quant_int4` has the layout).
+    Int4 {
+        /// Dims a scale covers: a power of two of at least 32 that divides head_dim.
+        group: u32,
+    },
 }
 
 impl KvFormat {
@@ -68,7 +80,42 @@ impl KvFormat {
         match self {
             KvFormat::Int8 => KV_INT8,
             KvFormat::E4m3 => KV_E4M3,
+            KvFormat::Int4 { .. } => KV_INT4,
         }
+    }
+
+    /// Dims a scale covers in rows of `head_dim`: the row for int8 and e4m3.
+    pub fn group(self, head_dim: u32) -> u32 {
+        match self {
+            KvFormat::Int4 { group } => group,
+            _ => head_dim,
+        }
+    }
+
+    /// Bytes a pool row of `head_dim` elements takes: the pools' last dim.
+    pub fn row_bytes(self, head_dim: usize) -> usize {
+        match self {
+            KvFormat::Int4 { .. } => head_dim / 2,
+            _ => head_dim,
+        }
+    }
+
+    /// The head_dim of a pool whose rows are `row_bytes` bytes.
+    pub fn head_dim_of(self, row_bytes: usize) -> usize {
+        match self {
+            KvFormat::Int4 { .. } => row_bytes * 2,
+            _ => row_bytes,
+        }
+    }
+
+    /// The scale pools' shape for a code pool of shape `cache`: the pool's shape without
+    /// its last dim, and for int4 then the groups a row has.
+    pub fn scale_shape(self, cache: &[usize]) -> Vec<usize> {
+        let mut shape = scale_shape(cache);
+        if let (KvFormat::Int4 { group }, Some(&w)) = (self, cache.last()) {
+            shape.push(self.head_dim_of(w) / (group as usize).max(1));
+        }
+        shape
     }
 
     /// The largest code magnitude: a row's largest magnitude maps to it.
@@ -76,6 +123,7 @@ impl KvFormat {
         match self {
             KvFormat::Int8 => 127.0,
             KvFormat::E4m3 => 448.0,
+            KvFormat::Int4 { .. } => 7.0,
         }
     }
 }
@@ -114,7 +162,7 @@ pub fn kv_code_of(x: f32, format: u32) -> u32 {
 /// constexpr) rotated at `pos` and rounded to `T`, the value `rope` would have written.
 #[allow(clippy::too_many_arguments)]
 #[func]
-fn row_element<T>(
+pub fn row_element<T>(
     x: Mem<T>,
     head: u32,
     e: u32,
@@ -188,7 +236,8 @@ fn quantize_row<T>(
 }
 
 /// One simdgroup per (token, KV head) row of `k` and `v` `[tokens, n_kv_heads,
-/// head_dim]`: the row's scale and codes, K rotated at `positions[token]` first when
+/// head_dim]`: the row's scale and codes (`format` 2: packed int4 codes and a scale per
+/// `group` dims, `kv_quant_int4`'s layout), K rotated at `positions[token]` first when
 /// `rot_dim` is not 0, written to the slot `slot_mapping[token]` names (skipped for −1; for a slot outside `0..slots`, skipped and recorded in `first_bad`,
 /// which eagerly (`in_graph` 0) thread 0 leaves at u32::MAX).
 #[allow(clippy::too_many_arguments)]
@@ -212,6 +261,7 @@ pub fn kv_quant_append_kernel<T>(
     mscale: f32,
     #[constexpr] head_dim: u32,
     #[constexpr] format: u32,
+    #[constexpr] group: u32,
     #[constexpr] hnd: u32,
     #[constexpr] rot_dim: u32,
     #[constexpr] neox: u32,
@@ -239,14 +289,25 @@ pub fn kv_quant_append_kernel<T>(
     if rot_dim != 0 {
         pos = load(positions[t]).cast::<f32>();
     }
-    quantize_row(
-        k, k_cache, k_scale, row, dst, lane, ok, head_dim, format, pos, inv_freq, mscale, rot_dim,
-        neox,
-    );
-    quantize_row(
-        v, v_cache, v_scale, row, dst, lane, ok, head_dim, format, 0.0f32, inv_freq, 1.0f32, 0u32,
-        0u32,
-    );
+    if format == 2 {
+        quantize_row_int4(
+            k, k_cache, k_scale, row, dst, lane, ok, head_dim, group, pos, inv_freq, mscale,
+            rot_dim, neox,
+        );
+        quantize_row_int4(
+            v, v_cache, v_scale, row, dst, lane, ok, head_dim, group, 0.0f32, inv_freq, 1.0f32,
+            0u32, 0u32,
+        );
+    } else {
+        quantize_row(
+            k, k_cache, k_scale, row, dst, lane, ok, head_dim, format, pos, inv_freq, mscale,
+            rot_dim, neox,
+        );
+        quantize_row(
+            v, v_cache, v_scale, row, dst, lane, ok, head_dim, format, 0.0f32, inv_freq, 1.0f32,
+            0u32, 0u32,
+        );
+    }
     if live && !ok && s != -1i32 && lane == 0 && h == 0 {
         let _first = atomic_min(first_bad[0], t);
     }
@@ -258,14 +319,18 @@ pub fn scale_shape(cache: &[usize]) -> Vec<usize> {
 }
 
 /// Checks the scale pools against a K pool of shape `cache`: f32, the pool's shape
-/// without head_dim, not one tensor, aliasing none of `others`.
+/// without head_dim (int4: with the row's groups last), not one tensor, aliasing none of
+/// `others`; for int4 the group and head_dim as `check_int4` takes them.
 pub(crate) fn check_scales(
     op: &'static str,
     scales: &KvScales,
     cache: &[usize],
     others: &[(&str, &Tensor)],
 ) -> Result<(), OpError> {
-    let shape = scale_shape(cache);
+    if let KvFormat::Int4 { group } = scales.format {
+        check_int4(op, group, cache)?;
+    }
+    let shape = scales.format.scale_shape(cache);
     for (name, t) in [("k_scale", scales.k_scale), ("v_scale", scales.v_scale)] {
         dtype_is(op, name, t, DType::F32)?;
         shape_is(op, name, t, &shape)?;
@@ -276,12 +341,12 @@ pub(crate) fn check_scales(
 
 /// Quantizes `k` and `v` `[tokens, n_kv_heads, head_dim]` (one float dtype) per (token,
 /// head) row and writes codes into the u8 pools `k_cache` and `v_cache` (NHD or HND, as
-/// `paged_kv_append` takes them) and scales into `scales` (the pool's shape without
-/// head_dim) at `slot_mapping` (i32 `[tokens]`, −1 skips a token). With `rope`, each key
-/// is rotated (and rounded to k's dtype, as `rope` would store it) before it is
-/// quantized. A slot below −1 or past the cache, or one an earlier token took, is
-/// refused, naming the token, before anything is written (in a recorded graph see
-/// [`SlotCheck::take_error`]).
+/// `paged_kv_append` takes them; int4: head_dim / 2 bytes a row) and scales into `scales`
+/// (the pool's shape without head_dim, int4 then the row's groups) at `slot_mapping` (i32
+/// `[tokens]`, −1 skips a token). With `rope`, each key is rotated (and rounded to k's
+/// dtype, as `rope` would store it) before it is quantized. A slot below −1 or past the
+/// cache, or one an earlier token took, is refused, naming the token, before anything is
+/// written (in a recorded graph see [`SlotCheck::take_error`]).
 #[allow(clippy::too_many_arguments)]
 pub fn kv_quant_append(
     ctx: &Context,
@@ -294,6 +359,92 @@ pub fn kv_quant_append(
     rope: Option<KeyRope>,
     check: &SlotCheck,
 ) -> Result<(), OpError> {
+    let rows_in = (k, v, slot_mapping);
+    checked_append(
+        ctx,
+        rows_in,
+        (k_cache, v_cache),
+        scales,
+        layout,
+        rope,
+        check,
+        |geo| {
+            let [tokens, n_kv_heads, head_dim] = [k.shape()[0], k.shape()[1], k.shape()[2]];
+            let rows = fits_u32(OP, "tokens · n_kv_heads", tokens * n_kv_heads)?;
+            let head_dim = fits_u32(OP, "head_dim", head_dim)?;
+            kv_quant_append_kernel::launch(
+                ctx,
+                kv_quant_append_kernel::Args {
+                    k,
+                    v,
+                    slot_mapping,
+                    positions: geo.rope.positions,
+                    inv_freq: geo.rope.inv_freq,
+                    k_cache,
+                    v_cache,
+                    k_scale: scales.k_scale,
+                    v_scale: scales.v_scale,
+                    first_bad: geo.first_bad,
+                    n_kv_heads: geo.n_kv_heads,
+                    page_size: geo.page_size,
+                    slots: geo.slots,
+                    rows,
+                    in_graph: u32::from(geo.in_graph),
+                    mscale: geo.rope.mscale,
+                },
+                kv_quant_append_kernel::Consts {
+                    head_dim,
+                    format: scales.format.code(),
+                    group: scales.format.group(head_dim),
+                    hnd: u32::from(layout == KvLayout::Hnd),
+                    rot_dim: geo.rope.rot_dim,
+                    neox: geo.rope.neox,
+                },
+            )
+            .grid([rows.div_ceil(ROWS_PER_GROUP), 1, 1])
+            .group_size(ROWS_PER_GROUP * 32)
+            .run()
+            .map_err(runtime(OP))
+        },
+    )
+}
+
+/// Every check [`kv_quant_append`] makes (the slots on the device), writing nothing.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn check_quant_append(
+    ctx: &Context,
+    rows_in: (&Tensor, &Tensor, &Tensor),
+    caches: (&Tensor, &Tensor),
+    scales: &KvScales,
+    layout: KvLayout,
+    rope: Option<KeyRope>,
+    check: &SlotCheck,
+) -> Result<(), OpError> {
+    checked_append(
+        ctx,
+        rows_in,
+        caches,
+        scales,
+        layout,
+        rope,
+        check,
+        |_| Ok(()),
+    )
+}
+
+/// Checks an append as [`kv_quant_append`] documents it, then runs `then` with its launch
+/// scalars.
+#[allow(clippy::too_many_arguments)]
+fn checked_append<R>(
+    ctx: &Context,
+    (k, v, slot_mapping): (&Tensor, &Tensor, &Tensor),
+    (k_cache, v_cache): (&Tensor, &Tensor),
+    scales: &KvScales,
+    layout: KvLayout,
+    rope: Option<KeyRope>,
+    check: &SlotCheck,
+    then: impl FnOnce(AppendGeometry) -> Result<R, OpError>,
+) -> Result<R, OpError> {
     let others = [
         ("k", k),
         ("v", v),
@@ -302,50 +453,32 @@ pub fn kv_quant_append(
         ("v_cache", v_cache),
     ];
     check_scales(OP, scales, k_cache.shape(), &others)?;
+    // The shared checks compare the pools' last dim with k's; an int4 pool's is head_dim
+    // / 2, so they see k and v as views of that width, and the rotation (checked against
+    // the real head_dim) is bound here.
+    let int4 = matches!(scales.format, KvFormat::Int4 { .. });
+    let (k_rows, v_rows, checked_rope) = if int4 {
+        let (kr, vr) = int4_row_views(OP, k, v, k_cache)?;
+        (kr, vr, None)
+    } else {
+        (k.clone(), v.clone(), rope)
+    };
     let append = PagedAppend::check_as(
         OP,
         Some(DType::U8),
         ctx,
-        (k, v, slot_mapping),
+        (&k_rows, &v_rows, slot_mapping),
         (k_cache, v_cache),
         layout,
-        rope,
+        checked_rope,
         check,
     )?;
-    let [tokens, n_kv_heads, head_dim] = [k.shape()[0], k.shape()[1], k.shape()[2]];
-    let rows = fits_u32(OP, "tokens · n_kv_heads", tokens * n_kv_heads)?;
-    let head_dim = fits_u32(OP, "head_dim", head_dim)?;
-    let geo = append.geometry();
-    kv_quant_append_kernel::launch(
-        ctx,
-        kv_quant_append_kernel::Args {
-            k,
-            v,
-            slot_mapping,
-            positions: geo.rope.positions,
-            inv_freq: geo.rope.inv_freq,
-            k_cache,
-            v_cache,
-            k_scale: scales.k_scale,
-            v_scale: scales.v_scale,
-            first_bad: geo.first_bad,
-            n_kv_heads: geo.n_kv_heads,
-            page_size: geo.page_size,
-            slots: geo.slots,
-            rows,
-            in_graph: u32::from(geo.in_graph),
-            mscale: geo.rope.mscale,
-        },
-        kv_quant_append_kernel::Consts {
-            head_dim,
-            format: scales.format.code(),
-            hnd: u32::from(layout == KvLayout::Hnd),
-            rot_dim: geo.rope.rot_dim,
-            neox: geo.rope.neox,
-        },
-    )
-    .grid([rows.div_ceil(ROWS_PER_GROUP), 1, 1])
-    .group_size(ROWS_PER_GROUP * 32)
-    .run()
-    .map_err(runtime(OP))
+    let mut geo = append.geometry();
+    if let (true, Some(r)) = (int4, rope) {
+        check_key_rope(OP, &r, k.shape()[0], k.shape()[2])?;
+        let caches = [("k_cache", k_cache), ("v_cache", v_cache)];
+        distinct(OP, r.positions, &caches)?;
+        geo.rope = RopeLaunch::of(Some(r.table), Some(r.positions), check);
+    }
+    then(geo)
 }

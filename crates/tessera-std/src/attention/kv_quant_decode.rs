@@ -8,13 +8,19 @@
 //! combine kernel; the table check, GQA, window, sinks and sink logit are
 //! `sdpa_decode_paged`'s.
 //!
-//! bf16 queries at head_dim 64, 128 or 256 take the fragment kernel instead
-//! (`decode_mma.rs`, `quant != 0`); this kernel serves f16 and f32 queries and the other
-//! head dims.
+//! An int4 cache (`format` 2, `kv_quant_int4`'s layout) packs two codes a byte and keeps
+//! a scale per group of dims: each lane's `epl` (16) consecutive elements are `epl / 2`
+//! bytes in one group, so the lane's group K scale multiplies its partial dot product
+//! before the lanes' sums meet, and its group V scale its weight.
+//!
+//! bf16 queries over int8 or e4m3 at head_dim 64, 128 or 256 take the fragment kernel
+//! instead (`decode_mma.rs`, `quant != 0`); this kernel serves f16 and f32 queries, the
+//! other head dims, and int4 caches for every query dtype.
 
 use super::decode::DecodeOptions;
 use super::decode_kernels::{merge_row_slots, stage_simdgroup_states, write_partial_states};
 use super::kv_quant::{kv_code_value, KvScales};
+use super::kv_quant_int4::kv_nibble_value;
 use super::paged::{check_shapes, paged_attention, PagedKv, PagedWorkspace};
 use super::paged_rows::key_row;
 use super::paged_rows::PageWalk;
@@ -30,7 +36,9 @@ const MQ_OP: &str = "sdpa_multi_query_paged_quant";
 /// quantized paged cache; the outputs, geometry and page walk of
 /// `sdpa_decode_partial_kernel` with per-row lengths. Key `pos`'s row `r` (from
 /// `key_row` in rows) holds codes at `r · head_dim` of `k` and `v` and scales at
-/// `k_scale[r]`, `v_scale[r]`; `format` is `kv_quant::KV_INT8` or `KV_E4M3`.
+/// `k_scale[r]`, `v_scale[r]`; `format` is `kv_quant::KV_INT8` or `KV_E4M3`, or `KV_INT4`
+/// with `head_dim / 2` bytes a row and scales at `r · head_dim / group` on (`group` is
+/// head_dim for the byte formats).
 #[kernel]
 pub fn sdpa_decode_quant_partial_kernel<T>(
     q: Tensor<T>,
@@ -63,6 +71,7 @@ pub fn sdpa_decode_quant_partial_kernel<T>(
     #[constexpr] unroll: u32,
     #[constexpr] paged: u32,
     #[constexpr] format: u32,
+    #[constexpr] group: u32,
 ) {
     let lanes = head_dim / epl;
     let lane = simd_lane();
@@ -90,6 +99,8 @@ pub fn sdpa_decode_quant_partial_kernel<T>(
     let kscales = stack_array::<f32>(unroll);
     let vscales = stack_array::<f32>(unroll);
     let rows = 32 / lanes;
+    // Elements a byte: 2 for packed int4 codes.
+    let packing = select(format == 2, 2u32, 1u32);
     for h in 0..hpt {
         let qbase = (row * n_q_heads + h0 + h) * head_dim + part * epl;
         for e in 0..epl {
@@ -108,15 +119,17 @@ pub fn sdpa_decode_quant_partial_kernel<T>(
                 pages, first, pos, 0, kvh, page_size, page_shift, page_rows, slot_rows, head_rows,
                 1, paged,
             );
-            let base = r * head_dim + part * epl;
-            for e in 0..epl {
+            // int4: the lane's `epl` elements are `epl / 2` bytes and lie in one group.
+            let base = r * (head_dim / packing) + part * (epl / packing);
+            for e in 0..epl / packing {
                 store(ks[u * epl + e], load(k[base + e]));
             }
-            for e in 0..epl {
+            for e in 0..epl / packing {
                 store(vs[u * epl + e], load(v[base + e]));
             }
-            store(kscales[u], load(k_scale[r]));
-            store(vscales[u], load(v_scale[r]));
+            let sc = r * (head_dim / group) + part * epl / group;
+            store(kscales[u], load(k_scale[sc]));
+            store(vscales[u], load(v_scale[sc]));
         }
         let ps = stack_array::<f32>(unroll);
         for h in 0..hpt {
@@ -124,21 +137,31 @@ pub fn sdpa_decode_quant_partial_kernel<T>(
             for u in 0..unroll {
                 let mut p = 0.0f32;
                 for e in 0..epl {
-                    let c = load(ks[u * epl + e]).cast::<u32>();
-                    p += load(qs[h * epl + e]) * kv_code_value(c, format);
+                    let x = if format == 2 {
+                        kv_nibble_value(load(ks[u * epl + e / 2]).cast::<u32>(), e % 2)
+                    } else {
+                        kv_code_value(load(ks[u * epl + e]).cast::<u32>(), format)
+                    };
+                    p += load(qs[h * epl + e]) * x;
+                }
+                // A non-finite K scale makes the score NaN, as the key's dequantized
+                // elements (±inf, NaN at a zero code) make the exact dot product.
+                let ksc = load(kscales[u]);
+                let kfactor = select(
+                    abs(ksc) <= 3.4028235e38f32,
+                    ksc,
+                    0x7FC0_0000u32.bitcast::<f32>(),
+                );
+                // int4: each lane's group scale joins its partial sum before the lanes'
+                // sums meet; one scale a row multiplies the reduced score once.
+                if format == 2 {
+                    p *= kfactor;
                 }
                 for s in 0..lg {
                     p += simd_shuffle_xor(p, (lanes / 2) >> s);
                 }
                 let valid = j0 + u * rows + sub < je;
-                // A non-finite K scale makes the score NaN, as the key's dequantized
-                // elements (±inf, NaN at a zero code) make the exact dot product.
-                let ksc = load(kscales[u]);
-                let scored = select(
-                    abs(ksc) <= 3.4028235e38f32,
-                    p * ksc,
-                    0x7FC0_0000u32.bitcast::<f32>(),
-                );
+                let scored = if format == 2 { p } else { p * kfactor };
                 let pv = select(valid, scored, neg_infinity());
                 store(ps[u], pv);
                 mx = max(mx, pv);
@@ -154,11 +177,12 @@ pub fn sdpa_decode_quant_partial_kernel<T>(
                 lsum += w;
                 let wv = v_weight(w) * load(vscales[u]);
                 for e in 0..epl {
-                    let c = load(vs[u * epl + e]).cast::<u32>();
-                    store(
-                        os[h * epl + e],
-                        load(os[h * epl + e]) + wv * kv_code_value(c, format),
-                    );
+                    let x = if format == 2 {
+                        kv_nibble_value(load(vs[u * epl + e / 2]).cast::<u32>(), e % 2)
+                    } else {
+                        kv_code_value(load(vs[u * epl + e]).cast::<u32>(), format)
+                    };
+                    store(os[h * epl + e], load(os[h * epl + e]) + wv * x);
                 }
             }
             store(ls[h], lsum);
@@ -226,6 +250,7 @@ pub(crate) fn launch_partial(
             unroll: g.unroll,
             paged: walk.mode(),
             format: scales.format.code(),
+            group: scales.format.group(call.head_dim),
         },
     )
     .grid([call.n_q_heads / g.hpt, call.rows, splits])
@@ -234,8 +259,9 @@ pub(crate) fn launch_partial(
 }
 
 /// [`super::sdpa_decode_paged`] over a quantized cache: `kv`'s pools are u8 codes in
-/// `scales.format` with `scales`' per-(token, KV head) f32 scales (see `kv_quant` for the
-/// layout), `q` and `out` a float dtype. Everything else — tables and their device-side
+/// `scales.format` with `scales`' per-(token, KV head) f32 scales, or for int4 packed
+/// codes with per-(token, KV head, group) scales (see `kv_quant` and `kv_quant_int4` for
+/// the layouts), `q` and `out` a float dtype. Everything else — tables and their device-side
 /// check, GQA, window, sinks, sink logits, split count, workspace — as
 /// `sdpa_decode_paged` takes it.
 pub fn sdpa_decode_paged_quant(

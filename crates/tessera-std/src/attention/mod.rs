@@ -18,6 +18,7 @@ pub mod decode_kernels;
 pub mod decode_mma;
 pub mod kv_quant;
 pub mod kv_quant_decode;
+pub mod kv_quant_int4;
 mod kv_staging;
 pub mod multi_query;
 pub mod paged;

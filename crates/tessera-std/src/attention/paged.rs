@@ -236,7 +236,13 @@ pub(super) fn check_shapes(
     let (ks, page_size, n_kv_heads) = pool_dims(op, kv)?;
     shape_is(op, "out", out, q.shape())?;
     let head_dim = decode_head_dim(op, qs[2])?;
-    same_dim(op, "k_cache's head_dim", ks[3], qs[2], "q")?;
+    match quant {
+        None => same_dim(op, "k_cache's head_dim", ks[3], qs[2], "q")?,
+        Some(s) => {
+            let bytes = s.format.row_bytes(qs[2]);
+            same_dim(op, "k_cache's last dim (bytes a row)", ks[3], bytes, "q")?
+        }
+    }
     gqa(op, qs[1], n_kv_heads)?;
     indexable(op, &[("q", q), ("k_cache", kv.k_cache)])?;
     let batch = qs[0];

@@ -5,7 +5,7 @@
 use super::decode_combine::{combine_slices, sdpa_decode_combine_kernel, COMBINE_COLUMNS};
 use super::decode_kernels::{sdpa_decode_kernel, sdpa_decode_partial_kernel};
 use super::decode_mma::{mma_block_keys, sdpa_decode_mma_kernel, MMA_HEAD_DIMS};
-use super::kv_quant::KvScales;
+use super::kv_quant::{KvScales, KV_INT4};
 use super::kv_quant_decode::launch_partial as launch_quant_partial;
 use super::paged_rows::PageWalk;
 use crate::error::{runtime, OpError};
@@ -209,12 +209,12 @@ impl DecodeCall<'_> {
     }
 
     /// True when the fragment kernel serves this call: a 2-byte cache, or a quantized one
-    /// read by bf16 queries (f16 weights times a V scale could leave f16's range), and a
-    /// head_dim it is specialised for.
+    /// read by bf16 queries (f16 weights times a V scale could leave f16's range) in a
+    /// byte-a-code format, and a head_dim it is specialised for.
     fn on_fragments(&self) -> bool {
         let tiles = match self.kv_quant {
             None => matches!(self.k.dtype(), DType::F16 | DType::BF16),
-            Some(_) => self.q.dtype() == DType::BF16,
+            Some(s) => self.q.dtype() == DType::BF16 && s.format.code() != KV_INT4,
         };
         tiles && MMA_HEAD_DIMS.contains(&self.head_dim)
     }

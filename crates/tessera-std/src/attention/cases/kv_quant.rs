@@ -9,9 +9,7 @@
 
 use super::sdpa_decode_paged::{build, Form};
 use super::*;
-use crate::attention::kv_quant::{
-    kv_quant_append, kv_quant_append_kernel, scale_shape, KvFormat, KvScales,
-};
+use crate::attention::kv_quant::{kv_quant_append, kv_quant_append_kernel, KvFormat, KvScales};
 use crate::attention::kv_quant_decode::{
     sdpa_decode_paged_quant, sdpa_decode_quant_partial_kernel, sdpa_multi_query_paged_quant,
 };
@@ -26,56 +24,97 @@ use crate::quant::fp8_reference;
 use tessera_ir::{Literal, Specialization};
 use DType::{I32, U8};
 
-const APPEND: &str = "kv_quant_append";
-const DECODE: &str = "sdpa_decode_paged_quant";
-const MQ: &str = "sdpa_multi_query_paged_quant";
+pub(crate) const APPEND: &str = "kv_quant_append";
+pub(crate) const DECODE: &str = "sdpa_decode_paged_quant";
+pub(crate) const MQ: &str = "sdpa_multi_query_paged_quant";
 
-/// The value of code byte `code` before its scale, from the format's definition.
+/// The declared op whose cases a call of Rust op `op` over `format` belongs to: the
+/// `_int4` declaration for int4 (its pools and scales have their own shapes), else `op`.
+pub(crate) fn op_for(op: &'static str, format: KvFormat) -> &'static str {
+    match (format, op) {
+        (KvFormat::Int4 { .. }, APPEND) => "kv_quant_append_int4",
+        (KvFormat::Int4 { .. }, DECODE) => "sdpa_decode_paged_quant_int4",
+        (KvFormat::Int4 { .. }, MQ) => "sdpa_multi_query_paged_quant_int4",
+        _ => op,
+    }
+}
+
+/// The value of code byte `code` before its scale, from the format's definition (int4:
+/// the value of its low nibble).
 pub(crate) fn code_value(format: KvFormat, code: f64) -> f64 {
     let byte = code as u8;
     match format {
         KvFormat::Int8 => f64::from(byte as i8),
         KvFormat::E4m3 => fp8_reference::decode(Fp8Format::E4m3, byte),
+        // The nibble's two's-complement value: shift it to the top, then back signed.
+        KvFormat::Int4 { .. } => f64::from(((byte << 4) as i8) >> 4),
     }
 }
 
-/// Each element's value (`code · its row's scale`) of a pool of `codes` and row `scales`.
+/// Element `i`'s code value of a pool of `codes` bytes: its byte's, or for int4 the
+/// nibble `i % 2` (low first) of byte `i / 2`.
+fn element_code(format: KvFormat, codes: &[f64], i: usize) -> f64 {
+    match format {
+        KvFormat::Int4 { .. } => {
+            let byte = codes[i / 2] as u8;
+            code_value(format, f64::from(byte >> (4 * (i % 2))))
+        }
+        _ => code_value(format, codes[i]),
+    }
+}
+
+/// Each element's value (`code · its scale`) of a pool of `codes` bytes and `scales`
+/// (one a row, for int4 one a group: element `i`'s is `scales[i / group]` either way).
 pub(crate) fn dequantize(format: KvFormat, codes: &[f64], scales: &[f64]) -> Vec<f64> {
-    let d = codes.len() / scales.len().max(1);
-    codes
-        .iter()
-        .enumerate()
-        .map(|(i, &c)| code_value(format, c) * scales[i / d])
+    let n = match format {
+        KvFormat::Int4 { .. } => codes.len() * 2,
+        _ => codes.len(),
+    };
+    let group = n / scales.len().max(1);
+    (0..n)
+        .map(|i| element_code(format, codes, i) * scales[i / group])
         .collect()
 }
 
-/// One row's (codes, scale) as the format defines them, in f32 arithmetic.
-fn quantize_row(format: KvFormat, row: &[f64]) -> (Vec<f64>, f64) {
+/// One row's (code bytes, scales) as the format defines them, in f32 arithmetic: one
+/// scale, or for int4 one a group with the codes packed two a byte, low nibble first.
+fn quantize_row(format: KvFormat, row: &[f64]) -> (Vec<f64>, Vec<f64>) {
     let xs: Vec<f32> = row.iter().map(|&x| x as f32).collect();
+    let group = format.group(xs.len() as u32) as usize;
+    let groups = xs.len() / group;
+    let bytes = format.row_bytes(xs.len());
     if xs.iter().any(|x| !x.is_finite()) {
-        return (vec![0.0; xs.len()], f64::NAN);
+        return (vec![0.0; bytes], vec![f64::NAN; groups]);
     }
-    let amax = xs.iter().fold(0.0f32, |m, x| m.max(x.abs()));
-    let s = amax / format.max();
-    if s <= 0.0 {
-        return (vec![0.0; xs.len()], f64::from(s));
-    }
-    let codes = xs
-        .iter()
-        .map(|&x| {
+    let mut scales = Vec::new();
+    let mut codes: Vec<u8> = Vec::new();
+    for chunk in xs.chunks(group) {
+        let amax = chunk.iter().fold(0.0f32, |m, x| m.max(x.abs()));
+        let s = amax / format.max();
+        scales.push(f64::from(s));
+        for &x in chunk {
             let y = x / s;
-            f64::from(match format {
+            codes.push(match format {
+                _ if s <= 0.0 => 0,
                 KvFormat::Int8 => y.clamp(-127.0, 127.0).round_ties_even() as i8 as u8,
                 KvFormat::E4m3 => fp8_reference::encode(Fp8Format::E4m3, f64::from(y)),
-            })
-        })
-        .collect();
-    (codes, f64::from(s))
+                KvFormat::Int4 { .. } => (y.clamp(-7.0, 7.0).round_ties_even() as i8 as u8) & 15,
+            });
+        }
+    }
+    let codes = match format {
+        KvFormat::Int4 { .. } => codes
+            .chunks(2)
+            .map(|p| f64::from(p[0] | (p[1] << 4)))
+            .collect(),
+        _ => codes.into_iter().map(f64::from).collect(),
+    };
+    (codes, scales)
 }
 
 /// The pools (codes, scales, for K then V) after writing rows `k`/`v` `[tokens, hkv, d]`
 /// at `slots` (−1 skips) into pools `pools` in `layout` of pages of `page`.
-fn append_reference_pools(
+pub(crate) fn append_reference_pools(
     format: KvFormat,
     pools: [&[f64]; 4],
     (k, v, slots): (&[f64], &[f64], &[f64]),
@@ -83,6 +122,7 @@ fn append_reference_pools(
     [page, hkv, d]: [usize; 3],
 ) -> [Vec<f64>; 4] {
     let [mut kc, mut ks, mut vc, mut vs] = pools.map(<[f64]>::to_vec);
+    let (bytes, groups) = (format.row_bytes(d), d / format.group(d as u32) as usize);
     for (t, &slot) in slots.iter().enumerate() {
         if slot < 0.0 {
             continue;
@@ -97,8 +137,8 @@ fn append_reference_pools(
             let src = (t * hkv + h) * d;
             for (rows, codes, scales) in [(k, &mut kc, &mut ks), (v, &mut vc, &mut vs)] {
                 let (c, s) = quantize_row(format, &rows[src..src + d]);
-                codes[dst * d..dst * d + d].copy_from_slice(&c);
-                scales[dst] = s;
+                codes[dst * bytes..(dst + 1) * bytes].copy_from_slice(&c);
+                scales[dst * groups..(dst + 1) * groups].copy_from_slice(&s);
             }
         }
     }
@@ -107,7 +147,7 @@ fn append_reference_pools(
 
 /// `values` with each NaN replaced by a value no code or scale of these cases takes, so
 /// the comparison (which refuses a NaN reference) still checks where the NaNs are.
-fn nan_marked(values: &[f64]) -> Vec<f64> {
+pub(crate) fn nan_marked(values: &[f64]) -> Vec<f64> {
     values
         .iter()
         .map(|&x| if x.is_nan() { -1.0e9 } else { x })
@@ -115,7 +155,7 @@ fn nan_marked(values: &[f64]) -> Vec<f64> {
 }
 
 /// Random code bytes, never e4m3's NaN codes.
-fn random_codes(rng: &mut CaseRng, n: usize) -> Vec<f64> {
+pub(crate) fn random_codes(rng: &mut CaseRng, n: usize) -> Vec<f64> {
     (0..n)
         .map(|_| {
             let b = rng.int(0, 256);
@@ -127,7 +167,7 @@ fn random_codes(rng: &mut CaseRng, n: usize) -> Vec<f64> {
 /// `tokens` rows into `blocks` pages of `page` slots (`[hkv, d]`), every third token
 /// padding; with `specials`, token 0's rows are zero and token 1's K row holds a NaN and
 /// its V row an inf.
-fn append_case(
+pub(crate) fn append_case(
     dt: DType,
     format: KvFormat,
     layout: KvLayout,
@@ -138,13 +178,14 @@ fn append_case(
         "{format:?} {layout:?} tokens={tokens} blocks={blocks} page={page} hkv={hkv} d={d}{}",
         if specials { " zero/NaN/inf rows" } else { "" }
     );
-    correctness(APPEND, dt, name, move |ctx, rng| {
+    correctness(op_for(APPEND, format), dt, name, move |ctx, rng| {
+        let bytes = format.row_bytes(d);
         let shape = match layout {
-            KvLayout::Nhd => vec![blocks, page, hkv, d],
-            KvLayout::Hnd => vec![blocks, hkv, page, d],
+            KvLayout::Nhd => vec![blocks, page, hkv, bytes],
+            KvLayout::Hnd => vec![blocks, hkv, page, bytes],
         };
         let n: usize = shape.iter().product();
-        let sshape = scale_shape(&shape);
+        let sshape = format.scale_shape(&shape);
         let (kc, kcv) = upload(ctx, U8, &random_codes(rng, n), &shape)?;
         let (vc, vcv) = upload(ctx, U8, &random_codes(rng, n), &shape)?;
         let (ks, ksv) = random_tensor(ctx, rng, F32, &sshape, 0.0, 1.0)?;
@@ -198,33 +239,37 @@ fn append_case(
 }
 
 /// Quantized pools for a paged build: random codes, and per row a random scale in
-/// `[lo, hi)`, NaN where `values` (the float pool `build` made) marks a slot no sequence
-/// fills. Returns the tensors and the dequantized pool.
-fn quantized_pool(
+/// `[lo, hi)` (int4: per group), NaN where `values` (the float pool `build` made, of
+/// shape `shape`) marks a slot no sequence fills. Returns the tensors and the dequantized
+/// pool.
+pub(crate) fn quantized_pool(
     (ctx, rng): (&Context, &mut CaseRng),
     format: KvFormat,
     values: &[f64],
     shape: &[usize],
 ) -> Result<(Tensor, Tensor, Vec<f64>), String> {
     let d = shape[shape.len() - 1];
-    let codes = random_codes(rng, values.len());
-    let scales: Vec<f64> = (0..values.len() / d)
-        .map(|r| {
-            if values[r * d].is_nan() {
+    let mut code_shape = shape.to_vec();
+    code_shape[shape.len() - 1] = format.row_bytes(d);
+    let group = format.group(d as u32) as usize;
+    let codes = random_codes(rng, values.len() / d * format.row_bytes(d));
+    let scales: Vec<f64> = (0..values.len() / group)
+        .map(|g| {
+            if values[g / (d / group) * d].is_nan() {
                 f64::NAN
             } else {
                 rng.uniform(0.001, 0.02)
             }
         })
         .collect();
-    let (c, cv) = upload(ctx, U8, &codes, shape)?;
-    let (s, sv) = upload(ctx, F32, &scales, &scale_shape(shape))?;
+    let (c, cv) = upload(ctx, U8, &codes, &code_shape)?;
+    let (s, sv) = upload(ctx, F32, &scales, &format.scale_shape(&code_shape))?;
     Ok((c, s, dequantize(format, &cv, &sv)))
 }
 
 /// One quantized decode case: `layout`, `form`, sequences of `lens`, `[hq, hkv, page,
 /// d]`, and `(window, n_sink, sink logit)`.
-fn decode_case(
+pub(crate) fn decode_case(
     dt: DType,
     format: KvFormat,
     (layout, form): (KvLayout, Form),
@@ -244,7 +289,7 @@ fn decode_case(
 
 /// A quantized decode case, or with `mq = Some((n_query, causal))` a multi-query one
 /// (`sdpa_multi_query_paged_quant`, q `[batch, n_query, heads, d]`).
-fn query_case(
+pub(crate) fn query_case(
     dt: DType,
     format: KvFormat,
     (layout, form): (KvLayout, Form),
@@ -261,7 +306,7 @@ fn query_case(
         "{format:?} {layout:?} {form:?} page={page} lens={lens:?}{queries} hq={hq} hkv={hkv} d={d} window={window} sinks={n_sink}{}",
         if logit { " +sink_logit" } else { "" }
     );
-    let op = if mq.is_some() { MQ } else { DECODE };
+    let op = op_for(if mq.is_some() { MQ } else { DECODE }, format);
     correctness(op, dt, name, move |ctx, rng| {
         let q_rows = mq.map(|(n, _)| n);
         let p = build((ctx, rng), (dt, layout, form), (lens, q_rows), dims, 3)?;
@@ -313,9 +358,9 @@ fn query_case(
 
 /// A decode over one sequence of 3 tokens whose K pool's row 1 has scale NaN (a row that
 /// held NaN when appended): every output is NaN, never a finite value.
-fn nan_scale_case(dt: DType, format: KvFormat) -> Case {
+pub(crate) fn nan_scale_case(dt: DType, format: KvFormat) -> Case {
     correctness(
-        DECODE,
+        op_for(DECODE, format),
         dt,
         format!("{format:?} a NaN scale makes the output NaN"),
         move |ctx, rng| {
@@ -331,11 +376,15 @@ fn nan_scale_case(dt: DType, format: KvFormat) -> Case {
             let (kc, _, _) = quantized_pool((ctx, rng), format, &p.kv, &shape)?;
             let (vc, vs, _) = quantized_pool((ctx, rng), format, &p.vv, &shape)?;
             let page = p.seqs[0].0[0];
-            let mut ksv = vec![0.01; shape[..3].iter().product()];
+            let sshape = format.scale_shape(kc.shape());
+            // Scales a row: 1, or int4's groups.
+            let groups: usize = sshape[3..].iter().product();
+            let mut ksv = vec![0.01; sshape.iter().product()];
             for h in 0..2 {
-                ksv[(page * 16 + 1) * 2 + h] = f64::NAN;
+                let row = (page * 16 + 1) * 2 + h;
+                ksv[row * groups..(row + 1) * groups].fill(f64::NAN);
             }
-            let (ks, _) = upload(ctx, F32, &ksv, &scale_shape(&shape))?;
+            let (ks, _) = upload(ctx, F32, &ksv, &sshape)?;
             let kv = PagedKv {
                 k_cache: &kc,
                 v_cache: &vc,
@@ -388,7 +437,18 @@ fn append_rejection(
     specs: [Spec; 7],
     slots: Option<&'static [i32]>,
 ) -> Case {
-    rejection(APPEND, what, reason, move |ctx| {
+    append_rejection_as(KvFormat::Int8, what, reason, specs, slots)
+}
+
+/// [`append_rejection`] of an append in `format`.
+pub(crate) fn append_rejection_as(
+    format: KvFormat,
+    what: &str,
+    reason: &'static str,
+    specs: [Spec; 7],
+    slots: Option<&'static [i32]>,
+) -> Case {
+    rejection(op_for(APPEND, format), what, reason, move |ctx| {
         let [k, v, sm, kc, vc, ks, vs] = zeros_of(ctx, specs)?;
         let sm = match slots {
             Some(s) => ctx.tensor(s, &[s.len()]).map_err(err)?,
@@ -402,7 +462,7 @@ fn append_rejection(
                 let scales = KvScales {
                     k_scale: &ks,
                     v_scale: &vs,
-                    format: KvFormat::Int8,
+                    format,
                 };
                 kv_quant_append(
                     &c,
@@ -565,7 +625,19 @@ pub(crate) fn mq_cases() -> Vec<Case> {
 /// a decode (q `[1, 4, 64]`, e4m3 pages) when `mq` is false, else a causal multi-query
 /// call of its last 2 tokens (q `[1, 2, 4, 64]`, int8 pages).
 fn quant_rejection(mq: bool, what: &str, reason: &'static str, specs: [Spec; 6]) -> Case {
-    let op = if mq { MQ } else { DECODE };
+    let format = if mq { KvFormat::Int8 } else { KvFormat::E4m3 };
+    quant_rejection_as(mq, format, what, reason, specs)
+}
+
+/// [`quant_rejection`] over pages in `format`.
+pub(crate) fn quant_rejection_as(
+    mq: bool,
+    format: KvFormat,
+    what: &str,
+    reason: &'static str,
+    specs: [Spec; 6],
+) -> Case {
+    let op = op_for(if mq { MQ } else { DECODE }, format);
     rejection(op, what, reason, move |ctx| {
         let [q, kc, vc, ks, vs, out] = zeros_of(ctx, specs)?;
         let bt = ctx.tensor(&[0i32, 1], &[1, 2]).map_err(err)?;
@@ -588,7 +660,7 @@ fn quant_rejection(mq: bool, what: &str, reason: &'static str, specs: [Spec; 6])
                 let scales = KvScales {
                     k_scale: &ks,
                     v_scale: &vs,
-                    format: if mq { KvFormat::Int8 } else { KvFormat::E4m3 },
+                    format,
                 };
                 let o = DecodeOptions::default();
                 if mq {
@@ -709,9 +781,12 @@ fn decode_rejections() -> Vec<Case> {
     v
 }
 
-/// The format a declared call names.
+/// The format a declared call names: int4 where it takes a group, else its `kv_format`.
 fn declared_format(r: &RefArgs) -> Result<KvFormat, OpError> {
-    KvFormat::parse(DECODE, r.params.choice("kv_format")?)
+    match r.params.opt_u32("group")? {
+        Some(group) => Ok(KvFormat::Int4 { group }),
+        None => KvFormat::parse(DECODE, r.params.choice("kv_format")?),
+    }
 }
 
 /// The declared append's reference: the pools and scales with the rows written.
@@ -730,7 +805,7 @@ pub(crate) fn append_reference(r: &RefArgs) -> Result<Vec<Vec<f64>>, OpError> {
         ],
         (r.data("k")?, r.data("v")?, r.data("slot_mapping")?),
         layout,
-        [page, hkv, ks[3]],
+        [page, hkv, r.shape("k")?[2]],
     );
     Ok(pools.into())
 }
@@ -781,10 +856,11 @@ pub(crate) fn append_uses() -> Vec<KernelUse> {
     for dt in FLOAT_DTYPES {
         for d in [64, 128, 256] {
             for format in [KvFormat::Int8, KvFormat::E4m3] {
+                let group = format.group(d);
                 for hnd in [0, 1] {
                     // Unrotated, and K rotated NeoX over all of head_dim.
                     for (rot_dim, neox) in [(0, 0), (d, 1)] {
-                        let c = [d, format.code(), hnd, rot_dim, neox].map(Literal::U32);
+                        let c = [d, format.code(), group, hnd, rot_dim, neox].map(Literal::U32);
                         v.push(KernelUse {
                             def: &kv_quant_append_kernel::DEF,
                             spec: Specialization::new(vec![dt], c.to_vec()),
@@ -794,6 +870,7 @@ pub(crate) fn append_uses() -> Vec<KernelUse> {
             }
         }
     }
+    v.extend(super::kv_quant_int4::append_uses());
     v
 }
 
@@ -807,7 +884,17 @@ pub(crate) fn decode_uses() -> Vec<KernelUse> {
                 for gqa in [1, 4, 8] {
                     for format in [KvFormat::Int8, KvFormat::E4m3] {
                         let g = geometry(U8, d, gqa);
-                        let c = [d, g.epl, g.hpt, g.sgs, g.lg, g.unroll, paged, format.code()];
+                        let c = [
+                            d,
+                            g.epl,
+                            g.hpt,
+                            g.sgs,
+                            g.lg,
+                            g.unroll,
+                            paged,
+                            format.code(),
+                            d,
+                        ];
                         let spec = Specialization::new(vec![dt], c.map(Literal::U32).to_vec());
                         if !v.iter().any(|u| u.spec == spec) {
                             v.push(KernelUse {
@@ -831,6 +918,14 @@ pub(crate) fn decode_uses() -> Vec<KernelUse> {
             }
         }
     }
+    v.extend(table_uses());
+    v.extend(combine_uses());
+    v
+}
+
+/// The paged table kernels, for both table forms.
+pub(crate) fn table_uses() -> Vec<KernelUse> {
+    let mut v = Vec::new();
     for csr in [0, 1] {
         for def in [&paged_lengths_kernel::DEF, &paged_pages_kernel::DEF] {
             v.push(KernelUse {
@@ -839,7 +934,6 @@ pub(crate) fn decode_uses() -> Vec<KernelUse> {
             });
         }
     }
-    v.extend(combine_uses());
     v
 }
 
@@ -853,25 +947,26 @@ fn quant_bench(
     [hq, hkv, n, d]: [usize; 4],
     page: usize,
 ) -> BenchCase {
-    let (es, kernel) = match format {
-        None => (dt.size_bytes(), "sdpa_decode_mma_kernel"),
-        Some(_) if dt == BF16 => (1, "sdpa_decode_mma_kernel"),
-        Some(_) => (1, "sdpa_decode_quant_partial_kernel"),
+    let (row_bytes, kernel) = match format {
+        None => (d * dt.size_bytes(), "sdpa_decode_mma_kernel"),
+        Some(KvFormat::Int4 { .. }) => (d / 2, "sdpa_decode_quant_partial_kernel"),
+        Some(_) if dt == BF16 => (d, "sdpa_decode_mma_kernel"),
+        Some(_) => (d, "sdpa_decode_quant_partial_kernel"),
     };
-    let scale_bytes = if format.is_some() {
-        2 * b * hkv * n * 4
-    } else {
-        0
+    // Scales a row: one, or int4's groups.
+    let scales_a_row = format.map_or(0, |f| d / f.group(d as u32) as usize);
+    let scale_bytes = 2 * b * hkv * n * 4 * scales_a_row;
+    let cache = match format {
+        None => format!(" kv={dt} (sdpa_decode_paged)"),
+        Some(KvFormat::Int4 { group }) => format!(" kv=Int4 group={group}"),
+        Some(f) => format!(" kv={f:?}"),
     };
-    let cache = format.map_or(format!(" kv={dt} (sdpa_decode_paged)"), |f| {
-        format!(" kv={f:?}")
-    });
     BenchCase {
         op: DECODE,
         kernel,
         dtype: dt,
         shape: format!("B={b} hq={hq} hkv={hkv} len={n} d={d} page={page}{cache}"),
-        bytes: (2 * b * hkv * n * d * es
+        bytes: (2 * b * hkv * n * row_bytes
             + scale_bytes
             + 2 * b * hq * d * dt.size_bytes()
             + 4 * b * n.div_ceil(page)) as u64,
@@ -953,7 +1048,14 @@ fn quant_bench(
 pub(crate) fn decode_benches() -> Vec<BenchCase> {
     let mut v = Vec::new();
     for b in [1, 4, 8] {
-        for format in [None, Some(KvFormat::Int8), Some(KvFormat::E4m3)] {
+        let int4 = |group| Some(KvFormat::Int4 { group });
+        for format in [
+            None,
+            Some(KvFormat::Int8),
+            Some(KvFormat::E4m3),
+            int4(32),
+            int4(64),
+        ] {
             v.push(quant_bench(BF16, format, b, [32, 8, 32768, 128], 16));
         }
     }

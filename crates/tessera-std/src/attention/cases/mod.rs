@@ -363,6 +363,7 @@ pub(super) fn no_benches() -> Vec<BenchCase> {
 type DecodeFn = fn(&Context, &Tensor, &Tensor, &Tensor, &Tensor) -> Result<(), OpError>;
 
 mod kv_quant;
+mod kv_quant_int4;
 mod paged_kv_append;
 mod paged_kv_append_ragged;
 mod paged_kv_append_rope;
@@ -383,6 +384,11 @@ pub(super) use kv_quant::{
     append_uses as quant_append_uses, decode_benches as quant_decode_benches,
     decode_cases as quant_decode_cases, decode_reference as quant_decode_reference,
     decode_uses as quant_decode_uses, mq_cases as quant_mq_cases,
+};
+pub(super) use kv_quant_int4::{
+    append_cases as quant_int4_append_cases, append_uses as quant_int4_append_uses,
+    declared_uses as quant_int4_decode_uses, decode_cases as quant_int4_decode_cases,
+    mq_cases as quant_int4_mq_cases,
 };
 pub(super) use paged_kv_append::{append_cases, append_reference, append_uses};
 pub(super) use paged_kv_append_ragged::{ragged_cases, ragged_reference, ragged_uses};

@@ -8,7 +8,7 @@
 
 use super::kv_quant::dequantize;
 use super::*;
-use crate::attention::kv_quant::{kv_quant_append, scale_shape, KvFormat, KvScales};
+use crate::attention::kv_quant::{kv_quant_append, KvFormat, KvScales};
 use crate::attention::paged::KvLayout;
 use crate::attention::paged_append::{paged_kv_append, SlotCheck};
 use crate::attention::paged_append_rope::KeyRope;
@@ -201,9 +201,10 @@ fn quant_case(
             "rope {table_name} {format:?} {layout:?} tokens={tokens} blocks={blocks} page={page} hkv={hkv} d={d}"
         ),
         run: Box::new(move |ctx, rng| {
-            let shape = pages(layout, [blocks, page, hkv, d]);
-            let sshape = scale_shape(&shape);
+            let shape = pages(layout, [blocks, page, hkv, format.row_bytes(d)]);
+            let sshape = format.scale_shape(&shape);
             let n: usize = shape.iter().product();
+            let elements = blocks * page * hkv * d;
             let codes: Vec<u8> = (0..n).map(|_| rng.int(0, 127) as u8).collect();
             let pool = || -> Result<Tensor, String> {
                 let t = zeros(ctx, DType::U8, &shape)?;
@@ -238,13 +239,14 @@ fn quant_case(
                 checked += x.len();
             }
             // Against the f64 rotation: each written key element within half a code step of
-            // its row's scale (int8), or 2^-4 of itself plus half the smallest subnormal
-            // step (e4m3), plus the rounding of the rotated key to k's dtype.
+            // its row's (int4: group's) scale (int8, int4), or 2^-4 of itself plus half the
+            // smallest subnormal step (e4m3), plus the rounding of the rotated key to k's
+            // dtype.
             let kcodes = kc.to_f64_vec().map_err(err)?;
             let kscales = ks.to_f64_vec().map_err(err)?;
             let got = dequantize(format, &kcodes, &kscales);
             let kr = crate::rope::reference::rope(&r.kv, &r.pv, hkv, d, &config);
-            let nan_pool = vec![f64::NAN; n];
+            let nan_pool = vec![f64::NAN; elements];
             let (want, _) = paged_append((&nan_pool, &nan_pool), (&kr, &r.vv, &r.slots), layout, [page, hkv, d]);
             let unit = match dt {
                 F32 => 2f64.powi(-22),
@@ -255,9 +257,9 @@ fn quant_case(
                 if w.is_nan() {
                     continue;
                 }
-                let s = kscales[i / d];
+                let s = kscales[i / format.group(d as u32) as usize];
                 let step = match format {
-                    KvFormat::Int8 => 0.5 * s,
+                    KvFormat::Int8 | KvFormat::Int4 { .. } => 0.5 * s,
                     KvFormat::E4m3 => w.abs() * 2f64.powi(-4) + s * 2f64.powi(-10),
                 };
                 let bound = step * 1.001 + (w.abs() + s) * unit;
@@ -346,11 +348,13 @@ pub(crate) fn rope_cases() -> Vec<Case> {
     v
 }
 
-/// The fused-RoPE cases of `kv_quant_append`: both formats, every dtype, both layouts.
+/// The fused-RoPE cases of `kv_quant_append`: every format (int4 in groups of 32), every
+/// dtype, both layouts.
 pub(crate) fn quant_rope_cases() -> Vec<Case> {
     use KvLayout::{Hnd, Nhd};
     let mut v = Vec::new();
-    for format in [KvFormat::Int8, KvFormat::E4m3] {
+    let int4 = KvFormat::Int4 { group: 32 };
+    for format in [KvFormat::Int8, KvFormat::E4m3, int4] {
         for dt in FLOAT_DTYPES {
             v.push(quant_case(dt, format, Nhd, 0, [20, 3, 16, 2, 128]));
             v.push(quant_case(dt, format, Hnd, 1, [11, 4, 5, 4, 64]));
