@@ -25,8 +25,8 @@
 //! of on fragments. Other blocks hold no masked key and skip the check.
 
 use super::prefill_paged::{prefill_kv_row, prefill_page_scalars};
+use super::prefill_tiles::store_normalised_rows;
 use super::prefill_varlen::varlen_rows;
-use super::softmax::normalise;
 use crate::float_range::{f32_range, finite};
 use tessera_macros::kernel;
 
@@ -322,25 +322,10 @@ pub fn sdpa_prefill_mma_kernel<T, S>(
         }
     }
 
-    // The row sums to their lanes, then O / l for the real rows: lane pair `sr` writes row
-    // `sr`, eight columns (16 bytes) each.
-    matrix_fill(tile, 1.0);
-    matrix_row_scale(tile, l);
-    matrix_store(tile, fsh[base_s], 16);
-    simd_barrier();
-    let lr = load(fsh[base_s + sr * 16]);
+    // O / l for the real rows, this part's columns.
     let qrow = block + rg * 16 + sr;
-    for f in 0..nfr {
-        simd_barrier();
-        matrix_store(o[f], fsh[base_s], 16);
-        simd_barrier();
-        if qrow < n_q {
-            let at = base_s + sr * 16 + half * 8;
-            let o_at = ((q0 + qrow) * n_q_heads + h) * head_dim + d0 + f * 16 + half * 8;
-            for i in 0..8 {
-                let x = normalise(load(fsh[at + i]), lr) * unscale;
-                store(out[o_at + i], x.cast::<T>());
-            }
-        }
-    }
+    let o_row = ((q0 + qrow) * n_q_heads + h) * head_dim + d0;
+    store_normalised_rows(
+        o, l, tile, out, fsh, base_s, qrow, n_q, o_row, unscale, lane,
+    );
 }

@@ -207,6 +207,39 @@ pub fn store_output_slice<T>(
     }
 }
 
+/// The attention's output of a simdgroup: `o` (its 16 rows, 16 columns an accumulator)
+/// over the row sums `l`, times `unscale`, to the rows of `out` from element `o_row` (row
+/// `qrow`, this lane pair's, written only below `n_q`), through the 16 × 16 f32 slice at
+/// `at` of `fsh`; `tile` is scratch. Lane pair `r` writes row `r`, eight columns each.
+#[allow(clippy::too_many_arguments)]
+#[func]
+pub fn store_normalised_rows<T>(
+    o: [MatrixAcc],
+    l: MatrixRows,
+    tile: MatrixAcc,
+    mut out: Mem<T>,
+    mut fsh: Mem<f32>,
+    at: u32,
+    qrow: u32,
+    n_q: u32,
+    o_row: u32,
+    unscale: f32,
+    lane: u32,
+) {
+    // The row sums to their lanes.
+    matrix_fill(tile, 1.0);
+    matrix_row_scale(tile, l);
+    matrix_store(tile, fsh[at], 16);
+    simd_barrier();
+    let lr = load(fsh[at + (lane / 2) * 16]);
+    for f in 0..o.len() {
+        simd_barrier();
+        matrix_store(o[f], fsh[at], 16);
+        simd_barrier();
+        store_output_slice(out, fsh, at, lr, unscale, qrow, n_q, o_row + f * 16, lane);
+    }
+}
+
 /// Query rows per threadgroup.
 pub const PREFILL_TILE_ROWS: u32 = 128;
 
@@ -465,19 +498,10 @@ pub fn sdpa_prefill_tiles_kernel<T, S>(
 
     // (A threadgroup with no keys to walk still copied its queries.)
     wait_copies(0);
-    // The row sums to their lanes, then O / l for the real rows: lane pair `sr` writes row
-    // `sr`, eight columns (16 bytes) each.
-    matrix_fill(tile, 1.0);
-    matrix_row_scale(tile, l);
-    matrix_store(tile, fsh[base_s], 16);
-    simd_barrier();
-    let lr = load(fsh[base_s + sr * 16]);
+    // O / l for the real rows.
     let qrow = block + sg * 16 + sr;
-    for f in 0..nfr {
-        simd_barrier();
-        matrix_store(o[f], fsh[base_s], 16);
-        simd_barrier();
-        let o_at = ((q0 + qrow) * n_q_heads + h) * head_dim + f * 16;
-        store_output_slice(out, fsh, base_s, lr, unscale, qrow, n_q, o_at, lane);
-    }
+    let o_row = ((q0 + qrow) * n_q_heads + h) * head_dim;
+    store_normalised_rows(
+        o, l, tile, out, fsh, base_s, qrow, n_q, o_row, unscale, lane,
+    );
 }
