@@ -170,38 +170,55 @@ pub fn moe_gemm_kernel<T>(
             commit_copies();
             matrix_mma_wait(acc, 0);
         }
-        let s = simd_id();
-        let lane = simd_lane();
-        let r0 = row0 + 16 * s;
         if gated == 1 {
-            // Each simdgroup's gate block goes through its own 16×16 f32 slice, a lane
-            // keeps its eight values, then the up block takes the slice.
-            let g = stack_array::<f32>(8);
-            for j in 0..nb / 2 {
-                matrix_store(acc[j], gate[s * 256], 16);
-                simd_barrier();
-                for i in 0..8 {
-                    store(g[i], load(gate[s * 256 + lane + 32 * i]));
-                }
-                simd_barrier();
-                matrix_store(acc[j + nb / 2], gate[s * 256], 16);
-                simd_barrier();
-                for i in 0..8 {
-                    let at = lane + 32 * i;
-                    let r = r0 + at / 16;
-                    let col = col0 + 16 * j + at % 16;
-                    if r < end && col < n {
-                        let u = load(gate[s * 256 + at]);
-                        store(y[r * n + col], (silu_f32(load(g[i])) * u).cast::<T>());
-                    }
-                }
-                simd_barrier();
-            }
+            store_gated_tiles(acc, y, gate, row0, col0, end, n);
         } else {
             // Edge tiles go through the first A buffer, free once every product has
             // finished, and keep to the expert's rows.
             store_acc_tiles(acc, y, sa, row0, bm, col0, end, n);
         }
+    }
+}
+
+/// The fused SwiGLU epilogue: of `acc`'s tiles (a simdgroup's 16 rows from `row0 + 16·s`),
+/// the first half are gate columns `col0 …` and the second half the up columns beside
+/// them; `y[r, col] = silu(gate)·up` for rows below `end` and columns below `n`. Each
+/// simdgroup's gate block goes through its own 16×16 f32 slice of `gate`, a lane keeps its
+/// eight values, then the up block takes the slice.
+#[func]
+pub fn store_gated_tiles<T>(
+    acc: [MatrixAcc],
+    mut y: Mem<T>,
+    mut gate: Mem<f32>,
+    row0: u32,
+    col0: u32,
+    end: u32,
+    n: u32,
+) {
+    let s = simd_id();
+    let lane = simd_lane();
+    let r0 = row0 + 16 * s;
+    let half = acc.len() / 2;
+    let g = stack_array::<f32>(8);
+    for j in 0..half {
+        matrix_store(acc[j], gate[s * 256], 16);
+        simd_barrier();
+        for i in 0..8 {
+            store(g[i], load(gate[s * 256 + lane + 32 * i]));
+        }
+        simd_barrier();
+        matrix_store(acc[j + half], gate[s * 256], 16);
+        simd_barrier();
+        for i in 0..8 {
+            let at = lane + 32 * i;
+            let r = r0 + at / 16;
+            let col = col0 + 16 * j + at % 16;
+            if r < end && col < n {
+                let u = load(gate[s * 256 + at]);
+                store(y[r * n + col], (silu_f32(load(g[i])) * u).cast::<T>());
+            }
+        }
+        simd_barrier();
     }
 }
 

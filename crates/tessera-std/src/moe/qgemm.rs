@@ -14,10 +14,10 @@
 //! of the tile, up row `I + col0 + r − cols` for the second), clamped to the expert's
 //! rows: a row past N reads the last one, and its column is never stored.
 
+use super::gemm::store_gated_tiles;
 use super::gemm_schedule::MoeGemmSchedule;
 use super::qgemv::AffineExperts;
 use super::MAX_EXPERTS;
-use crate::elementwise::activation::silu_f32;
 use crate::error::{runtime, OpError};
 use crate::matmul::pipelined::{fetch_tile, store_acc_tiles};
 use crate::matmul::tiled::MATMUL_DTYPES;
@@ -171,31 +171,8 @@ pub fn moe_qgemm_kernel<T>(
             matrix_mma_tiles_async(acc, sa[(t % stages) * bm * 64], sb[wbuf]);
         }
         matrix_mma_wait(acc, 0);
-        let s = simd_id();
-        let lane = simd_lane();
-        let r0 = row0 + 16 * s;
         if gated == 1 {
-            let g = stack_array::<f32>(8);
-            for j in 0..nb / 2 {
-                matrix_store(acc[j], gate[s * 256], 16);
-                simd_barrier();
-                for i in 0..8 {
-                    store(g[i], load(gate[s * 256 + lane + 32 * i]));
-                }
-                simd_barrier();
-                matrix_store(acc[j + nb / 2], gate[s * 256], 16);
-                simd_barrier();
-                for i in 0..8 {
-                    let at = lane + 32 * i;
-                    let r = r0 + at / 16;
-                    let col = col0 + 16 * j + at % 16;
-                    if r < end && col < n {
-                        let u = load(gate[s * 256 + at]);
-                        store(y[r * n + col], (silu_f32(load(g[i])) * u).cast::<T>());
-                    }
-                }
-                simd_barrier();
-            }
+            store_gated_tiles(acc, y, gate, row0, col0, end, n);
         } else {
             // Edge tiles go through the first A buffer, free once every product has
             // finished, and keep to the expert's rows.
