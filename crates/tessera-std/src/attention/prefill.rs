@@ -19,7 +19,7 @@ use super::softmax::{normalise_output, part_weight, score_weight, v_weight};
 use crate::error::{runtime, OpError};
 use crate::validate::shape_is;
 use tessera_macros::kernel;
-use tessera_runtime::{Context, DType, Tensor};
+use tessera_runtime::{BackendKind, Context, DType, Tensor};
 
 /// Head dims the prefill kernel is specialised for.
 pub const PREFILL_HEAD_DIMS: [u32; 5] = [64, 96, 128, 192, 256];
@@ -303,7 +303,8 @@ pub(crate) fn prefill_launch(
         }};
     }
     if half {
-        match half_prefill_kernel(ctx, head_dim) {
+        let groups = n_q_heads as u64 * rows_q.div_ceil(PREFILL_TILE_ROWS) as u64 * batch as u64;
+        match half_prefill_kernel(ctx, head_dim, groups) {
             HalfPrefill::Tiles => launch_half!(sdpa_prefill_tiles_kernel, PREFILL_TILE_ROWS, 256),
             HalfPrefill::Fragments => {
                 launch_half!(sdpa_prefill_mma_kernel, prefill_mma_rows(head_dim), 128)
@@ -348,12 +349,17 @@ pub enum HalfPrefill {
     Fragments,
 }
 
-/// The kernel f16/bf16 prefill at `head_dim` runs on `ctx`: on tile products where the
-/// device's threadgroup memory holds their stages (CUDA and the CPU interpreter; not
-/// Apple GPUs' 32 KiB), else on fragments.
-pub fn half_prefill_kernel(ctx: &Context, head_dim: u32) -> HalfPrefill {
-    let shared = ctx.info().max_shared_bytes;
-    if head_dim.is_multiple_of(64) && prefill_tile_shared_bytes(head_dim) <= shared {
+/// The kernel f16/bf16 prefill at `head_dim` runs on `ctx` when the tile-product kernel
+/// would launch `groups` threadgroups: on tile products where the device's threadgroup
+/// memory holds their stages (CUDA and the CPU interpreter; not Apple GPUs' 32 KiB) and
+/// they make at least a wave (one a compute unit; the CPU, whose speed is not the point,
+/// always takes them), else on fragments, whose 64-row threadgroups of 128 threads fill
+/// twice as many units and share them.
+pub fn half_prefill_kernel(ctx: &Context, head_dim: u32, groups: u64) -> HalfPrefill {
+    let info = ctx.info();
+    let fits = prefill_tile_shared_bytes(head_dim) <= info.max_shared_bytes;
+    let wave = info.kind == BackendKind::Cpu || groups >= info.compute_units as u64;
+    if head_dim.is_multiple_of(64) && fits && wave {
         HalfPrefill::Tiles
     } else {
         HalfPrefill::Fragments
