@@ -71,7 +71,7 @@ impl Group<'_> {
         &self.frags[f as usize][g * TILE..(g + 1) * TILE]
     }
 
-    fn need_filled(&self, inst: &Inst, f: u32, g: usize) -> Result<()> {
+    pub(crate) fn need_filled(&self, inst: &Inst, f: u32, g: usize) -> Result<()> {
         if self.frag_set[f as usize][g] {
             return Ok(());
         }

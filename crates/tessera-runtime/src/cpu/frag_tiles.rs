@@ -83,14 +83,7 @@ impl Group<'_> {
         let tb = self.read_tile(inst, (*b, bi), 16 * accs.len(), "b", *b_kn)?;
         for &f in accs {
             for g in 0..simdgroups {
-                if !self.frag_set[f as usize][g] {
-                    let name = self.p.kernel.body.frags[f as usize].name.clone();
-                    return Err(self.unsupported_tiles(
-                        inst,
-                        (g * SIMD) as u32,
-                        format!("matrix fragment `{name}` is read before it is filled or loaded"),
-                    ));
-                }
+                self.need_filled(inst, f, g)?;
             }
         }
         for (j, &f) in accs.iter().enumerate() {
@@ -244,14 +237,7 @@ impl Group<'_> {
         let mut out = vec![0f32; 16 * simdgroups * WIDTH];
         for (i, &f) in fa.iter().enumerate() {
             for g in 0..simdgroups {
-                if !self.frag_set[f as usize][g] {
-                    let name = self.p.kernel.body.frags[f as usize].name.clone();
-                    return Err(self.unsupported_tiles(
-                        inst,
-                        (g * SIMD) as u32,
-                        format!("matrix fragment `{name}` is read before it is filled or loaded"),
-                    ));
-                }
+                self.need_filled(inst, f, g)?;
                 let frag = &self.frags[f as usize][g * 256..(g + 1) * 256];
                 for r in 0..16 {
                     let row = &mut out[(16 * g + r) * WIDTH + 16 * i..][..16];

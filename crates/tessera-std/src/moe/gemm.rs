@@ -294,15 +294,7 @@ fn check(
     for (what, len) in [("x", x.len()), ("w", w.len()), ("y", y.len())] {
         fits_u32(op, &format!("the element count of `{what}`"), len)?;
     }
-    if schedule.slots() > 65535 {
-        return Err(OpError::invalid(
-            op,
-            format!(
-                "{} row tiles are more than a grid holds (65535); split the rows",
-                schedule.slots()
-            ),
-        ));
-    }
+    schedule.check_grid(op)?;
     Ok((experts, rows, n, k))
 }
 

@@ -161,6 +161,20 @@ impl MoeGemmSchedule {
         }
         Ok(())
     }
+
+    /// Checks that a GEMM's grid holds its slots.
+    pub(super) fn check_grid(&self, op: &'static str) -> Result<(), OpError> {
+        if self.slots() > 65535 {
+            return Err(OpError::invalid(
+                op,
+                format!(
+                    "{} row tiles are more than a grid holds (65535); split the rows",
+                    self.slots()
+                ),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// The slots of `rows` rows over `experts` experts in tiles of `block_rows`: every tile

@@ -260,15 +260,7 @@ fn check(
     fits_u32(op, "the word count of `packed`", w.packed.len())?;
     fits_u32(op, "the element count of `x`", x.len())?;
     fits_u32(op, "the element count of `y`", y.len())?;
-    if schedule.slots() > 65535 {
-        return Err(OpError::invalid(
-            op,
-            format!(
-                "{} row tiles are more than a grid holds (65535); split the rows",
-                schedule.slots()
-            ),
-        ));
-    }
+    schedule.check_grid(op)?;
     Ok((experts, rows, n, k))
 }
 
