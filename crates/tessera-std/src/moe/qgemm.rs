@@ -22,7 +22,7 @@ use crate::error::{runtime, OpError};
 use crate::matmul::pipelined::{fetch_tile, store_acc_tiles};
 use crate::matmul::tiled::MATMUL_DTYPES;
 use crate::quant::format::AffineFormat;
-use crate::quant::qgemv::affine_weight;
+use crate::quant::qgemm::{dequantize_affine_unit, load_affine_unit};
 use crate::validate::{distinct_named, dtype_in, dtype_is, fits_u32, shape_is};
 use tessera_macros::{func, kernel};
 use tessera_runtime::{Context, DType, Tensor};
@@ -103,13 +103,20 @@ pub fn moe_qgemm_kernel<T>(
             let u_id = tid + i * threads;
             let wrow = tile_weight_row(base, min(u_id / 2, bn - 1), col0, n, bn, gated);
             let u = min(u_id % 2, units - 1);
-            let wb = (wrow * units + u) * bits;
-            for b in 0..bits {
-                store(words[i * bits + b], load(packed[wb + b]));
-            }
-            let gi = wrow * groups + u / units_per_group;
-            store(sc[2 * i], load(scales[gi]).cast::<f32>());
-            store(sc[2 * i + 1], load(biases[gi]).cast::<f32>());
+            load_affine_unit(
+                words,
+                sc,
+                i,
+                packed,
+                scales,
+                biases,
+                wrow,
+                u,
+                units,
+                groups,
+                units_per_group,
+                bits,
+            );
         }
         for t in 0..steps {
             let wbuf = (t % 2) * bn * 64;
@@ -119,18 +126,7 @@ pub fn moe_qgemm_kernel<T>(
                 let half = u_id % 2;
                 if r < bn {
                     let inside = t * 2 + half < units;
-                    let scale = select(inside, load(sc[2 * i]), 0.0f32);
-                    let bias = select(inside, load(sc[2 * i + 1]), 0.0f32);
-                    for q in 0..4 {
-                        let at = wbuf + r * 64 + (((4 * half + q) ^ (r & 7)) << 3);
-                        for jj in 0..8 {
-                            let bit = (q * 8 + jj) * bits;
-                            let word = load(words[i * bits + bit / 32]);
-                            let next = load(words[i * bits + min(bit / 32 + 1, bits - 1)]);
-                            let w = affine_weight(word, next, bit % 32, bits, scale, bias);
-                            store(sb[at + jj], w.cast::<T>());
-                        }
-                    }
+                    dequantize_affine_unit(sb, wbuf, r, half, words, sc, i, bits, inside);
                 }
             }
             if t + 1 < steps {
@@ -138,13 +134,20 @@ pub fn moe_qgemm_kernel<T>(
                     let u_id = tid + i * threads;
                     let wrow = tile_weight_row(base, min(u_id / 2, bn - 1), col0, n, bn, gated);
                     let u = min((t + 1) * 2 + u_id % 2, units - 1);
-                    let wb = (wrow * units + u) * bits;
-                    for b in 0..bits {
-                        store(words[i * bits + b], load(packed[wb + b]));
-                    }
-                    let gi = wrow * groups + u / units_per_group;
-                    store(sc[2 * i], load(scales[gi]).cast::<f32>());
-                    store(sc[2 * i + 1], load(biases[gi]).cast::<f32>());
+                    load_affine_unit(
+                        words,
+                        sc,
+                        i,
+                        packed,
+                        scales,
+                        biases,
+                        wrow,
+                        u,
+                        units,
+                        groups,
+                        units_per_group,
+                        bits,
+                    );
                 }
             }
             // The previous tile's product ran under this tile's dequantization; it ends

@@ -17,8 +17,69 @@ use crate::error::{runtime, OpError};
 use crate::matmul::pipelined::store_acc_tiles;
 use crate::matmul::tiled::MATMUL_DTYPES;
 use crate::validate::dtype_in;
-use tessera_macros::kernel;
+use tessera_macros::{func, kernel};
 use tessera_runtime::{Context, Tensor};
+
+/// Loads unit `u` (32 values: `bits` words, one scale and bias) of weight row `wrow` into
+/// slot `i` of a thread's registers: `words[i·bits …]`, `sc[2i]` the scale and `sc[2i + 1]`
+/// the bias, as f32.
+#[allow(clippy::too_many_arguments)]
+#[func]
+pub fn load_affine_unit<T>(
+    mut words: Mem<u32>,
+    mut sc: Mem<f32>,
+    i: u32,
+    packed: Mem<u32>,
+    scales: Mem<T>,
+    biases: Mem<T>,
+    wrow: u32,
+    u: u32,
+    units: u32,
+    groups: u32,
+    units_per_group: u32,
+    bits: u32,
+) {
+    let wb = (wrow * units + u) * bits;
+    for b in 0..bits {
+        store(words[i * bits + b], load(packed[wb + b]));
+    }
+    let gi = wrow * groups + u / units_per_group;
+    store(sc[2 * i], load(scales[gi]).cast::<f32>());
+    store(sc[2 * i + 1], load(biases[gi]).cast::<f32>());
+}
+
+/// Dequantizes the unit in register slot `i` (see [`load_affine_unit`]; zeros where not
+/// `inside` the row) into half `half` (columns `32·half …`) of row `r` of the swizzled B
+/// tile at `wbuf` of `sb`: eight values at a time, each run of eight one 16-byte chunk
+/// of the tile (`swizzled(r, c)` written out for a chunk), so its eight stores become one.
+#[allow(clippy::too_many_arguments)]
+#[func]
+pub fn dequantize_affine_unit<T>(
+    mut sb: Mem<T>,
+    wbuf: u32,
+    r: u32,
+    half: u32,
+    words: Mem<u32>,
+    sc: Mem<f32>,
+    i: u32,
+    bits: u32,
+    inside: bool,
+) {
+    let scale = select(inside, load(sc[2 * i]), 0.0f32);
+    let bias = select(inside, load(sc[2 * i + 1]), 0.0f32);
+    for q in 0..4 {
+        let at = wbuf + r * 64 + (((4 * half + q) ^ (r & 7)) << 3);
+        for jj in 0..8 {
+            let bit = (q * 8 + jj) * bits;
+            let word = load(words[i * bits + bit / 32]);
+            // The last word never starts a straddling value: a unit ends on a word
+            // boundary.
+            let next = load(words[i * bits + min(bit / 32 + 1, bits - 1)]);
+            let w = affine_weight(word, next, bit % 32, bits, scale, bias);
+            store(sb[at + jj], w.cast::<T>());
+        }
+    }
+}
 
 /// `y[r, c] = Σ_k x[r, k]·round(scale·q[c, k] + bias)` on tiles: `units = K / 32`,
 /// `units_per_group = group_size / 32`, threadgroups in bands of `band` column tiles. A
@@ -71,13 +132,20 @@ pub fn affine_qgemm_kernel<T>(
         let e = tid + i * threads;
         let wrow = min(col0 + e / 2, n - 1);
         let u = min(e % 2, units - 1);
-        let wb = (wrow * units + u) * bits;
-        for b in 0..bits {
-            store(words[i * bits + b], load(packed[wb + b]));
-        }
-        let gi = wrow * groups + u / units_per_group;
-        store(sc[2 * i], load(scales[gi]).cast::<f32>());
-        store(sc[2 * i + 1], load(biases[gi]).cast::<f32>());
+        load_affine_unit(
+            words,
+            sc,
+            i,
+            packed,
+            scales,
+            biases,
+            wrow,
+            u,
+            units,
+            groups,
+            units_per_group,
+            bits,
+        );
     }
     for t in 0..tiles {
         let wbuf = (t % 2) * bn * 64;
@@ -86,36 +154,27 @@ pub fn affine_qgemm_kernel<T>(
             let r = e / 2;
             let half = e % 2;
             let inside = t * 2 + half < units;
-            let scale = select(inside, load(sc[2 * i]), 0.0f32);
-            let bias = select(inside, load(sc[2 * i + 1]), 0.0f32);
-            // Eight values at a time: columns 8·(4·half + q) … of row r, one 16-byte
-            // chunk of the swizzled tile (`swizzled(r, c)` written out for a chunk), so the
-            // eight stores become one.
-            for q in 0..4 {
-                let at = wbuf + r * 64 + (((4 * half + q) ^ (r & 7)) << 3);
-                for jj in 0..8 {
-                    let bit = (q * 8 + jj) * bits;
-                    let word = load(words[i * bits + bit / 32]);
-                    // The last word never starts a straddling value: a unit ends on a
-                    // word boundary.
-                    let next = load(words[i * bits + min(bit / 32 + 1, bits - 1)]);
-                    let w = affine_weight(word, next, bit % 32, bits, scale, bias);
-                    store(sb[at + jj], w.cast::<T>());
-                }
-            }
+            dequantize_affine_unit(sb, wbuf, r, half, words, sc, i, bits, inside);
         }
         if t + 1 < tiles {
             for i in 0..per {
                 let e = tid + i * threads;
                 let wrow = min(col0 + e / 2, n - 1);
                 let u = min((t + 1) * 2 + e % 2, units - 1);
-                let wb = (wrow * units + u) * bits;
-                for b in 0..bits {
-                    store(words[i * bits + b], load(packed[wb + b]));
-                }
-                let gi = wrow * groups + u / units_per_group;
-                store(sc[2 * i], load(scales[gi]).cast::<f32>());
-                store(sc[2 * i + 1], load(biases[gi]).cast::<f32>());
+                load_affine_unit(
+                    words,
+                    sc,
+                    i,
+                    packed,
+                    scales,
+                    biases,
+                    wrow,
+                    u,
+                    units,
+                    groups,
+                    units_per_group,
+                    bits,
+                );
             }
         }
         // The previous tile's product ran under this tile's dequantization; it must end
