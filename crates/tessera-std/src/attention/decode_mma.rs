@@ -6,9 +6,11 @@
 //! one cache (a block of new tokens, `sdpa_multi_query`) fill the 16 rows with whole GQA
 //! groups of several query rows, so the cache is read once per `16 / gqa` rows.
 //!
-//! The chunk is walked in blocks of `4096 / head_dim` keys. Each thread holds four 16-byte vectors of the next block's K and V in registers (issued before the current block's
-//! arithmetic; the queries' loads go out first, then the first block's), and stores them
-//! into padded threadgroup tiles at the top of the next step.
+//! The chunk is walked in blocks of `block_keys` keys (`mma_block_keys`: 4096 elements of
+//! K or V, twice that for one-byte codes where threadgroup memory allows). Each thread
+//! holds its vectors of 8 elements of the next block's K and V in registers (issued before
+//! the current block's arithmetic; the queries' loads go out first, then the first
+//! block's), and stores them into padded threadgroup tiles at the top of the next step.
 //! Per block: the scores `Q·Kᵀ` (each simdgroup one 16-key tile over a quarter, half or
 //! all of head_dim; the partial tiles are summed by the softmax threads); an online
 //! softmax by 8 threads per head row (the score tiles are stored with a row stride of 24
@@ -41,9 +43,15 @@ use tessera_macros::{func, kernel};
 /// The head dims the fragment kernel serves.
 pub const MMA_HEAD_DIMS: [u32; 3] = [64, 128, 256];
 
-/// Keys per block for `head_dim`: a K or V block is 4096 elements.
-pub fn mma_block_keys(head_dim: u32) -> u32 {
-    4096 / head_dim
+/// Keys per block for `head_dim`: a K or V block is 4096 elements, or for a quantized
+/// cache (`quantized`) on a device whose threadgroups hold `max_shared` ≥ 64 KiB, 8192
+/// codes (at most 64 keys: four score tiles), so a block carries the float block's bytes.
+pub fn mma_block_keys(head_dim: u32, quantized: bool, max_shared: usize) -> u32 {
+    if quantized && max_shared >= 64 * 1024 {
+        (8192 / head_dim).min(64)
+    } else {
+        4096 / head_dim
+    }
 }
 
 /// The (query row, head) of fragment row `r`, as the row's index in `q`'s `[rows ·
@@ -145,6 +153,7 @@ pub fn sdpa_decode_mma_kernel<T, C>(
     #[constexpr] direct: u32,
     #[constexpr] paged: u32,
     #[constexpr] quant: u32,
+    #[constexpr] block_keys: u32,
 ) {
     // P·V sums grow with the softmax sum, so V near f32's range would overflow the f32
     // accumulators: where T has f32's exponent range (bf16), P enters the fragments scaled
@@ -155,7 +164,9 @@ pub fn sdpa_decode_mma_kernel<T, C>(
     let p_scale = select(wide, 5.960_464_5e-8f32, 1.0f32);
     let unscale = select(wide, 16_777_216.0f32, 1.0f32);
     let to_partial = select(wide, 1.0f32, 5.960_464_5e-8f32);
-    let bk = 4096 / head_dim;
+    let bk = block_keys;
+    // 16-byte vectors of a K or V block a thread holds.
+    let nv = bk * head_dim / 1024;
     let dp = head_dim + 8;
     let pp = bk + 8;
     let kpl = bk / 8;
@@ -201,8 +212,17 @@ pub fn sdpa_decode_mma_kernel<T, C>(
     let rsh = threadgroup_array::<f32>(16);
     // A quantized block's K scales, then its V scales.
     let scsh = threadgroup_array::<f32>(select(quant != 0, 2 * bk, 4));
-    let kr = stack_array::<C>(32);
-    let vr = stack_array::<C>(32);
+    // One-byte codes in blocks past the float block's 4096 elements arrive by 16-byte
+    // copies into `csh` (K then V, each thread's own 16-code vectors) instead of
+    // registers, which the larger block would exhaust.
+    let via_copies = quant != 0 && bk * head_dim > 4096;
+    let cvecs = head_dim / 16;
+    // 16 codes a copy (`cw` is 16 bytes of a float cache too, which never copies).
+    let cw = select(quant != 0, 16u32, 8u32);
+    let nc = bk * head_dim / 2048;
+    let csh = threadgroup_array::<C>(select(via_copies, 2 * bk * head_dim, 16));
+    let kr = stack_array::<C>(select(via_copies, 8, 8 * nv));
+    let vr = stack_array::<C>(select(via_copies, 8, 8 * nv));
     let mut k_sc = 0.0f32;
     let mut v_sc = 0.0f32;
     let sv = stack_array::<f32>(kpl);
@@ -254,14 +274,31 @@ pub fn sdpa_decode_mma_kernel<T, C>(
         // into the same registers, then compute on the tiles.
         if it > 0 {
             barrier();
-            for i in 0..4 {
-                let vi = tid + 128 * i;
-                let at = (vi / vecs) * dp + (vi % vecs) * 8;
-                for e in 0..8 {
-                    store(ksh[at + e], tile_value(load(kr[i * 8 + e]), ksh, quant));
+            if via_copies {
+                // This thread's own copies: visible to it after the wait, no barrier.
+                wait_copies(0);
+                for i in 0..nc {
+                    let ci = tid + 128 * i;
+                    let at = (ci / cvecs) * dp + (ci % cvecs) * 16;
+                    for e in 0..16 {
+                        let x = load(csh[ci * 16 + e]);
+                        store(ksh[at + e], tile_value(x, ksh, quant));
+                    }
+                    for e in 0..16 {
+                        let x = load(csh[bk * head_dim + ci * 16 + e]);
+                        store(vsh[at + e], tile_value(x, vsh, quant));
+                    }
                 }
-                for e in 0..8 {
-                    store(vsh[at + e], tile_value(load(vr[i * 8 + e]), vsh, quant));
+            } else {
+                for i in 0..nv {
+                    let vi = tid + 128 * i;
+                    let at = (vi / vecs) * dp + (vi % vecs) * 8;
+                    for e in 0..8 {
+                        store(ksh[at + e], tile_value(load(kr[i * 8 + e]), ksh, quant));
+                    }
+                    for e in 0..8 {
+                        store(vsh[at + e], tile_value(load(vr[i * 8 + e]), vsh, quant));
+                    }
                 }
             }
             if quant != 0 && tid < bk {
@@ -271,20 +308,36 @@ pub fn sdpa_decode_mma_kernel<T, C>(
         }
         if it < nblocks {
             let b = jb + it * bk;
-            for i in 0..4 {
-                let vi = tid + 128 * i;
-                let j = b + vi / vecs;
-                let jc = select(j < je, j, b);
-                let pos = select(jc < s_end, jc, jc - s_end + lo);
-                let base = key_row(
-                    pages, first, pos, cache, kvh, page_size, page_shift, page_rows, slot_rows,
-                    head_rows, head_dim, paged,
-                ) + (vi % vecs) * 8;
-                for e in 0..8 {
-                    store(kr[i * 8 + e], load(k[base + e]));
+            if via_copies {
+                for i in 0..nc {
+                    let ci = tid + 128 * i;
+                    let j = b + ci / cvecs;
+                    let jc = select(j < je, j, b);
+                    let pos = select(jc < s_end, jc, jc - s_end + lo);
+                    let base = key_row(
+                        pages, first, pos, cache, kvh, page_size, page_shift, page_rows, slot_rows,
+                        head_rows, head_dim, paged,
+                    ) + (ci % cvecs) * 16;
+                    copy_async(csh[ci * 16], k[base], cw);
+                    copy_async(csh[bk * head_dim + ci * 16], v[base], cw);
                 }
-                for e in 0..8 {
-                    store(vr[i * 8 + e], load(v[base + e]));
+                commit_copies();
+            } else {
+                for i in 0..nv {
+                    let vi = tid + 128 * i;
+                    let j = b + vi / vecs;
+                    let jc = select(j < je, j, b);
+                    let pos = select(jc < s_end, jc, jc - s_end + lo);
+                    let base = key_row(
+                        pages, first, pos, cache, kvh, page_size, page_shift, page_rows, slot_rows,
+                        head_rows, head_dim, paged,
+                    ) + (vi % vecs) * 8;
+                    for e in 0..8 {
+                        store(kr[i * 8 + e], load(k[base + e]));
+                    }
+                    for e in 0..8 {
+                        store(vr[i * 8 + e], load(v[base + e]));
+                    }
                 }
             }
             if quant != 0 && tid < bk {

@@ -139,14 +139,13 @@ pub struct KvScales<'a> {
 }
 
 /// The value of code byte `code` before its scale (`format` [`KV_INT8`] or [`KV_E4M3`]).
+/// An int8 code is read without an integer-to-float conversion: with its sign bit flipped
+/// it is `c + 128` in 0..=255, which as the low mantissa bits of 2²³ makes the f32
+/// `2²³ + c + 128` exactly, so one subtraction leaves `c`.
 #[func]
 pub fn kv_code_value(code: u32, format: u32) -> f32 {
-    let c = code.cast::<f32>();
-    select(
-        format == 0u32,
-        select(code >= 128u32, c - 256.0f32, c),
-        fp8_decode(code, 0u32),
-    )
+    let int8 = ((code ^ 0x80u32) | 0x4B00_0000u32).bitcast::<f32>() - 8_388_736.0f32;
+    select(format == 0u32, int8, fp8_decode(code, 0u32))
 }
 
 /// The code byte of `x` (already divided by its row's scale): nearest, ties to even,

@@ -224,6 +224,12 @@ impl DecodeCall<'_> {
         self.kv_quant.map_or(0, |s| 1 + s.format.code())
     }
 
+    /// The fragment kernel's keys a block on `ctx`'s device.
+    fn mma_block(&self, ctx: &Context) -> u32 {
+        let shared = ctx.info().max_shared_bytes;
+        mma_block_keys(self.head_dim, self.kv_quant.is_some(), shared)
+    }
+
     /// Fragment-kernel threadgroups per query row and KV chunk: each KV head's group in
     /// blocks of 16 query heads.
     fn mma_head_blocks(&self) -> u32 {
@@ -269,7 +275,7 @@ impl DecodeCall<'_> {
         let groups = self.groups().max(1);
         let visible = self.visible(self.max_len);
         if self.on_fragments() {
-            let per = mma_block_keys(self.head_dim) * 2;
+            let per = self.mma_block(ctx) * 2;
             return (MMA_RESIDENT_GROUPS * units / groups)
                 .min(visible.div_ceil(per))
                 .clamp(1, MAX_SPLITS);
@@ -391,7 +397,7 @@ impl DecodeCall<'_> {
             SPLIT_RUNS.with(|n| n.set(n.get() + 1));
         }
         let step = if self.on_fragments() {
-            mma_block_keys(self.head_dim)
+            self.mma_block(ctx)
         } else {
             g.sgs * g.unroll * 32 / (self.head_dim / g.epl)
         };
@@ -464,6 +470,7 @@ impl DecodeCall<'_> {
                 direct: u32::from(direct),
                 paged,
                 quant: self.mma_quant(),
+                block_keys: self.mma_block(ctx),
             };
             sdpa_decode_mma_kernel::launch(ctx, args, consts)
                 .grid([self.mma_head_blocks(), self.mma_row_blocks(), splits])

@@ -9,6 +9,7 @@
 
 use super::sdpa_decode_paged::{build, Form};
 use super::*;
+use crate::attention::decode_mma::mma_block_keys;
 use crate::attention::kv_quant::{kv_quant_append, kv_quant_append_kernel, KvFormat, KvScales};
 use crate::attention::kv_quant_decode::{
     sdpa_decode_paged_quant, sdpa_decode_quant_partial_kernel, sdpa_multi_query_paged_quant,
@@ -907,13 +908,21 @@ pub(crate) fn decode_uses() -> Vec<KernelUse> {
             }
         }
     }
-    // bf16 queries take the fragment kernel at its head dims.
+    // bf16 queries take the fragment kernel at its head dims, in the blocks of a small
+    // (Metal) and a large (CUDA) threadgroup memory.
     for paged in [PAGED_POW2, PAGED_ANY] {
         for d in MMA_HEAD_DIMS {
             for format in [KvFormat::Int8, KvFormat::E4m3] {
                 for direct in [0, 1] {
-                    let c = [d, 1, 16, direct, paged, 1 + format.code()];
-                    v.push(mma_kernel_use(BF16, U8, &c));
+                    let mut blocks = [32 * 1024, 227 * 1024].map(|s| mma_block_keys(d, true, s));
+                    blocks.sort_unstable();
+                    for (i, &bk) in blocks.iter().enumerate() {
+                        if i > 0 && blocks[i - 1] == bk {
+                            continue;
+                        }
+                        let c = [d, 1, 16, direct, paged, 1 + format.code(), bk];
+                        v.push(mma_kernel_use(BF16, U8, &c));
+                    }
                 }
             }
         }

@@ -318,7 +318,7 @@ fn mma_uses() -> Vec<KernelUse> {
         for d in MMA_HEAD_DIMS {
             for (per_row, hpr) in [(0, 16), (1, 16), (0, 1), (0, 2), (0, 4), (0, 8)] {
                 for direct in [0, 1] {
-                    let c = [d, per_row, hpr, direct, CONTIGUOUS, 0];
+                    let c = [d, per_row, hpr, direct, CONTIGUOUS, 0, 4096 / d];
                     v.push(mma_kernel_use(dt, dt, &c));
                 }
             }

@@ -658,7 +658,7 @@ pub(crate) fn paged_uses() -> Vec<KernelUse> {
         for dt in [F16, BF16] {
             for d in MMA_HEAD_DIMS {
                 for direct in [0, 1] {
-                    let c = [d, 1, 16, direct, paged, 0];
+                    let c = [d, 1, 16, direct, paged, 0, 4096 / d];
                     v.push(mma_kernel_use(dt, dt, &c));
                 }
             }
