@@ -7,6 +7,7 @@
 
 #[cfg(feature = "cases")]
 mod cases;
+pub mod columns;
 mod decl;
 pub mod fwht;
 pub mod kron;
