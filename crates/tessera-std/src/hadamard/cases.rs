@@ -7,6 +7,7 @@
 use super::columns::{columns_layout, hadamard_columns_kernel};
 use super::fwht::{hadamard, hadamard_kernel, layout, OP};
 use super::kron::{hadamard_kron_kernel, kron_layout, max_sub_row, BASES};
+use super::kron_columns::{hadamard_kron_columns_kernel, kron_columns_layout};
 use super::reference;
 use crate::registry::{BenchCase, Case, CaseKind, KernelUse, PreparedBench};
 use crate::testing::{
@@ -171,6 +172,10 @@ pub(crate) fn hadamard_kernels() -> Vec<KernelUse> {
             for k in 0..=max_sub_row(m).trailing_zeros() {
                 if let Some(l) = kron_layout(m << k) {
                     v.push(kernel_use(&hadamard_kron_kernel::DEF, dtype, &l.consts()));
+                    if let Some(c) = kron_columns_layout(l, 227 * 1024) {
+                        let def = &hadamard_kron_columns_kernel::DEF;
+                        v.push(kernel_use(def, dtype, &c.consts()));
+                    }
                 }
             }
         }

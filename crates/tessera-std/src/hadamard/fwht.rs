@@ -10,6 +10,7 @@
 
 use super::columns::columns_layout;
 use super::kron::kron_layout;
+use super::kron_columns::kron_columns_layout;
 use crate::error::{runtime, OpError};
 use crate::validate::{distinct, dtype_in, dtype_is, fits_u32, rows_of, shape_is, FLOAT_DTYPES};
 use tessera_macros::kernel;
@@ -173,10 +174,14 @@ pub fn hadamard(ctx: &Context, x: &Tensor, scale: f32, out: &Tensor) -> Result<(
     distinct(OP, out, &[("x", x)])?;
     dtype_is(OP, "out", out, x.dtype())?;
     shape_is(OP, "out", out, x.shape())?;
+    let shared = ctx.info().max_shared_bytes;
     if let Some(l) = kron {
+        if let Some(c) = kron_columns_layout(l, shared) {
+            return super::kron_columns::launch(ctx, x, scale, out, rows as u32, c);
+        }
         return super::kron::launch(ctx, x, scale, out, rows as u32, l);
     }
-    if let Some(l) = columns_layout(n as u32, ctx.info().max_shared_bytes) {
+    if let Some(l) = columns_layout(n as u32, shared) {
         return super::columns::launch(ctx, x, scale, out, rows as u32, l);
     }
     let l = layout(n as u32);

@@ -11,6 +11,7 @@ pub mod columns;
 mod decl;
 pub mod fwht;
 pub mod kron;
+pub mod kron_columns;
 #[cfg(feature = "cases")]
 pub mod reference;
 
