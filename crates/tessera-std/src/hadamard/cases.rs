@@ -4,7 +4,9 @@
 //! 20·2^k and 28·2^k up to 32768, a 3-D x, scale 1 and 1/√n, a NaN and an infinity in a
 //! row; rejections; benches at 64 MiB and more.
 
-use super::columns::{columns_layout, hadamard_columns_kernel};
+use super::columns::{
+    columns_layout, hadamard_columns_kernel, hadamard_columns_wide_kernel, WIDE_N,
+};
 use super::fwht::{hadamard, hadamard_kernel, layout, OP};
 use super::kron::{hadamard_kron_kernel, kron_layout, max_sub_row, BASES};
 use super::kron_columns::{hadamard_kron_columns_kernel, kron_columns_layout};
@@ -160,11 +162,12 @@ pub(crate) fn hadamard_kernels() -> Vec<KernelUse> {
             for limit in [227 * 1024, 32 * 1024] {
                 if let Some(c) = columns_layout(1 << k, limit).filter(|c| !seen.contains(c)) {
                     seen.push(c);
-                    v.push(kernel_use(
-                        &hadamard_columns_kernel::DEF,
-                        dtype,
-                        &c.consts(),
-                    ));
+                    let def = if c.n == WIDE_N {
+                        &hadamard_columns_wide_kernel::DEF
+                    } else {
+                        &hadamard_columns_kernel::DEF
+                    };
+                    v.push(kernel_use(def, dtype, &c.consts()));
                 }
             }
         }

@@ -47,21 +47,24 @@ fn register_butterflies(mut v: Mem<f32>, len: u32, bits: u32) {
 }
 
 /// `out[r] = scale · x[r] · H_n`, each row on `n / epl` threads, `rows_per_group` rows a
-/// threadgroup; threads of rows past the last hold zeros and store nothing. Compiled for
-/// threadgroups of up to 512 threads (64 registers of the row a thread).
-#[kernel(group_size = 512, groups_per_core = 1)]
+/// threadgroup; threads of rows past the last hold zeros and store nothing. The body of
+/// both kernels below, which differ only in the registers they are compiled for: `v`
+/// holds a thread's `epl` elements, `buf` the threadgroup's rows.
+#[func]
 #[allow(clippy::too_many_arguments)]
-pub fn hadamard_columns_kernel<T>(
-    x: Tensor<T>,
-    mut out: Tensor<T>,
+fn transform_rows<T>(
+    x: Mem<T>,
+    mut out: Mem<T>,
+    mut v: Mem<f32>,
+    mut buf: Mem<f32>,
     scale: f32,
     rows: u32,
-    #[constexpr] n: u32,
-    #[constexpr] epl: u32,
-    #[constexpr] reg_bits: u32,
-    #[constexpr] lane_bits: u32,
-    #[constexpr] column_bits: u32,
-    #[constexpr] rows_per_group: u32,
+    n: u32,
+    epl: u32,
+    reg_bits: u32,
+    lane_bits: u32,
+    column_bits: u32,
+    rows_per_group: u32,
 ) {
     let threads = n / epl;
     let tid = thread_id();
@@ -70,7 +73,6 @@ pub fn hadamard_columns_kernel<T>(
     let row = group_id_x() * rows_per_group + slot;
     let active = row < rows;
     let first = select(active, row, 0u32) * n;
-    let v = stack_array::<f32>(epl);
     for e in 0..epl {
         // Scaled first, as in `fwht`: partial sums stay in range where the result does.
         let a = load(x[first + t * epl + e]).cast::<f32>() * scale;
@@ -86,7 +88,6 @@ pub fn hadamard_columns_kernel<T>(
             store(v[e], select(upper, b - a, a + b));
         }
     }
-    let buf = threadgroup_array::<f32>(rows_per_group * n);
     let base = slot * n;
     for e in 0..epl {
         store(buf[base + swizzled(t * epl + e, reg_bits)], load(v[e]));
@@ -112,6 +113,74 @@ pub fn hadamard_columns_kernel<T>(
     }
 }
 
+/// [`transform_rows`] for threadgroups of up to 512 threads (64 registers of the row a
+/// thread, 128 registers in all).
+#[kernel(group_size = 512, groups_per_core = 1)]
+#[allow(clippy::too_many_arguments)]
+pub fn hadamard_columns_kernel<T>(
+    x: Tensor<T>,
+    mut out: Tensor<T>,
+    scale: f32,
+    rows: u32,
+    #[constexpr] n: u32,
+    #[constexpr] epl: u32,
+    #[constexpr] reg_bits: u32,
+    #[constexpr] lane_bits: u32,
+    #[constexpr] column_bits: u32,
+    #[constexpr] rows_per_group: u32,
+) {
+    let v = stack_array::<f32>(epl);
+    let buf = threadgroup_array::<f32>(rows_per_group * n);
+    transform_rows(
+        x,
+        out,
+        v,
+        buf,
+        scale,
+        rows,
+        n,
+        epl,
+        reg_bits,
+        lane_bits,
+        column_bits,
+        rows_per_group,
+    );
+}
+
+/// [`transform_rows`] for threadgroups of up to 256 threads: rows of 32768 at 128
+/// elements a thread (one lane bit instead of three), up to 255 registers a thread.
+#[kernel(group_size = 256, groups_per_core = 1)]
+#[allow(clippy::too_many_arguments)]
+pub fn hadamard_columns_wide_kernel<T>(
+    x: Tensor<T>,
+    mut out: Tensor<T>,
+    scale: f32,
+    rows: u32,
+    #[constexpr] n: u32,
+    #[constexpr] epl: u32,
+    #[constexpr] reg_bits: u32,
+    #[constexpr] lane_bits: u32,
+    #[constexpr] column_bits: u32,
+    #[constexpr] rows_per_group: u32,
+) {
+    let v = stack_array::<f32>(epl);
+    let buf = threadgroup_array::<f32>(rows_per_group * n);
+    transform_rows(
+        x,
+        out,
+        v,
+        buf,
+        scale,
+        rows,
+        n,
+        epl,
+        reg_bits,
+        lane_bits,
+        column_bits,
+        rows_per_group,
+    );
+}
+
 /// How a row of n = 2^k is spread over [`hadamard_columns_kernel`]'s threads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ColumnsLayout {
@@ -123,12 +192,15 @@ pub struct ColumnsLayout {
     pub rows_per_group: u32,
 }
 
+/// The row length held at 128 elements a thread, on [`hadamard_columns_wide_kernel`].
+pub const WIDE_N: u32 = 1 << 15;
+
 /// Threads a threadgroup aims at: rows of fewer threads share one.
 const TARGET_GROUP: u32 = 128;
 
 /// The layout for rows of `n`, or None where it does not apply (n not a power of two in
 /// [`MIN_N`] ..= 32768, or one row's `4·n` bytes over `max_shared_bytes`): 64 elements a
-/// thread (32 at n = 1024), as few lane bits as leave the column bits within the
+/// thread (32 at n = 1024, 128 at 32768), as few lane bits as leave the column bits within the
 /// registers, and rows sharing a threadgroup up to 128 threads while their threadgroup
 /// memory fits.
 pub fn columns_layout(n: u32, max_shared_bytes: usize) -> Option<ColumnsLayout> {
@@ -136,7 +208,11 @@ pub fn columns_layout(n: u32, max_shared_bytes: usize) -> Option<ColumnsLayout> 
         return None;
     }
     let k = n.trailing_zeros();
-    let reg_bits = if n == MIN_N { 5 } else { 6 };
+    let reg_bits = match n {
+        MIN_N => 5,
+        WIDE_N => 7,
+        _ => 6,
+    };
     let lane_bits = k.saturating_sub(2 * reg_bits);
     let threads = n >> reg_bits;
     let row_bytes = 4 * n as usize;
@@ -185,26 +261,51 @@ pub(super) fn launch(
     rows: u32,
     l: ColumnsLayout,
 ) -> Result<(), OpError> {
-    hadamard_columns_kernel::launch(
-        ctx,
-        hadamard_columns_kernel::Args {
-            x,
-            out,
-            scale,
-            rows,
-        },
-        hadamard_columns_kernel::Consts {
-            n: l.n,
-            epl: l.epl,
-            reg_bits: l.reg_bits,
-            lane_bits: l.lane_bits,
-            column_bits: l.column_bits,
-            rows_per_group: l.rows_per_group,
-        },
-    )
-    .grid([rows.div_ceil(l.rows_per_group), 1, 1])
-    .group_size(l.threads() * l.rows_per_group)
-    .run()
+    let group = l.threads() * l.rows_per_group;
+    let grid = [rows.div_ceil(l.rows_per_group), 1, 1];
+    if l.n == WIDE_N {
+        hadamard_columns_wide_kernel::launch(
+            ctx,
+            hadamard_columns_wide_kernel::Args {
+                x,
+                out,
+                scale,
+                rows,
+            },
+            hadamard_columns_wide_kernel::Consts {
+                n: l.n,
+                epl: l.epl,
+                reg_bits: l.reg_bits,
+                lane_bits: l.lane_bits,
+                column_bits: l.column_bits,
+                rows_per_group: l.rows_per_group,
+            },
+        )
+        .grid(grid)
+        .group_size(group)
+        .run()
+    } else {
+        hadamard_columns_kernel::launch(
+            ctx,
+            hadamard_columns_kernel::Args {
+                x,
+                out,
+                scale,
+                rows,
+            },
+            hadamard_columns_kernel::Consts {
+                n: l.n,
+                epl: l.epl,
+                reg_bits: l.reg_bits,
+                lane_bits: l.lane_bits,
+                column_bits: l.column_bits,
+                rows_per_group: l.rows_per_group,
+            },
+        )
+        .grid(grid)
+        .group_size(group)
+        .run()
+    }
     .map_err(runtime(super::fwht::OP))
 }
 
@@ -226,7 +327,8 @@ mod tests {
                 };
                 assert_eq!(l.reg_bits + l.lane_bits + l.column_bits, k);
                 assert!(l.column_bits <= l.reg_bits && l.reg_bits >= 5 && l.lane_bits <= 5);
-                assert!(l.threads() >= 32 && l.threads() * l.rows_per_group <= 512);
+                let most = if n == WIDE_N { 256 } else { 512 };
+                assert!(l.threads() >= 32 && l.threads() * l.rows_per_group <= most);
                 assert!((l.rows_per_group * n * 4) as usize <= limit);
             }
         }
