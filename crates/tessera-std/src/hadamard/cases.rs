@@ -51,8 +51,9 @@ fn correctness(dtype: DType, shape: Vec<usize>, scale: Option<f64>) -> Case {
     }
 }
 
-/// A NaN in row 0 and +∞ in row 1 of three rows of `n` (64, 2048 or 12·8): the whole of row 0
-/// is NaN, row 1 is ±∞ everywhere, row 2 matches the reference.
+/// A NaN in row 0 and +∞ in row 1 of three rows of `n` (64, 8192, 12·8 or 12·256: lane
+/// shuffles on each path): the whole of row 0 is NaN, row 1 is ±∞ everywhere, row 2
+/// matches the reference.
 fn non_finite(dtype: DType, n: usize) -> Case {
     Case {
         op: OP,
@@ -97,8 +98,9 @@ pub(crate) fn hadamard_cases() -> Vec<Case> {
         v.push(correctness(dtype, vec![2, 3, 128], Some(1.0)));
         v.push(correctness(dtype, vec![3, 2, 20 * 64], Some(1.0)));
         v.push(non_finite(dtype, 64));
-        v.push(non_finite(dtype, 2048));
+        v.push(non_finite(dtype, 8192));
         v.push(non_finite(dtype, 12 * 8));
+        v.push(non_finite(dtype, 12 * 256));
     }
     v.push(rejection(
         OP,

@@ -81,11 +81,13 @@ fn transform_rows<T>(
     register_butterflies(v, epl, reg_bits);
     for s in 0..lane_bits {
         let h = 1u32 << s;
+        // The lower lane of a pair keeps a + b, the upper b − a: b ± a as one fma.
         let upper = ((simd_lane() >> s) & 1u32) == 1u32;
+        let sign = select(upper, -1.0f32, 1.0f32);
         for e in 0..epl {
             let a = load(v[e]);
             let b = simd_shuffle_xor(a, h);
-            store(v[e], select(upper, b - a, a + b));
+            store(v[e], fma(sign, a, b));
         }
     }
     let base = slot * n;

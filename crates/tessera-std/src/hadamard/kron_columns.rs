@@ -75,12 +75,14 @@ pub fn hadamard_kron_columns_kernel<T>(
     grouped_butterflies(v, regs, reg_bits);
     for s in 0..lane_bits {
         let h = 1u32 << s;
+        // The lower lane of a pair keeps a + b, the upper b − a: b ± a as one fma.
         let upper = ((simd_lane() >> s) & 1u32) == 1u32;
+        let sign = select(upper, -1.0f32, 1.0f32);
         for c in 0..m {
             for e in 0..epl {
                 let a = load(v[c * epl + e]);
                 let b = simd_shuffle_xor(a, h);
-                store(v[c * epl + e], select(upper, b - a, a + b));
+                store(v[c * epl + e], fma(sign, a, b));
             }
         }
     }
