@@ -9,7 +9,9 @@ use super::columns::{
 };
 use super::fwht::{hadamard, hadamard_kernel, layout, OP};
 use super::kron::{hadamard_kron_kernel, kron_layout, max_sub_row, BASES};
-use super::kron_columns::{hadamard_kron_columns_kernel, kron_columns_layout};
+use super::kron_columns::{
+    hadamard_kron_columns_kernel, hadamard_kron_columns_wide_kernel, kron_columns_layout,
+};
 use super::reference;
 use crate::registry::{BenchCase, Case, CaseKind, KernelUse, PreparedBench};
 use crate::testing::{
@@ -178,7 +180,11 @@ pub(crate) fn hadamard_kernels() -> Vec<KernelUse> {
                 if let Some(l) = kron_layout(m << k) {
                     v.push(kernel_use(&hadamard_kron_kernel::DEF, dtype, &l.consts()));
                     if let Some(c) = kron_columns_layout(l, 227 * 1024) {
-                        let def = &hadamard_kron_columns_kernel::DEF;
+                        let def = if c.wide() {
+                            &hadamard_kron_columns_wide_kernel::DEF
+                        } else {
+                            &hadamard_kron_columns_kernel::DEF
+                        };
                         v.push(kernel_use(def, dtype, &c.consts()));
                     }
                 }

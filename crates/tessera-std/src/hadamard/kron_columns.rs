@@ -38,34 +38,37 @@ fn grouped_butterflies(mut v: Mem<f32>, len: u32, bits: u32) {
     }
 }
 
-/// `out[r] = scale · (H_m ⊗ H_p) · x[r]`, one row a threadgroup of `p / epl` threads.
-/// Compiled for two 256-thread groups a core (128 registers a thread, m·epl ≤ 64 of them
-/// the row's).
-#[kernel(group_size = 256, groups_per_core = 2)]
+/// `out[r] = scale · (H_m ⊗ H_p) · x[r]`, one row a threadgroup of `p / epl` threads: the
+/// body of both kernels below, which differ only in the registers they are compiled for.
+/// `v` holds a thread's m·epl elements, `acc` one sub-row's epl sums, `signs` H_m and
+/// `buf` the row.
+#[func]
 #[allow(clippy::too_many_arguments)]
-pub fn hadamard_kron_columns_kernel<T>(
-    x: Tensor<T>,
-    mut out: Tensor<T>,
+fn transform_kron_row<T>(
+    x: Mem<T>,
+    mut out: Mem<T>,
+    mut v: Mem<f32>,
+    mut acc: Mem<f32>,
+    mut signs: Mem<f32>,
+    mut buf: Mem<f32>,
     scale: f32,
-    #[constexpr] m: u32,
-    #[constexpr] q: u32,
-    #[constexpr] residues: u32,
-    #[constexpr] p: u32,
-    #[constexpr] epl: u32,
-    #[constexpr] reg_bits: u32,
-    #[constexpr] lane_bits: u32,
-    #[constexpr] column_bits: u32,
+    m: u32,
+    q: u32,
+    residues: u32,
+    p: u32,
+    epl: u32,
+    reg_bits: u32,
+    lane_bits: u32,
+    column_bits: u32,
 ) {
     let threads = p / epl;
     let regs = m * epl;
     let t = thread_id();
     let first = group_id_x() * m * p;
-    let signs = threadgroup_array::<f32>(m * m);
     for i in range(t, m * m, threads) {
         store(signs[i], base_entry(i / m, i % m, m, q, residues));
     }
     // Register c·epl + e holds element t·epl + e of sub-row c, scaled first (as fwht).
-    let v = stack_array::<f32>(m * epl);
     for c in 0..m {
         for e in 0..epl {
             let a = load(x[first + c * p + t * epl + e]).cast::<f32>() * scale;
@@ -88,8 +91,6 @@ pub fn hadamard_kron_columns_kernel<T>(
     }
     barrier();
     // Sub-row r of the mixed row is Σ_c H_m[r][c] · sub-row c, written in row order.
-    let buf = threadgroup_array::<f32>(m * p);
-    let acc = stack_array::<f32>(epl);
     for r in 0..m {
         for e in 0..epl {
             store(acc[e], 0.0f32);
@@ -126,7 +127,88 @@ pub fn hadamard_kron_columns_kernel<T>(
     }
 }
 
-/// How a row of n = m·p is spread over [`hadamard_kron_columns_kernel`]'s threads.
+/// [`transform_kron_row`] for two 256-thread groups a core: 128 registers a thread, m·epl
+/// ≤ 64 of them the row's.
+#[kernel(group_size = 256, groups_per_core = 2)]
+#[allow(clippy::too_many_arguments)]
+pub fn hadamard_kron_columns_kernel<T>(
+    x: Tensor<T>,
+    mut out: Tensor<T>,
+    scale: f32,
+    #[constexpr] m: u32,
+    #[constexpr] q: u32,
+    #[constexpr] residues: u32,
+    #[constexpr] p: u32,
+    #[constexpr] epl: u32,
+    #[constexpr] reg_bits: u32,
+    #[constexpr] lane_bits: u32,
+    #[constexpr] column_bits: u32,
+) {
+    let v = stack_array::<f32>(m * epl);
+    let acc = stack_array::<f32>(epl);
+    let signs = threadgroup_array::<f32>(m * m);
+    let buf = threadgroup_array::<f32>(m * p);
+    transform_kron_row(
+        x,
+        out,
+        v,
+        acc,
+        signs,
+        buf,
+        scale,
+        m,
+        q,
+        residues,
+        p,
+        epl,
+        reg_bits,
+        lane_bits,
+        column_bits,
+    );
+}
+
+/// [`transform_kron_row`] for two 128-thread groups a core: up to 255 registers a thread,
+/// m·epl ≤ 128 of them the row's (fewer lane bits at the same occupancy).
+#[kernel(group_size = 128, groups_per_core = 2)]
+#[allow(clippy::too_many_arguments)]
+pub fn hadamard_kron_columns_wide_kernel<T>(
+    x: Tensor<T>,
+    mut out: Tensor<T>,
+    scale: f32,
+    #[constexpr] m: u32,
+    #[constexpr] q: u32,
+    #[constexpr] residues: u32,
+    #[constexpr] p: u32,
+    #[constexpr] epl: u32,
+    #[constexpr] reg_bits: u32,
+    #[constexpr] lane_bits: u32,
+    #[constexpr] column_bits: u32,
+) {
+    let v = stack_array::<f32>(m * epl);
+    let acc = stack_array::<f32>(epl);
+    let signs = threadgroup_array::<f32>(m * m);
+    let buf = threadgroup_array::<f32>(m * p);
+    transform_kron_row(
+        x,
+        out,
+        v,
+        acc,
+        signs,
+        buf,
+        scale,
+        m,
+        q,
+        residues,
+        p,
+        epl,
+        reg_bits,
+        lane_bits,
+        column_bits,
+    );
+}
+
+/// How a row of n = m·p is spread over the threads of [`hadamard_kron_columns_kernel`] or
+/// its wide twin.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KronColumnsLayout {
     pub base: KronLayout,
@@ -136,15 +218,20 @@ pub struct KronColumnsLayout {
     pub column_bits: u32,
 }
 
-/// Registers of the row a thread at most.
+/// Registers of the row a thread at most: on [`hadamard_kron_columns_kernel`] (up to 256
+/// threads), and on [`hadamard_kron_columns_wide_kernel`] (up to [`WIDE_THREADS`]).
 const MAX_REGS: u32 = 64;
+const MAX_WIDE_REGS: u32 = 128;
+/// The most threads a row on the wide kernel.
+pub const WIDE_THREADS: u32 = 128;
 
 /// The layout for the base `l` (from [`super::kron::kron_layout`]), or None where it does
 /// not apply: fewer than 32 threads a row, or the row and the signs over
 /// `max_shared_bytes`. `epl` elements of each sub-row a thread (a power of two, 32 to 256
 /// threads a row) with at most five lane bits and as many column bits as divide the m·epl
-/// registers; the largest `epl` within 64 registers (fewest shuffles). Rows of 12·2048,
-/// 20·1024 and 28·1024 need more and stay on [`super::kron`].
+/// registers; the largest `epl` (fewest shuffles) within 64 registers, or 128 at up to 128
+/// threads a row. Rows of 12·2048, 20·1024 and 28·1024 need more and stay on
+/// [`super::kron`].
 pub fn kron_columns_layout(l: KronLayout, max_shared_bytes: usize) -> Option<KronColumnsLayout> {
     let (m, p) = (l.m, l.p);
     if 4 * (m * p + m * m) as usize > max_shared_bytes {
@@ -172,11 +259,16 @@ pub fn kron_columns_layout(l: KronLayout, max_shared_bytes: usize) -> Option<Kro
     };
     [8, 4, 2, 1]
         .into_iter()
-        .filter(|e| m * e <= MAX_REGS)
+        .filter(|&e| m * e <= MAX_REGS || (m * e <= MAX_WIDE_REGS && p / e <= WIDE_THREADS))
         .find_map(fits)
 }
 
 impl KronColumnsLayout {
+    /// Whether it runs on [`hadamard_kron_columns_wide_kernel`].
+    pub fn wide(&self) -> bool {
+        self.base.m * self.epl > MAX_REGS
+    }
+
     /// The kernel's constexprs, in order.
     pub fn consts(&self) -> [u32; 8] {
         [
@@ -201,23 +293,44 @@ pub(super) fn launch(
     rows: u32,
     l: KronColumnsLayout,
 ) -> Result<(), OpError> {
-    hadamard_kron_columns_kernel::launch(
-        ctx,
-        hadamard_kron_columns_kernel::Args { x, out, scale },
-        hadamard_kron_columns_kernel::Consts {
-            m: l.base.m,
-            q: l.base.q,
-            residues: l.base.residues,
-            p: l.base.p,
-            epl: l.epl,
-            reg_bits: l.reg_bits,
-            lane_bits: l.lane_bits,
-            column_bits: l.column_bits,
-        },
-    )
-    .grid([rows, 1, 1])
-    .group_size(l.base.p / l.epl)
-    .run()
+    let (grid, group) = ([rows, 1, 1], l.base.p / l.epl);
+    if l.wide() {
+        hadamard_kron_columns_wide_kernel::launch(
+            ctx,
+            hadamard_kron_columns_wide_kernel::Args { x, out, scale },
+            hadamard_kron_columns_wide_kernel::Consts {
+                m: l.base.m,
+                q: l.base.q,
+                residues: l.base.residues,
+                p: l.base.p,
+                epl: l.epl,
+                reg_bits: l.reg_bits,
+                lane_bits: l.lane_bits,
+                column_bits: l.column_bits,
+            },
+        )
+        .grid(grid)
+        .group_size(group)
+        .run()
+    } else {
+        hadamard_kron_columns_kernel::launch(
+            ctx,
+            hadamard_kron_columns_kernel::Args { x, out, scale },
+            hadamard_kron_columns_kernel::Consts {
+                m: l.base.m,
+                q: l.base.q,
+                residues: l.base.residues,
+                p: l.base.p,
+                epl: l.epl,
+                reg_bits: l.reg_bits,
+                lane_bits: l.lane_bits,
+                column_bits: l.column_bits,
+            },
+        )
+        .grid(grid)
+        .group_size(group)
+        .run()
+    }
     .map_err(runtime(super::fwht::OP))
 }
 
@@ -240,7 +353,10 @@ mod tests {
                 };
                 taken += 1;
                 assert_eq!(l.reg_bits + l.lane_bits + l.column_bits, k, "{m}·2^{k}");
-                assert!(l.lane_bits <= 5 && m * l.epl <= MAX_REGS);
+                let threads = l.base.p / l.epl;
+                let most = if l.wide() { MAX_WIDE_REGS } else { MAX_REGS };
+                assert!(l.lane_bits <= 5 && m * l.epl <= most);
+                assert!(!l.wide() || threads <= WIDE_THREADS);
                 assert!((m * l.epl).is_multiple_of(1 << l.column_bits));
                 assert!((32..=256).contains(&(l.base.p / l.epl)));
                 if kron_columns_layout(base, 32 * 1024).is_some() {
