@@ -1,10 +1,17 @@
 //! Cases of `hadamard`: every float dtype at every power of two from 1 to 32768 (each
-//! register / lane / threadgroup-memory split of the index bits) and at every 12·2^k,
+//! register / lane / threadgroup-memory split of the index bits, the long-row column
+//! layout with several rows a threadgroup and a part-empty last one) and at every 12·2^k,
 //! 20·2^k and 28·2^k up to 32768, a 3-D x, scale 1 and 1/√n, a NaN and an infinity in a
 //! row; rejections; benches at 64 MiB and more.
 
+use super::columns::{
+    columns_layout, hadamard_columns_kernel, hadamard_columns_wide_kernel, WIDE_N,
+};
 use super::fwht::{hadamard, hadamard_kernel, layout, OP};
 use super::kron::{hadamard_kron_kernel, kron_layout, max_sub_row, BASES};
+use super::kron_columns::{
+    hadamard_kron_columns_kernel, hadamard_kron_columns_wide_kernel, kron_columns_layout,
+};
 use super::reference;
 use crate::registry::{BenchCase, Case, CaseKind, KernelUse, PreparedBench};
 use crate::testing::{
@@ -46,8 +53,9 @@ fn correctness(dtype: DType, shape: Vec<usize>, scale: Option<f64>) -> Case {
     }
 }
 
-/// A NaN in row 0 and +∞ in row 1 of three rows of `n` (64 or 12·8): the whole of row 0
-/// is NaN, row 1 is ±∞ everywhere, row 2 matches the reference.
+/// A NaN in row 0 and +∞ in row 1 of three rows of `n` (64, 8192, 12·8 or 12·256: lane
+/// shuffles on each path): the whole of row 0 is NaN, row 1 is ±∞ everywhere, row 2
+/// matches the reference.
 fn non_finite(dtype: DType, n: usize) -> Case {
     Case {
         op: OP,
@@ -92,7 +100,9 @@ pub(crate) fn hadamard_cases() -> Vec<Case> {
         v.push(correctness(dtype, vec![2, 3, 128], Some(1.0)));
         v.push(correctness(dtype, vec![3, 2, 20 * 64], Some(1.0)));
         v.push(non_finite(dtype, 64));
+        v.push(non_finite(dtype, 8192));
         v.push(non_finite(dtype, 12 * 8));
+        v.push(non_finite(dtype, 12 * 256));
     }
     v.push(rejection(
         OP,
@@ -151,11 +161,32 @@ pub(crate) fn hadamard_kernels() -> Vec<KernelUse> {
             let l = layout(1 << k);
             let consts = [1 << k, l.epl, l.reg_bits, l.lane_bits, l.warp_bits, l.chunk];
             v.push(kernel_use(&hadamard_kernel::DEF, dtype, &consts));
+            // The long-row layout under CUDA's threadgroup memory and under Metal's.
+            let mut seen = Vec::new();
+            for limit in [227 * 1024, 32 * 1024] {
+                if let Some(c) = columns_layout(1 << k, limit).filter(|c| !seen.contains(c)) {
+                    seen.push(c);
+                    let def = if c.n == WIDE_N {
+                        &hadamard_columns_wide_kernel::DEF
+                    } else {
+                        &hadamard_columns_kernel::DEF
+                    };
+                    v.push(kernel_use(def, dtype, &c.consts()));
+                }
+            }
         }
         for (m, _) in BASES {
             for k in 0..=max_sub_row(m).trailing_zeros() {
                 if let Some(l) = kron_layout(m << k) {
                     v.push(kernel_use(&hadamard_kron_kernel::DEF, dtype, &l.consts()));
+                    if let Some(c) = kron_columns_layout(l, 227 * 1024) {
+                        let def = if c.wide() {
+                            &hadamard_kron_columns_wide_kernel::DEF
+                        } else {
+                            &hadamard_kron_columns_kernel::DEF
+                        };
+                        v.push(kernel_use(def, dtype, &c.consts()));
+                    }
                 }
             }
         }

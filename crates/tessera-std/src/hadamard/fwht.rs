@@ -4,9 +4,13 @@
 //! bits of `i` run in registers, the next five (the lane's bits) through
 //! `simd_shuffle_xor`, and the rest (the simdgroup's bits) in threadgroup memory, a slice
 //! of `chunk` registers at a time so at most 32 KiB of it is used. Rows of fewer than 256
-//! elements share a threadgroup.
+//! elements share a threadgroup. Rows of 1024 and more whose f32 copy fits the device's
+//! threadgroup memory take [`super::columns`] instead (one trip through it, no barrier a
+//! stage); this kernel keeps the rest (Metal's 32 KiB past n = 8192).
 
+use super::columns::columns_layout;
 use super::kron::kron_layout;
+use super::kron_columns::kron_columns_layout;
 use crate::error::{runtime, OpError};
 use crate::validate::{distinct, dtype_in, dtype_is, fits_u32, rows_of, shape_is, FLOAT_DTYPES};
 use tessera_macros::kernel;
@@ -170,8 +174,15 @@ pub fn hadamard(ctx: &Context, x: &Tensor, scale: f32, out: &Tensor) -> Result<(
     distinct(OP, out, &[("x", x)])?;
     dtype_is(OP, "out", out, x.dtype())?;
     shape_is(OP, "out", out, x.shape())?;
+    let shared = ctx.info().max_shared_bytes;
     if let Some(l) = kron {
+        if let Some(c) = kron_columns_layout(l, shared) {
+            return super::kron_columns::launch(ctx, x, scale, out, rows as u32, c);
+        }
         return super::kron::launch(ctx, x, scale, out, rows as u32, l);
+    }
+    if let Some(l) = columns_layout(n as u32, shared) {
+        return super::columns::launch(ctx, x, scale, out, rows as u32, l);
     }
     let l = layout(n as u32);
     hadamard_kernel::launch(

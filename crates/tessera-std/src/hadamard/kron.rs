@@ -29,7 +29,7 @@ pub fn max_sub_row(m: u32) -> u32 {
 /// second (m = 2(q + 1)): with S = [[0, 1ᵀ], [1, Q]], Q[i][j] = χ(j − i),
 /// H = [[S + I, S − I], [S − I, −S − I]].
 #[func]
-fn base_entry(r: u32, c: u32, m: u32, q: u32, residues: u32) -> f32 {
+pub fn base_entry(r: u32, c: u32, m: u32, q: u32, residues: u32) -> f32 {
     let mut plus = false;
     if m == q + 1u32 {
         let square = ((residues >> ((r + q - c) % q)) & 1u32) == 1u32;

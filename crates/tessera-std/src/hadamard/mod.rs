@@ -7,9 +7,11 @@
 
 #[cfg(feature = "cases")]
 mod cases;
+pub mod columns;
 mod decl;
 pub mod fwht;
 pub mod kron;
+pub mod kron_columns;
 #[cfg(feature = "cases")]
 pub mod reference;
 

@@ -1,9 +1,10 @@
 //! `cumsum`: the inclusive prefix sum of each row of `x [rows…, n]` over its last
 //! dimension, accumulated in f32 and stored in x's dtype (as `torch.cumsum` keeps it).
-//! A threadgroup walks a row in tiles of one 16-byte run a thread (`vec` elements, where
-//! n is a multiple of `vec`; one element otherwise): each thread scans its run in
-//! registers, a simdgroup prefix sum and the simdgroups' totals in threadgroup memory
-//! place it in the tile, and a running carry places the tile in the row. Few long rows
+//! A threadgroup walks a row in tiles of `vec` consecutive elements a thread (four 16-byte
+//! runs, or one, where n is a multiple of them; one element otherwise): each thread scans
+//! its elements in registers, a simdgroup prefix sum and the simdgroups' totals in
+//! threadgroup memory place them in the tile, and a running carry places the tile in the
+//! row. Few long rows
 //! are split over threadgroups as `row_reduce` splits them: a first kernel sums each part
 //! into the caller's [`RowSplitWorkspace`], and each part's scan starts from the sum of
 //! the parts before it.
@@ -105,6 +106,21 @@ pub fn cumsum_kernel<T>(
     }
 }
 
+/// 16-byte runs a thread scans at once where the row is made of whole groups of them.
+pub const RUNS_A_THREAD: u32 = 4;
+
+/// The consecutive elements a thread holds (`vec`) for rows of `n` of `size`-byte values:
+/// [`RUNS_A_THREAD`] 16-byte runs (64 bytes in flight a thread, a quarter of the threads
+/// and of the barriers a tile) where `n` is a multiple of them, else one run, else one
+/// element.
+pub fn elements_a_thread(n: u32, size: usize) -> u32 {
+    let wide = (16 / size.max(1)) as u32;
+    [RUNS_A_THREAD * wide, wide]
+        .into_iter()
+        .find(|&v| n.is_multiple_of(v))
+        .unwrap_or(1)
+}
+
 /// The inclusive prefix sum over the last dimension of `x [rows…, n]` (f32, f16 or bf16)
 /// into `out` like x, f32 inside. `ws` is a [`RowSplitWorkspace`] made for a shape with at
 /// least these rows and this n (few long rows are split over threadgroups).
@@ -119,8 +135,7 @@ pub fn cumsum(
     dtype_is(OP, "out", out, x.dtype())?;
     shape_is(OP, "out", out, x.shape())?;
     let splits = ws.splits_checked(OP, rows, n)?;
-    let wide = (16 / x.dtype().size_bytes().max(1)) as u32;
-    let vec = if n.is_multiple_of(wide) { wide } else { 1 };
+    let vec = elements_a_thread(n, x.dtype().size_bytes());
     let nv = n / vec;
     let seg = nv.div_ceil(splits);
     let group = seg.next_power_of_two().clamp(32, 1024);

@@ -3,7 +3,8 @@
 //! is not a bf16 (cast it after where one is wanted).
 //!
 //! Bandwidth-shaped: a thread reads whole 16-byte runs (`vec` elements) where `n` is a
-//! multiple of `vec`, element by element otherwise. A row is one threadgroup; when there
+//! multiple of `vec`, element by element otherwise, several runs at once (all loaded
+//! before any is added) where the rows are long enough. A row is one threadgroup; when there
 //! are few long rows, each row is split over several threadgroups writing a partial each
 //! into the caller's [`RowSplitWorkspace`], and a second kernel combines them.
 //!
@@ -72,7 +73,9 @@ pub fn finish(op: u32, a: f32, b: f32, n: u32) -> f32 {
 }
 
 /// Threadgroup `group_id_x()` reduces part `group_id_x() % splits` (`seg` runs of `vec`
-/// elements) of row `group_id_x() / splits` of `x` (`nv` runs a row). With one part it
+/// elements) of row `group_id_x() / splits` of `x` (`nv` runs a row). A thread loads `per`
+/// runs, a threadgroup apart, into registers before it adds any (several 16-byte loads in
+/// flight a thread); runs past the part read as the reduction's identity. With one part it
 /// writes the row's result to `out`; with several, its two accumulators to
 /// `partial[2·group_id_x()..]` for [`row_reduce_combine_kernel`].
 #[kernel]
@@ -87,20 +90,32 @@ pub fn row_reduce_kernel<T>(
     n: u32,
     #[constexpr] op: u32,
     #[constexpr] vec: u32,
+    #[constexpr] per: u32,
 ) {
     let row = group_id_x() / splits;
     let start = (group_id_x() % splits) * seg;
     let end = min(start + seg, nv);
     let base = row * nv;
-    let mut a = select(
+    let identity = select(
         op == 2u32,
         neg_infinity(),
         select(op == 3u32, infinity(), 0.0f32),
     );
+    let mut a = identity;
     let mut b = 0.0f32;
-    for j in range(start + thread_id(), end, group_size()) {
-        for e in 0..vec {
-            let v = load(x[(base + j) * vec + e]).cast::<f32>();
+    let held = stack_array::<f32>(per * vec);
+    for j0 in range(start + thread_id(), end, group_size() * per) {
+        for u in 0..per {
+            let j = j0 + u * group_size();
+            let inside = j < end;
+            let at = (base + select(inside, j, j0)) * vec;
+            for e in 0..vec {
+                let v = load(x[at + e]).cast::<f32>();
+                store(held[u * vec + e], select(inside, v, identity));
+            }
+        }
+        for i in 0..per * vec {
+            let v = load(held[i]);
             if op == 2u32 {
                 a = max(a, v);
                 b += select(is_nan(v), v, 0.0f32);
@@ -238,6 +253,19 @@ fn group_for(runs: u32) -> u32 {
     runs.next_power_of_two().clamp(32, 1024)
 }
 
+/// Runs a thread of [`row_reduce_kernel`] loads before adding: four (64 bytes in flight a
+/// thread) where a part has enough runs to keep a simdgroup busy, else one.
+pub const RUNS_IN_FLIGHT: u32 = 4;
+
+/// The runs a thread holds at once for parts of `seg` runs.
+pub fn runs_per_thread(seg: u32) -> u32 {
+    if seg >= 32 * RUNS_IN_FLIGHT {
+        RUNS_IN_FLIGHT
+    } else {
+        1
+    }
+}
+
 /// The sum, mean, max or min of each row of `x [rows…, n]` (f32, f16 or bf16) into f32
 /// `out [rows…]` (`[1]` for a 1-D x). `ws` is a [`RowSplitWorkspace`] made for a shape
 /// with at least these rows and this n.
@@ -258,6 +286,7 @@ pub fn row_reduce(
     let nv = n / vec;
     let seg = nv.div_ceil(splits);
     let op = reduction.code();
+    let per = runs_per_thread(seg);
     row_reduce_kernel::launch(
         ctx,
         row_reduce_kernel::Args {
@@ -269,10 +298,10 @@ pub fn row_reduce(
             splits,
             n,
         },
-        row_reduce_kernel::Consts { op, vec },
+        row_reduce_kernel::Consts { op, vec, per },
     )
     .grid([rows * splits, 1, 1])
-    .group_size(group_for(seg))
+    .group_size(group_for(seg.div_ceil(per)))
     .run()
     .map_err(runtime(OP))?;
     if splits == 1 {

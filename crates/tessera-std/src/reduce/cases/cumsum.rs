@@ -2,16 +2,18 @@
 //! split over threadgroups and a 3-D x; rows holding NaN, +∞ then −∞; rejections; benches at 64 MiB and more.
 
 use super::*;
-use crate::reduce::cumsum::{cumsum, cumsum_kernel, cumsum_part_sums_kernel, OP};
+use crate::reduce::cumsum::{cumsum, cumsum_kernel, cumsum_part_sums_kernel, OP, RUNS_A_THREAD};
 use crate::reduce::RowSplitWorkspace;
 
-/// One element, odd, 16-byte runs, long rows split over threadgroups (in runs and
-/// element by element), 3-D.
-const SHAPES: [&[usize]; 7] = [
+/// One element, odd, 16-byte runs (one a thread at 1000, four at 4096 and 8320, the
+/// last with a part-empty tile), long rows split over threadgroups (in runs and element
+/// by element), 3-D.
+const SHAPES: [&[usize]; 8] = [
     &[3, 1],
     &[5, 7],
     &[4, 1000],
     &[3, 4096],
+    &[2, 8320],
     &[1, 262_144],
     &[2, 100_003],
     &[2, 3, 96],
@@ -76,15 +78,15 @@ fn correctness(dtype: DType, shape: &'static [usize]) -> Case {
 }
 
 /// Row 0: a NaN at 700 (NaN from there on); row 1: +∞ at 10 and −∞ at 2000 (+∞ between,
-/// NaN after); row 2 plain, so nothing spreads across rows.
-fn non_finite(dtype: DType) -> Case {
+/// NaN after); row 2 plain, so nothing spreads across rows. Rows of `n` = 3000 (one
+/// 16-byte run a thread) or 3072 (four).
+fn non_finite(dtype: DType, n: usize) -> Case {
     Case {
         op: OP,
         kind: CaseKind::Correctness,
         dtype: Some(dtype),
-        name: "rows with NaN, +inf then -inf".to_string(),
+        name: format!("rows of {n} with NaN, +inf then -inf"),
         run: Box::new(move |ctx, rng| {
-            let n = 3000;
             let mut xv: Vec<f64> = (0..3 * n).map(|_| rng.uniform(-1.0, 1.0)).collect();
             xv[700] = f64::NAN;
             xv[n + 10] = f64::INFINITY;
@@ -100,7 +102,8 @@ pub(crate) fn cumsum_cases() -> Vec<Case> {
         for shape in SHAPES {
             v.push(correctness(dtype, shape));
         }
-        v.push(non_finite(dtype));
+        v.push(non_finite(dtype, 3000));
+        v.push(non_finite(dtype, 3072));
     }
     v.push(rejection(
         OP,
@@ -151,7 +154,8 @@ pub(crate) fn cumsum_cases() -> Vec<Case> {
 pub(crate) fn cumsum_kernels() -> Vec<KernelUse> {
     let mut v = Vec::new();
     for dtype in FLOAT_DTYPES {
-        for vec in [1, (16 / dtype.size_bytes()) as u32] {
+        let wide = (16 / dtype.size_bytes()) as u32;
+        for vec in [1, wide, RUNS_A_THREAD * wide] {
             v.push(kernel_use(&cumsum_kernel::DEF, dtype, &[vec]));
             v.push(kernel_use(&cumsum_part_sums_kernel::DEF, dtype, &[vec]));
         }

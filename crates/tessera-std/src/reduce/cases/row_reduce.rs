@@ -5,15 +5,18 @@
 use super::*;
 use crate::reduce::row_reduce::{
     row_reduce, row_reduce_combine_kernel, row_reduce_kernel, Reduction, RowSplitWorkspace, OP,
+    RUNS_IN_FLIGHT,
 };
 
-/// Row shapes: one element, odd, 16-byte runs, a long row split over threadgroups, and a
-/// 3-D x.
-const SHAPES: [&[usize]; 7] = [
+/// Row shapes: one element, odd, 16-byte runs (one and four a thread, a threadgroup's
+/// last round of four part-empty at 1000 in f32 and at 8200), a long row split over
+/// threadgroups, and a 3-D x.
+const SHAPES: [&[usize]; 8] = [
     &[3, 1],
     &[5, 7],
     &[4, 1000],
     &[6, 4096],
+    &[3, 8200],
     &[1, 262_144],
     &[3, 40_001],
     &[2, 3, 96],
@@ -183,7 +186,9 @@ pub(crate) fn row_reduce_kernels() -> Vec<KernelUse> {
         let wide = (16 / dtype.size_bytes()) as u32;
         for op in 0..4 {
             for vec in [1, wide] {
-                v.push(kernel_use(&row_reduce_kernel::DEF, dtype, &[op, vec]));
+                for per in [1, RUNS_IN_FLIGHT] {
+                    v.push(kernel_use(&row_reduce_kernel::DEF, dtype, &[op, vec, per]));
+                }
             }
         }
     }
