@@ -13,11 +13,12 @@
 //! group over K); K is a multiple of G, N of 8.
 //!
 //! `awq_dequantize` writes `w` `[K, N]`; `awq_qgemv` computes `y = x·w` for M = 1–16.
-//! Its threadgroup owns 256 columns (32 words a row): lane `l` of every simdgroup takes
-//! word `l` of a row (a simdgroup reads 128 contiguous bytes a row, 4 bytes a lane: a
-//! wider load would take 32 columns a thread and 32·M accumulators), the eight
-//! simdgroups take rows `s, s + 8, …`, and their sums meet in threadgroup memory one row
-//! of `x` at a time.
+//! Its threadgroup owns 32 columns (4 words a row) or 16 where fewer would not fill the
+//! device twice, and splits K into one contiguous chunk per (simdgroup, lane / words)
+//! slot: 64 or 128 chunks, so even N = 4096 runs 128 threadgroups of 256 threads, each
+//! thread with four rows' words in flight (a word a lane: a wider load would take 32
+//! columns a thread and 32·M accumulators). The slots' sums meet by shuffles, then the
+//! simdgroups' in threadgroup memory.
 
 use super::gptq::{check_product, group_of};
 use crate::error::{runtime, OpError};
@@ -25,9 +26,6 @@ use crate::matmul::gemv::{row_tile, skinny_rows};
 use crate::validate::{distinct_named, dtype_in, dtype_is, fits_u32, shape_is, FLOAT_DTYPES};
 use tessera_macros::{func, kernel};
 use tessera_runtime::{Context, DType, Tensor};
-
-/// Output columns per threadgroup of the GEMV.
-pub const AWQ_QGEMV_COLUMNS: u32 = 256;
 
 /// The code of column `j` (0–7) of an AWQ word: nibble `[0, 4, 1, 5, 2, 6, 3, 7][j]`.
 #[func]
@@ -61,8 +59,12 @@ pub fn awq_dequantize_kernel<T>(
     }
 }
 
-/// `y[r, col] = Σ_k x[r, k]·w[k, col]` for `r < m`: 256 columns a threadgroup of 256
-/// threads, `k` rows, `nw = N / 8` words a row, groups of `group` rows.
+/// `y[r, col] = Σ_k x[r, k]·w[k, col]` for `r < m`: `8·wpg` columns a threadgroup of 256
+/// threads, `k` rows, `nw = N / 8` words a row, groups of `group` rows. Lane `l` of
+/// simdgroup `s` takes word `l % wpg` of the threadgroup's columns over row slot `s·(32 /
+/// wpg) + l / wpg`, a contiguous chunk of K (so a group's zeros and scales are read once a
+/// chunk, not once a row); its sums meet the other slots' by shuffles, then the eight
+/// simdgroups' in threadgroup memory.
 #[allow(clippy::too_many_arguments)]
 #[kernel]
 pub fn awq_qgemv_kernel<T>(
@@ -76,50 +78,104 @@ pub fn awq_qgemv_kernel<T>(
     nw: u32,
     group: u32,
     #[constexpr] tile: u32,
+    #[constexpr] wpg: u32,
 ) {
     let lane = simd_lane();
+    let sg = simd_id();
+    let slots = 32 / wpg;
+    let w = lane % wpg;
+    let slot = sg * slots + lane / wpg;
     // A word past the row's end reads the last word and stores nothing.
-    let c = min(group_id_x() * 32 + lane, nw - 1);
+    let c = min(group_id_x() * wpg + w, nw - 1);
+    // Rows a thread loads before it uses any: the chunks are multiples of `u`, so one step
+    // never crosses a group (at least 32 rows).
+    let u = 4u32;
+    let chunk = ((k + 8 * slots - 1) / (8 * slots) + u - 1) / u * u;
+    let k0 = min(slot * chunk, k);
+    let k1 = min(k0 + chunk, k);
     let acc = stack_array::<f32>(8 * tile);
+    let words = stack_array::<u32>(u);
+    // The current group's `2²³ + zero` and scale of each of the word's columns.
+    let zz = stack_array::<f32>(8);
+    let sc = stack_array::<f32>(8);
     let wv = stack_array::<f32>(8);
     for v in 0..8 * tile {
         store(acc[v], 0.0f32);
     }
-    for kk in range(simd_id(), k, 8) {
-        let g = kk / group;
-        let word = load(qweight[kk * nw + c]).bitcast::<u32>();
-        let zword = load(qzeros[g * nw + c]).bitcast::<u32>();
-        for j in 0..8 {
-            let q = awq_nibble(word, j).cast::<f32>() - awq_nibble(zword, j).cast::<f32>();
-            store(wv[j], q * load(scales[(g * nw + c) * 8 + j]).cast::<f32>());
+    let mut cur = 0xFFFF_FFFFu32;
+    for k_step in range(k0, k1, u) {
+        for i in 0..u {
+            let kk = min(k_step + i, k1 - 1);
+            store(words[i], load(qweight[kk * nw + c]).bitcast::<u32>());
         }
-        for r in 0..tile {
-            // Rows of the tile past m repeat the last row; their sums are dropped.
-            let xv = load(x[min(r, m - 1) * k + kk]).cast::<f32>();
+        let g = k_step / group;
+        if g != cur {
+            cur = g;
+            let zword = load(qzeros[g * nw + c]).bitcast::<u32>();
             for j in 0..8 {
-                let v = r * 8 + j;
-                store(acc[v], fma(xv, load(wv[j]), load(acc[v])));
+                store(zz[j], 8_388_608.0f32 + awq_nibble(zword, j).cast::<f32>());
+                store(sc[j], load(scales[(g * nw + c) * 8 + j]).cast::<f32>());
+            }
+        }
+        for i in 0..u {
+            let kk = k_step + i;
+            let word = load(words[i]);
+            for j in 0..8 {
+                // The code as the low bits of 2²³: `(2²³ + q) − (2²³ + zero)` is q − zero.
+                let f = (awq_nibble(word, j) | 0x4B00_0000u32).bitcast::<f32>();
+                store(wv[j], (f - load(zz[j])) * load(sc[j]));
+            }
+            for r in 0..tile {
+                // Rows of the tile past m repeat the last row; their sums are dropped. A
+                // row past the chunk adds nothing.
+                let xv = load(x[min(r, m - 1) * k + min(kk, k - 1)]).cast::<f32>();
+                for j in 0..8 {
+                    let v = r * 8 + j;
+                    let a = load(acc[v]);
+                    store(acc[v], select(kk < k1, fma(xv, load(wv[j]), a), a));
+                }
             }
         }
     }
-    // The eight simdgroups' sums, one row of x at a time: slot (simdgroup, lane, j).
-    let part = threadgroup_array::<f32>(8 * 32 * 8);
-    let t = thread_id();
-    for r in 0..tile {
-        for j in 0..8 {
-            store(part[(simd_id() * 32 + lane) * 8 + j], load(acc[r * 8 + j]));
+    // The slots of a simdgroup, then the eight simdgroups: slot (simdgroup, word, r, j).
+    let part = threadgroup_array::<f32>(8 * 4 * 8 * tile);
+    for v in 0..8 * tile {
+        let mut t = load(acc[v]);
+        for b in 0..5 {
+            let d = wpg << b;
+            if d < 32 {
+                t += simd_shuffle_xor(t, d);
+            }
         }
-        barrier();
-        // Thread t sums column t of the threadgroup's 256: word t / 8, column j = t % 8.
+        if lane < wpg {
+            store(part[((sg * wpg + w) * tile) * 8 + v], t);
+        }
+    }
+    barrier();
+    let t = thread_id();
+    if t < wpg * 8 * tile {
+        // Thread t: word t / (8·tile), row (t / 8) % tile, column j = t % 8.
+        let ww = t / (8 * tile);
+        let v = t % (8 * tile);
         let mut total = 0.0f32;
         for s in 0..8 {
-            total += load(part[(s * 32 + t / 8) * 8 + t % 8]);
+            total += load(part[((s * wpg + ww) * tile) * 8 + v]);
         }
-        let col = group_id_x() * 256 + t;
+        let r = v / 8;
+        let col = (group_id_x() * wpg + ww) * 8 + v % 8;
         if col < nw * 8 && r < m {
             store(y[r * nw * 8 + col], total.cast::<T>());
         }
-        barrier();
+    }
+}
+
+/// Words a threadgroup of [`awq_qgemv_kernel`] takes: four (32 columns, a 16-byte run of a
+/// row) where that still makes two threadgroups a compute unit, else two.
+pub fn awq_words_per_group(nw: u32, compute_units: u32) -> u32 {
+    if nw / 4 >= 2 * compute_units {
+        4
+    } else {
+        2
     }
 }
 
@@ -209,6 +265,7 @@ pub fn awq_qgemv(
     fits_u32(OP, "the element count of `x`", x.len())?;
     fits_u32(OP, "the word count of `qweight`", qweight.len())?;
     let n = fits_u32(OP, "N", n)?;
+    let wpg = awq_words_per_group(n / 8, ctx.info().compute_units);
     awq_qgemv_kernel::launch(
         ctx,
         awq_qgemv_kernel::Args {
@@ -222,9 +279,12 @@ pub fn awq_qgemv(
             nw: n / 8,
             group: g as u32,
         },
-        awq_qgemv_kernel::Consts { tile: row_tile(m) },
+        awq_qgemv_kernel::Consts {
+            tile: row_tile(m),
+            wpg,
+        },
     )
-    .grid([n.div_ceil(AWQ_QGEMV_COLUMNS), 1, 1])
+    .grid([(n / 8).div_ceil(wpg), 1, 1])
     .group_size(256)
     .run()
     .map_err(runtime(OP))

@@ -201,7 +201,9 @@ pub(super) fn qgemv_kernels() -> Vec<KernelUse> {
     let mut v = Vec::new();
     for dt in FLOAT_DTYPES {
         for tile in GEMV_TILES {
-            v.push(kernel_use(&awq_qgemv_kernel::DEF, dt, &[tile]));
+            for wpg in [2, 4] {
+                v.push(kernel_use(&awq_qgemv_kernel::DEF, dt, &[tile, wpg]));
+            }
         }
     }
     v
