@@ -1,0 +1,53 @@
+//! Chunked prefill over a quantized paged cache (int8, e4m3 or int4 codes with the scales
+//! `kv_quant_append` writes): `sdpa_prefill_paged` with u8 pools. The table is reduced and
+//! checked on the device as there, and the attention is the fragment kernel
+//! (`prefill_mma`, `quant != 0`), which loads each block's codes and scales and writes
+//! their values, `code · scale` in f32 rounded once to q's dtype, straight into its K and V
+//! tiles: the cache is never dequantized anywhere else.
+//!
+//! The fragment kernel, not the tile-product one (`prefill_tiles`, faster on CUDA for float
+//! caches), takes the codes because it runs on every backend (Apple GPUs' 32 KiB of
+//! threadgroup memory does not hold the tile-product stages) and its tiles are filled by
+//! per-thread stores where the dequantization fits, while the tile-product kernel's
+//! stages arrive by bulk copies that cannot convert.
+
+use super::kv_quant::KvScales;
+use super::paged::PagedKv;
+use super::prefill_paged::{paged_prefill, PagedPrefillCall, PagedPrefillWorkspace, PagedQueries};
+use crate::error::OpError;
+use tessera_runtime::{Context, Tensor};
+
+const OP: &str = "sdpa_prefill_paged_quant";
+
+/// [`super::sdpa_prefill_paged`] over a quantized cache: `kv`'s pools are u8 codes in
+/// `scales.format` (int8 or e4m3, one byte an element and one f32 scale per (token, KV
+/// head); int4, head_dim / 2 bytes a row and a scale per group of dims: the layouts of
+/// `kv_quant` and `kv_quant_int4`), q and out f16 or bf16. Each key and value element is
+/// `code · scale` computed in f32 and rounded once to q's dtype, as the cache would hold
+/// it in that dtype (an f16 q over values past f16's range reads them as ±inf, as an f16
+/// cache would have stored them). A row appended with NaN or inf (scale NaN) makes every
+/// output that sees it NaN; a key a row does not see never reaches it. Everything else —
+/// offsets, tables and their device-side check, layouts, page sizes, GQA, causal, scale,
+/// workspace — as `sdpa_prefill_paged` takes it; head_dim 64, 96, 128, 192 or 256 (int4:
+/// 64, 128, 256).
+#[allow(clippy::too_many_arguments)]
+pub fn sdpa_prefill_paged_quant(
+    ctx: &Context,
+    q: &Tensor,
+    kv: &PagedKv,
+    scales: &KvScales,
+    queries: &PagedQueries,
+    out: &Tensor,
+    causal: bool,
+    scale: Option<f32>,
+    ws: &PagedPrefillWorkspace,
+) -> Result<(), OpError> {
+    let eager = !ctx.recording_graph();
+    let call = PagedPrefillCall {
+        op: OP,
+        tensors: (q, kv, out),
+        queries,
+        quant: Some(scales),
+    };
+    paged_prefill(ctx, &call, (causal, scale), ws, eager)
+}
