@@ -51,3 +51,68 @@ pub fn sdpa_prefill_paged_quant(
     };
     paged_prefill(ctx, &call, (causal, scale), ws, eager)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::attention::kv_quant::KvFormat;
+    use crate::attention::paged::{KvLayout, PageTable};
+    use tessera_runtime::DType;
+
+    /// A graph replay cannot refuse a bad table: the quantized walk as it runs there (no
+    /// read-back) must stay inside the code and scale pools (the CPU backend checks every
+    /// access) and leave the finding for `take_error`, for every format's row layout.
+    #[test]
+    fn bad_tables_in_a_replay_stay_inside_the_code_and_scale_pools() {
+        let ctx = Context::cpu();
+        let q = ctx
+            .tensor(&vec![half::bf16::ONE; 6 * 2 * 64], &[6, 2, 64])
+            .expect("q");
+        let out = ctx.zeros(DType::BF16, &[6, 2, 64]).expect("out");
+        let cu = ctx.tensor(&[0i32, 4, 6], &[3]).expect("cu");
+        let table = ctx.tensor(&[0i32, 9, 1, 2], &[2, 2]).expect("table");
+        let lens = ctx.tensor(&[7i32, 1], &[2]).expect("lens");
+        let queries = PagedQueries {
+            cu_seqlens_q: &cu,
+            max_seqlen_q: 4,
+        };
+        let ws = PagedPrefillWorkspace::new(&ctx, 2, 4).expect("workspace");
+        for format in [KvFormat::Int8, KvFormat::Int4 { group: 32 }] {
+            let pool = [3, 4, 1, format.row_bytes(64)];
+            let kc = ctx.zeros(DType::U8, &pool).expect("k codes");
+            let vc = ctx.zeros(DType::U8, &pool).expect("v codes");
+            let sshape = format.scale_shape(&pool);
+            let n: usize = sshape.iter().product();
+            let ks = ctx.tensor(&vec![0.01f32; n], &sshape).expect("k scales");
+            let vs = ctx.tensor(&vec![0.01f32; n], &sshape).expect("v scales");
+            let kv = PagedKv {
+                k_cache: &kc,
+                v_cache: &vc,
+                layout: KvLayout::Nhd,
+                table: PageTable::Blocks {
+                    block_table: &table,
+                    seq_lens: &lens,
+                },
+            };
+            let scales = KvScales {
+                k_scale: &ks,
+                v_scale: &vs,
+                format,
+            };
+            let call = PagedPrefillCall {
+                op: OP,
+                tensors: (&q, &kv, &out),
+                queries: &queries,
+                quant: Some(&scales),
+            };
+            paged_prefill(&ctx, &call, (true, None), &ws, false).expect("a replay runs, in bounds");
+            let e = ws.take_error().expect_err("the finding is kept");
+            assert!(
+                e.to_string().contains("a page id outside the cache, at 1"),
+                "{e}"
+            );
+            let e = paged_prefill(&ctx, &call, (true, None), &ws, true).expect_err("refused");
+            assert!(e.to_string().contains("`block_table`[0, 1] = 9"), "{e}");
+        }
+    }
+}
