@@ -1617,7 +1617,7 @@ inventory::submit! {
     OpDecl {
         name: "sdpa_prefill_paged_quant",
         family: "attention",
-        summary: "chunked prefill over an int8 or e4m3 paged KV cache with per-(token, KV head) f32 scales: sdpa_prefill_paged with each block's codes dequantized straight into the fragment kernel's tiles; tables checked on the device",
+        summary: "chunked prefill over an int8 or e4m3 paged KV cache with per-(token, KV head) f32 scales: sdpa_prefill_paged with each block's codes dequantized straight into the attention kernel's tiles; tables checked on the device",
         inputs: &[
             TensorDecl::new("q", &VARLEN_Q, DtypeRule::OneOf(&[DType::F16, DType::BF16]), "every sequence's new tokens, packed token-major; sequence b's are rows cu_seqlens_q[b] .. cu_seqlens_q[b + 1]"),
             TensorDecl::new("k_cache", &PAGES, DtypeRule::OneOf(&[DType::U8]), "the key code pages as kv_quant_append writes them, the new tokens' keys appended after each prefix (HND: [blocks, n_kv_heads, page_size, head_dim])"),
@@ -1659,7 +1659,8 @@ inventory::submit! {
             Rejection { invariant: 0, by: Break::Alias("out", "q"), reason: "aliases `q`" },
         ],
         variants: &[
-            VariantDecl { name: "sdpa_prefill_mma_kernel", when: "every backend: matrix fragments, the codes and scales of each K/V block loaded and their values stored into the tiles (quant 1: int8, 2: e4m3)" },
+            VariantDecl { name: "sdpa_prefill_tiles_kernel", when: "head_dim a multiple of 64 where threadgroup memory holds its tiles (CUDA, CPU) and the call makes a wave, as for a float cache: warpgroup tile products, each next K/V block's codes loaded and their values stored into the other buffers under the block's P·V (quant 1: int8, 2: e4m3)" },
+            VariantDecl { name: "sdpa_prefill_mma_kernel", when: "otherwise (every Apple GPU): matrix fragments, each block's codes held in registers until its tile is free, then their values stored into it" },
         ],
         example: Example {
             dims: &[("total_q", 7), ("batch", 2), ("n_q_heads", 4), ("n_kv_heads", 2), ("blocks", 12), ("page_size", 4), ("max_blocks", 4), ("n_indices", 1), ("head_dim", 64)],
@@ -1693,7 +1694,7 @@ inventory::submit! {
     OpDecl {
         name: "sdpa_prefill_paged_quant_int4",
         family: "attention",
-        summary: "chunked prefill over an int4 paged KV cache (two codes a byte, an f32 scale per group of dims): sdpa_prefill_paged with each block's codes dequantized straight into the fragment kernel's tiles; tables checked on the device",
+        summary: "chunked prefill over an int4 paged KV cache (two codes a byte, an f32 scale per group of dims): sdpa_prefill_paged with each block's codes dequantized straight into the attention kernel's tiles; tables checked on the device",
         inputs: &[
             TensorDecl::new("q", &VARLEN_Q, DtypeRule::OneOf(&[DType::F16, DType::BF16]), "every sequence's new tokens, packed token-major; sequence b's are rows cu_seqlens_q[b] .. cu_seqlens_q[b + 1]"),
             TensorDecl::new("k_cache", &INT4_PAGES, DtypeRule::OneOf(&[DType::U8]), "the key code pages as kv_quant_append writes them, head_dim / 2 bytes a row, the new tokens' keys appended after each prefix (HND: [blocks, n_kv_heads, page_size, row_bytes])"),
@@ -1733,7 +1734,8 @@ inventory::submit! {
             Rejection { invariant: 0, by: Break::Alias("out", "q"), reason: "aliases `q`" },
         ],
         variants: &[
-            VariantDecl { name: "sdpa_prefill_mma_kernel", when: "every backend: matrix fragments, the packed codes and group scales of each K/V block loaded and their values stored into the tiles (quant 3)" },
+            VariantDecl { name: "sdpa_prefill_tiles_kernel", when: "where threadgroup memory holds its tiles (CUDA, CPU) and the call makes a wave, as for a float cache: warpgroup tile products, each next K/V block's packed codes and group scales loaded and their values stored into the other buffers under the block's P·V (quant 3)" },
+            VariantDecl { name: "sdpa_prefill_mma_kernel", when: "otherwise (every Apple GPU): matrix fragments, each block's codes held in registers until its tile is free, then their values stored into it" },
         ],
         example: Example {
             dims: &[("total_q", 7), ("batch", 2), ("n_q_heads", 4), ("n_kv_heads", 2), ("blocks", 12), ("page_size", 4), ("max_blocks", 4), ("n_indices", 1), ("head_dim", 64), ("row_bytes", 32), ("groups", 2)],

@@ -271,8 +271,8 @@ pub(crate) type PrefillSource<'a> = (
 /// `packed`: the sequence table, the most queries a sequence has and the sequence count of
 /// a packed batch (`prefill_varlen`); `walk` (with `packed`): k and v are page pools of
 /// that walk, the table holding the pages; `quant` (with `walk`, f16/bf16 q): k and v are
-/// code pools of that format with these scales, which the fragment kernel dequantizes
-/// into its tiles (`prefill_mma`), on every backend.
+/// code pools of that format with these scales, which the f16/bf16 kernel the float cache
+/// would run on dequantizes into its tiles.
 pub(crate) fn prefill_launch(
     ctx: &Context,
     op: &'static str,
@@ -294,50 +294,20 @@ pub(crate) fn prefill_launch(
             ));
         }
         // The float pools are stand-ins (q), never read.
-        let args = sdpa_prefill_mma_kernel::Args {
-            q,
-            k: q,
-            v: q,
-            out,
-            seqs,
-            k_codes: k,
-            v_codes: v,
-            k_scale: s.k_scale,
-            v_scale: s.v_scale,
-            n_q,
-            n_kv,
-            n_q_heads,
-            n_kv_heads,
-            causal,
-            scale,
-        };
-        let consts = sdpa_prefill_mma_kernel::Consts {
-            head_dim,
-            varlen,
-            paged,
-            quant: s.format.code() + 1,
-            group: s.format.group(head_dim),
-        };
-        return sdpa_prefill_mma_kernel::launch(ctx, args, consts)
-            .grid([
-                n_q_heads,
-                rows_q.div_ceil(prefill_mma_rows(head_dim)),
-                batch,
-            ])
-            .group_size(128)
-            .run()
-            .map_err(runtime(op));
-    }
-    if half {
+        let (quant, group) = (s.format.code() + 1, s.format.group(head_dim));
         let groups = n_q_heads as u64 * rows_q.div_ceil(PREFILL_TILE_ROWS) as u64 * batch as u64;
-        match half_prefill_kernel(ctx, head_dim, groups) {
+        return match half_prefill_kernel(ctx, head_dim, groups) {
             HalfPrefill::Tiles => {
                 let args = sdpa_prefill_tiles_kernel::Args {
                     q,
-                    k,
-                    v,
+                    k: q,
+                    v: q,
                     out,
                     seqs,
+                    k_codes: k,
+                    v_codes: v,
+                    k_scale: s.k_scale,
+                    v_scale: s.v_scale,
                     n_q,
                     n_kv,
                     n_q_heads,
@@ -349,6 +319,81 @@ pub(crate) fn prefill_launch(
                     head_dim,
                     varlen,
                     paged,
+                    quant,
+                    group,
+                };
+                sdpa_prefill_tiles_kernel::launch(ctx, args, consts)
+                    .grid([n_q_heads, rows_q.div_ceil(PREFILL_TILE_ROWS), batch])
+                    .group_size(256)
+                    .run()
+            }
+            HalfPrefill::Fragments => {
+                let args = sdpa_prefill_mma_kernel::Args {
+                    q,
+                    k: q,
+                    v: q,
+                    out,
+                    seqs,
+                    k_codes: k,
+                    v_codes: v,
+                    k_scale: s.k_scale,
+                    v_scale: s.v_scale,
+                    n_q,
+                    n_kv,
+                    n_q_heads,
+                    n_kv_heads,
+                    causal,
+                    scale,
+                };
+                let consts = sdpa_prefill_mma_kernel::Consts {
+                    head_dim,
+                    varlen,
+                    paged,
+                    quant,
+                    group,
+                };
+                sdpa_prefill_mma_kernel::launch(ctx, args, consts)
+                    .grid([
+                        n_q_heads,
+                        rows_q.div_ceil(prefill_mma_rows(head_dim)),
+                        batch,
+                    ])
+                    .group_size(128)
+                    .run()
+            }
+        }
+        .map_err(runtime(op));
+    }
+    if half {
+        let groups = n_q_heads as u64 * rows_q.div_ceil(PREFILL_TILE_ROWS) as u64 * batch as u64;
+        match half_prefill_kernel(ctx, head_dim, groups) {
+            HalfPrefill::Tiles => {
+                // The codes and scales are stand-ins (k and v), never read.
+                let args = sdpa_prefill_tiles_kernel::Args {
+                    q,
+                    k,
+                    v,
+                    out,
+                    seqs,
+                    k_codes: k,
+                    v_codes: v,
+                    k_scale: k,
+                    v_scale: v,
+                    n_q,
+                    n_kv,
+                    n_q_heads,
+                    n_kv_heads,
+                    causal,
+                    scale,
+                };
+                let [head_dim, varlen, paged, quant, group] =
+                    prefill_mma_constexprs(head_dim, varlen, paged);
+                let consts = sdpa_prefill_tiles_kernel::Consts {
+                    head_dim,
+                    varlen,
+                    paged,
+                    quant,
+                    group,
                 };
                 sdpa_prefill_tiles_kernel::launch(ctx, args, consts)
                     .grid([n_q_heads, rows_q.div_ceil(PREFILL_TILE_ROWS), batch])
@@ -454,14 +499,14 @@ pub fn prefill_constexprs(head_dim: u32, varlen: u32, paged: u32) -> [u32; 6] {
     [head_dim, prefill_tile(head_dim), RQ, SGS, varlen, paged]
 }
 
-/// The constexprs of a fragment-kernel specialisation over a float cache, in declaration
-/// order (`quant` 0, the group a stand-in).
+/// The constexprs of a fragment- or tile-product-kernel specialisation over a float cache,
+/// in declaration order (`quant` 0, the group a stand-in).
 pub fn prefill_mma_constexprs(head_dim: u32, varlen: u32, paged: u32) -> [u32; 5] {
     [head_dim, varlen, paged, FLOAT_CACHE, head_dim]
 }
 
-/// The constexprs of a fragment-kernel specialisation over a quantized paged cache of
-/// `format` (`paged` the walk's mode), in declaration order.
+/// The constexprs of a fragment- or tile-product-kernel specialisation over a quantized
+/// paged cache of `format` (`paged` the walk's mode), in declaration order.
 pub fn prefill_mma_quant_constexprs(head_dim: u32, paged: u32, format: KvFormat) -> [u32; 5] {
     [
         head_dim,

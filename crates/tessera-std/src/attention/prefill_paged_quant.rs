@@ -1,15 +1,18 @@
 //! Chunked prefill over a quantized paged cache (int8, e4m3 or int4 codes with the scales
 //! `kv_quant_append` writes): `sdpa_prefill_paged` with u8 pools. The table is reduced and
-//! checked on the device as there, and the attention is the fragment kernel
-//! (`prefill_mma`, `quant != 0`), which loads each block's codes and scales and writes
-//! their values, `code · scale` in f32 rounded once to q's dtype, straight into its K and V
-//! tiles: the cache is never dequantized anywhere else.
+//! checked on the device as there, and the attention runs on the f16/bf16 kernel a float
+//! cache of that shape would (`prefill::half_prefill_kernel`) with its `quant` constexpr
+//! set: each block's codes and scales are loaded and their values, `code · scale` computed
+//! in f32 and rounded to q's dtype, stored straight into the kernel's K and V tiles where
+//! the float walk's asynchronous copies land the elements. The cache is never dequantized
+//! anywhere else.
 //!
-//! The fragment kernel, not the tile-product one (`prefill_tiles`, faster on CUDA for float
-//! caches), takes the codes because it runs on every backend (Apple GPUs' 32 KiB of
-//! threadgroup memory does not hold the tile-product stages) and its tiles are filled by
-//! per-thread stores where the dequantization fits, while the tile-product kernel's
-//! stages arrive by bulk copies that cannot convert.
+//! Both kernels take the codes. The fragment kernel (`prefill_mma`) is the one every
+//! backend runs (Apple GPUs' 32 KiB of threadgroup memory does not hold the tile-product
+//! stages, so they always take it): it holds a block's codes in registers from where the
+//! float walk issues its copy until the tile is free. The tile-product kernel
+//! (`prefill_tiles`, the fast one on CUDA where a call makes a wave) loads and stores the
+//! next block into its other buffers while the block's `P·V` product runs.
 
 use super::kv_quant::KvScales;
 use super::paged::PagedKv;

@@ -167,7 +167,7 @@ pub(crate) fn prefill_kernel_uses(varlen: bool) -> Vec<KernelUse> {
     }
     for dt in [F16, BF16] {
         for d in PREFILL_HEAD_DIMS {
-            // The fragment kernel's codes and scales are stand-ins of q's dtype.
+            // The f16/bf16 kernels' codes and scales are stand-ins of q's dtype.
             let seqs = if varlen { U32 } else { dt };
             let consts = prefill_mma_constexprs(d, flag, 0).map(tessera_runtime::Literal::U32);
             v.push(KernelUse {
@@ -175,7 +175,10 @@ pub(crate) fn prefill_kernel_uses(varlen: bool) -> Vec<KernelUse> {
                 spec: tessera_ir::Specialization::new(vec![dt, seqs, dt, dt], consts.to_vec()),
             });
             if d % 64 == 0 {
-                v.push(use_of(&sdpa_prefill_tiles_kernel::DEF, dt, &[d, flag, 0]));
+                v.push(KernelUse {
+                    def: &sdpa_prefill_tiles_kernel::DEF,
+                    spec: tessera_ir::Specialization::new(vec![dt, seqs, dt, dt], consts.to_vec()),
+                });
             }
         }
     }

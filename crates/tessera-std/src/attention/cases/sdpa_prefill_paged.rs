@@ -422,7 +422,10 @@ pub(crate) fn prefill_paged_uses() -> Vec<KernelUse> {
                     spec: Specialization::new(vec![dt, U32, dt, dt], consts.to_vec()),
                 });
                 if d % 64 == 0 {
-                    v.push(use_of(&sdpa_prefill_tiles_kernel::DEF, dt, &[d, 1, paged]));
+                    v.push(KernelUse {
+                        def: &sdpa_prefill_tiles_kernel::DEF,
+                        spec: Specialization::new(vec![dt, U32, dt, dt], consts.to_vec()),
+                    });
                 }
             }
         }

@@ -6,7 +6,8 @@
 //! float paged prefill's reference does.
 //! int8, e4m3 and int4 (groups of 32 and 64), f16 and bf16 queries, NHD and HND, block
 //! and CSR tables, pages of 1, 5 and 16, head dims 64 to 256, GQA 1 and 4, causal and
-//! full, a batch with a zero-length chunk and odd prefixes; NaN K and V scales (the rows
+//! full, a batch with a zero-length chunk and odd prefixes, a prefix past one key block
+//! of either kernel; NaN K and V scales (the rows
 //! that see them NaN, the others untouched); a rejection per invariant; the quantized
 //! specialisations; bench shapes beside `sdpa_prefill_paged`'s.
 
@@ -209,6 +210,8 @@ const CHUNKS: &[(usize, usize)] = &[(40, 17), (5, 1), (0, 9)];
 const SMALL: &[(usize, usize)] = &[(3, 4), (6, 0), (7, 1)];
 /// Odd prefixes around a zero-length chunk, more than one query block.
 const ODD: &[(usize, usize)] = &[(13, 5), (0, 0), (29, 70)];
+/// Past one block of the tile-product kernel (128 keys), a chunk over a long prefix.
+const LONG: &[(usize, usize)] = &[(150, 21), (0, 3)];
 /// A short chunk over a prefix, for the wide heads.
 const WIDE: &[(usize, usize)] = &[(20, 7)];
 
@@ -240,6 +243,7 @@ pub(crate) fn quant_prefill_cases() -> Vec<Case> {
             case(Hnd, Csr, SMALL, [4, 1, 1, 64], true),
             case(Nhd, Blocks, ODD, [8, 2, 5, 128], true),
             case(Hnd, Blocks, WIDE, [2, 1, 16, 256], false),
+            case(Nhd, Csr, LONG, [4, 1, 16, 128], true),
         ];
         for (j, c) in shapes.into_iter().enumerate() {
             // Both query dtypes over every format, alternating.
@@ -501,8 +505,9 @@ pub(crate) fn quant_prefill_reference(r: &RefArgs) -> Result<Vec<Vec<f64>>, OpEr
     declared_reference_over(r, (&cast(dt, &k), &cast(dt, &v)))
 }
 
-/// The fragment kernel over quantized pages of `formats` at the head dims each takes, for
-/// f16 and bf16 q and both page kinds; the table kernel.
+/// The fragment and tile-product kernels over quantized pages of `formats` at the head
+/// dims each takes (tile products: multiples of 64), for f16 and bf16 q and both page
+/// kinds; the table kernel.
 fn uses_of(formats: &[KvFormat]) -> Vec<KernelUse> {
     let mut v = Vec::new();
     for paged in [PAGED_POW2, PAGED_ANY] {
@@ -518,6 +523,12 @@ fn uses_of(formats: &[KvFormat]) -> Vec<KernelUse> {
                         def: &sdpa_prefill_mma_kernel::DEF,
                         spec: Specialization::new(vec![dt, U32, U8, F32], c.to_vec()),
                     });
+                    if d % 64 == 0 {
+                        v.push(KernelUse {
+                            def: &sdpa_prefill_tiles_kernel::DEF,
+                            spec: Specialization::new(vec![dt, U32, U8, F32], c.to_vec()),
+                        });
+                    }
                 }
             }
         }
@@ -558,7 +569,7 @@ fn quant_benches(format: KvFormat) -> Vec<BenchCase> {
         };
         v.push(BenchCase {
             op: op_for(format),
-            kernel: "sdpa_prefill_mma_kernel",
+            kernel: "sdpa_prefill_tiles_kernel",
             dtype: dt,
             shape: format!(
                 "B={batch} prefix={prefix} chunk={chunk} page={page} NHD hq={hq} hkv={hkv} d={d} causal kv={cache}"
