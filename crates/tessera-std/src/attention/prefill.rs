@@ -286,156 +286,63 @@ pub(crate) fn prefill_launch(
     let (n_q, n_kv, n_q_heads, n_kv_heads) = (r.n_q, r.n_kv, r.n_q_heads, r.n_kv_heads);
     let (head_dim, causal, scale) = (r.head_dim, r.causal, r.scale);
     let half = matches!(q.dtype(), DType::F16 | DType::BF16);
-    if let Some(s) = quant {
-        if !half || walk.is_none() {
-            return Err(OpError::invalid(
-                op,
-                "a quantized cache is read by the paged f16/bf16 prefill only",
-            ));
-        }
-        // The float pools are stand-ins (q), never read.
-        let (quant, group) = (s.format.code() + 1, s.format.group(head_dim));
-        let groups = n_q_heads as u64 * rows_q.div_ceil(PREFILL_TILE_ROWS) as u64 * batch as u64;
-        return match half_prefill_kernel(ctx, head_dim, groups) {
-            HalfPrefill::Tiles => {
-                let args = sdpa_prefill_tiles_kernel::Args {
-                    q,
-                    k: q,
-                    v: q,
-                    out,
-                    seqs,
-                    k_codes: k,
-                    v_codes: v,
-                    k_scale: s.k_scale,
-                    v_scale: s.v_scale,
-                    n_q,
-                    n_kv,
-                    n_q_heads,
-                    n_kv_heads,
-                    causal,
-                    scale,
-                };
-                let consts = sdpa_prefill_tiles_kernel::Consts {
-                    head_dim,
-                    varlen,
-                    paged,
-                    quant,
-                    group,
-                };
-                sdpa_prefill_tiles_kernel::launch(ctx, args, consts)
-                    .grid([n_q_heads, rows_q.div_ceil(PREFILL_TILE_ROWS), batch])
-                    .group_size(256)
-                    .run()
-            }
-            HalfPrefill::Fragments => {
-                let args = sdpa_prefill_mma_kernel::Args {
-                    q,
-                    k: q,
-                    v: q,
-                    out,
-                    seqs,
-                    k_codes: k,
-                    v_codes: v,
-                    k_scale: s.k_scale,
-                    v_scale: s.v_scale,
-                    n_q,
-                    n_kv,
-                    n_q_heads,
-                    n_kv_heads,
-                    causal,
-                    scale,
-                };
-                let consts = sdpa_prefill_mma_kernel::Consts {
-                    head_dim,
-                    varlen,
-                    paged,
-                    quant,
-                    group,
-                };
-                sdpa_prefill_mma_kernel::launch(ctx, args, consts)
-                    .grid([
-                        n_q_heads,
-                        rows_q.div_ceil(prefill_mma_rows(head_dim)),
-                        batch,
-                    ])
-                    .group_size(128)
-                    .run()
-            }
-        }
-        .map_err(runtime(op));
+    if quant.is_some() && (!half || walk.is_none()) {
+        return Err(OpError::invalid(
+            op,
+            "a quantized cache is read by the paged f16/bf16 prefill only",
+        ));
     }
     if half {
+        // Over a float cache the kernels read k and v, the codes and scales stand-ins (k
+        // and v); over a quantized one the codes and scales, the float pools stand-ins (q).
+        let (kf, vf, kc, vc, ks, vs, quant, group) = match quant {
+            None => {
+                let [_, _, _, quant, group] = prefill_mma_constexprs(head_dim, varlen, paged);
+                (k, v, k, v, k, v, quant, group)
+            }
+            Some(s) => {
+                let (quant, group) = (s.format.code() + 1, s.format.group(head_dim));
+                (q, q, k, v, s.k_scale, s.v_scale, quant, group)
+            }
+        };
+        // The two f16/bf16 kernels take the same arguments.
+        macro_rules! launch_half {
+            ($kernel:ident, $rows:expr, $threads:expr) => {{
+                let args = $kernel::Args {
+                    q,
+                    k: kf,
+                    v: vf,
+                    out,
+                    seqs,
+                    k_codes: kc,
+                    v_codes: vc,
+                    k_scale: ks,
+                    v_scale: vs,
+                    n_q,
+                    n_kv,
+                    n_q_heads,
+                    n_kv_heads,
+                    causal,
+                    scale,
+                };
+                let consts = $kernel::Consts {
+                    head_dim,
+                    varlen,
+                    paged,
+                    quant,
+                    group,
+                };
+                $kernel::launch(ctx, args, consts)
+                    .grid([n_q_heads, rows_q.div_ceil($rows), batch])
+                    .group_size($threads)
+                    .run()
+            }};
+        }
         let groups = n_q_heads as u64 * rows_q.div_ceil(PREFILL_TILE_ROWS) as u64 * batch as u64;
         match half_prefill_kernel(ctx, head_dim, groups) {
-            HalfPrefill::Tiles => {
-                // The codes and scales are stand-ins (k and v), never read.
-                let args = sdpa_prefill_tiles_kernel::Args {
-                    q,
-                    k,
-                    v,
-                    out,
-                    seqs,
-                    k_codes: k,
-                    v_codes: v,
-                    k_scale: k,
-                    v_scale: v,
-                    n_q,
-                    n_kv,
-                    n_q_heads,
-                    n_kv_heads,
-                    causal,
-                    scale,
-                };
-                let [head_dim, varlen, paged, quant, group] =
-                    prefill_mma_constexprs(head_dim, varlen, paged);
-                let consts = sdpa_prefill_tiles_kernel::Consts {
-                    head_dim,
-                    varlen,
-                    paged,
-                    quant,
-                    group,
-                };
-                sdpa_prefill_tiles_kernel::launch(ctx, args, consts)
-                    .grid([n_q_heads, rows_q.div_ceil(PREFILL_TILE_ROWS), batch])
-                    .group_size(256)
-                    .run()
-            }
+            HalfPrefill::Tiles => launch_half!(sdpa_prefill_tiles_kernel, PREFILL_TILE_ROWS, 256),
             HalfPrefill::Fragments => {
-                // The codes and scales are stand-ins (k and v), never read.
-                let args = sdpa_prefill_mma_kernel::Args {
-                    q,
-                    k,
-                    v,
-                    out,
-                    seqs,
-                    k_codes: k,
-                    v_codes: v,
-                    k_scale: k,
-                    v_scale: v,
-                    n_q,
-                    n_kv,
-                    n_q_heads,
-                    n_kv_heads,
-                    causal,
-                    scale,
-                };
-                let [head_dim, varlen, paged, quant, group] =
-                    prefill_mma_constexprs(head_dim, varlen, paged);
-                let consts = sdpa_prefill_mma_kernel::Consts {
-                    head_dim,
-                    varlen,
-                    paged,
-                    quant,
-                    group,
-                };
-                sdpa_prefill_mma_kernel::launch(ctx, args, consts)
-                    .grid([
-                        n_q_heads,
-                        rows_q.div_ceil(prefill_mma_rows(head_dim)),
-                        batch,
-                    ])
-                    .group_size(128)
-                    .run()
+                launch_half!(sdpa_prefill_mma_kernel, prefill_mma_rows(head_dim), 128)
             }
         }
     } else {
