@@ -631,7 +631,13 @@ fn quant_benches(format: KvFormat) -> Vec<BenchCase> {
 }
 
 pub(crate) fn quant_prefill_int8_benches() -> Vec<BenchCase> {
-    quant_benches(KvFormat::Int8)
+    let mut v = quant_benches(KvFormat::Int8);
+    v.extend(
+        quant_benches(KvFormat::E4m3)
+            .into_iter()
+            .filter(|b| !b.quick),
+    );
+    v
 }
 
 pub(crate) fn quant_prefill_int4_benches() -> Vec<BenchCase> {
