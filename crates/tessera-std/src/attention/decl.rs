@@ -1587,3 +1587,179 @@ inventory::submit! {
         benches: cases::no_benches,
     }
 }
+
+/// The offsets of a declared paged prefill: `max_seqlen_q` as given, else the longest
+/// sequence's query count.
+fn declared_queries<'a>(
+    a: &OpArgs,
+    cu_seqlens_q: &'a tessera_runtime::Tensor,
+) -> Result<super::PagedQueries<'a>, OpError> {
+    let total_q = a.input("q")?.shape().first().copied().unwrap_or(0);
+    let cu = a.params.opt_usize_list("cu_seqlens_q")?.unwrap_or_default();
+    let longest = cu
+        .windows(2)
+        .map(|w| w[1].saturating_sub(w[0]))
+        .max()
+        .unwrap_or(0);
+    let max_seqlen_q = match a.params.opt_uint("max_seqlen_q")? {
+        Some(m) => usize::try_from(m).unwrap_or(usize::MAX),
+        None => longest.clamp(1, total_q.max(1)),
+    };
+    Ok(super::PagedQueries {
+        cu_seqlens_q,
+        max_seqlen_q,
+    })
+}
+
+const PREFILL_QUANT_PARAMS_DOC: &str = "query i of a sequence of lq queries and len tokens sits at position len − lq + i and sees keys j ≤ len − lq + i (else all len)";
+
+inventory::submit! {
+    OpDecl {
+        name: "sdpa_prefill_paged_quant",
+        family: "attention",
+        summary: "chunked prefill over an int8 or e4m3 paged KV cache with per-(token, KV head) f32 scales: sdpa_prefill_paged with each block's codes dequantized straight into the attention kernel's tiles; tables checked on the device",
+        inputs: &[
+            TensorDecl::new("q", &VARLEN_Q, DtypeRule::OneOf(&[DType::F16, DType::BF16]), "every sequence's new tokens, packed token-major; sequence b's are rows cu_seqlens_q[b] .. cu_seqlens_q[b + 1]"),
+            TensorDecl::new("k_cache", &PAGES, DtypeRule::OneOf(&[DType::U8]), "the key code pages as kv_quant_append writes them, the new tokens' keys appended after each prefix (HND: [blocks, n_kv_heads, page_size, head_dim])"),
+            TensorDecl::new("v_cache", &PAGES, DtypeRule::OneOf(&[DType::U8]), "the value code pages, like k_cache"),
+            TensorDecl::new("k_scale", &SCALES, DtypeRule::OneOf(&[DType::F32]), "each key row's scale: the key is code · scale (HND: [blocks, n_kv_heads, page_size])"),
+            TensorDecl::new("v_scale", &SCALES, DtypeRule::OneOf(&[DType::F32]), "each value row's scale, like k_scale"),
+            TensorDecl::new("block_table", &["batch", "max_blocks"], DtypeRule::OneOf(I32), "vLLM: each sequence's pages in order (entries past its length are not read)").optional(),
+            TensorDecl::new("seq_lens", &["batch"], DtypeRule::OneOf(I32), "vLLM: each sequence's length in tokens, its new ones included: its query count ..= max_blocks·page_size").optional(),
+            TensorDecl::new("indptr", &["batch + 1"], DtypeRule::OneOf(I32), "CSR: sequence b's pages are indices[indptr[b] .. indptr[b + 1])").optional(),
+            TensorDecl::new("indices", &["n_indices"], DtypeRule::OneOf(I32), "CSR: the page ids of every sequence").optional(),
+            TensorDecl::new("last_page_len", &["batch"], DtypeRule::OneOf(I32), "CSR: tokens on each sequence's last page, 1..=page_size (0 without pages)").optional(),
+        ],
+        outputs: &[out(&VARLEN_Q)],
+        params: &[
+            ParamDecl { name: "cu_seqlens_q", kind: ParamKind::UIntList, default: ParamDefault::Required, doc: "q's sequence boundaries: batch + 1 offsets rising from 0 to total_q (the Rust op takes them as an i32 or u32 device tensor)" },
+            ParamDecl { name: "max_seqlen_q", kind: ParamKind::UInt { min: 1, max: u32::MAX as u64 }, default: ParamDefault::Auto("the longest sequence's query count"), doc: "the most queries a sequence holds: sizes the grid" },
+            KV_FORMAT,
+            KV_LAYOUT,
+            ParamDecl { doc: PREFILL_QUANT_PARAMS_DOC, ..CAUSAL },
+            SCALE,
+        ],
+        invariants: &[
+            "q is f16 or bf16 and out is like q; the caches are u8 and alike; k_scale and v_scale are f32 of the cache's shape without head_dim; out aliases no input",
+            "head_dim is one of 64, 96, 128, 192, 256 and equal in q and k_cache",
+            "n_q_heads is a multiple of n_kv_heads (GQA: head h reads KV head h / (n_q_heads / n_kv_heads))",
+            "cu_seqlens_q holds batch + 1 ≥ 2 offsets (the Rust op: an i32 or u32 tensor); max_seqlen_q is in 1..=total_q; scale is finite",
+            "the element counts of q and k_cache fit u32; max_blocks·page_size (CSR: n_indices·page_size) stays below 2^31",
+            "the table is block_table and seq_lens, or indptr, indices and last_page_len, all i32 of the shapes above",
+            "cu_seqlens_q rises from 0 to total_q with no sequence over max_seqlen_q queries; every length is non-negative, at least its sequence's query count and within its pages; every page id a sequence uses is in 0..blocks; CSR row pointers rise within indices (checked on the device; the call is refused, naming the sequence or entry, before anything is written)",
+        ],
+        rejections: &[
+            Rejection { invariant: 0, by: Break::Dtype("k_scale", DType::F16), reason: "`k_scale` must be f32" },
+            Rejection { invariant: 6, by: Break::Param("cu_seqlens_q", "0,6,5"), reason: "`cu_seqlens_q` is bad at sequence 1" },
+            Rejection { invariant: 6, by: Break::Param("max_seqlen_q", "3"), reason: "holds more queries than max_seqlen_q = 3" },
+            Rejection { invariant: 5, by: Break::Dtype("seq_lens", DType::U32), reason: "`seq_lens` must be i32" },
+            Rejection { invariant: 3, by: Break::Param("cu_seqlens_q", "0,7"), reason: "`block_table` must have shape [1, 4]" },
+            Rejection { invariant: 1, by: Break::Dim("head_dim", 512), reason: "head_dim 512 is not supported" },
+            Rejection { invariant: 2, by: Break::Dim("n_kv_heads", 3), reason: "must be a multiple of n_kv_heads" },
+            Rejection { invariant: 0, by: Break::Alias("out", "q"), reason: "aliases `q`" },
+        ],
+        variants: &[
+            VariantDecl { name: "sdpa_prefill_tiles_kernel", when: "head_dim a multiple of 64 where threadgroup memory holds its tiles (CUDA, CPU) and the call makes a wave, as for a float cache: warpgroup tile products, each next K/V block's codes loaded and their values stored into the other buffers under the block's P·V (quant 1: int8, 2: e4m3)" },
+            VariantDecl { name: "sdpa_prefill_mma_kernel", when: "otherwise (every Apple GPU): matrix fragments, each block's codes held in registers until its tile is free, then their values stored into it" },
+        ],
+        example: Example {
+            dims: &[("total_q", 7), ("batch", 2), ("n_q_heads", 4), ("n_kv_heads", 2), ("blocks", 12), ("page_size", 4), ("max_blocks", 4), ("n_indices", 1), ("head_dim", 64)],
+            params: &[("cu_seqlens_q", "0,5,7"), ("kv_format", "int8")],
+            ranges: &[("block_table", 0.0, 12.0), ("seq_lens", 5.0, 17.0), ("k_cache", 0.0, 255.0), ("v_cache", 0.0, 255.0), ("k_scale", 0.0, 0.02), ("v_scale", 0.0, 0.02)],
+            with: &["block_table", "seq_lens"],
+        },
+        workspace: Some(WorkspaceDecl {
+            bytes: "4·(3·table entries + 6·batch + 11): the page table's reduction, the kernels' table and the verdict (the declared form also holds the offsets it uploads from its parameter)",
+            make: paged_prefill_workspace,
+        }),
+        accuracy: crate::decl::Accuracy::STANDARD,
+        call: |ctx, a| {
+            let d = a.workspace::<DeclaredPagedPrefill>()?;
+            let queries = declared_queries(a, &d.cu_seqlens_q)?;
+            let scales = kv_scales(a, "k_scale", "v_scale")?;
+            super::sdpa_prefill_paged_quant(ctx, a.input("q")?, &paged_kv(a)?, &scales, &queries, a.output("out")?, a.params.bool("causal")?, a.params.opt_f32("scale")?, &d.ws)
+        },
+        #[cfg(feature = "cases")]
+        reference: |r| cases::quant_prefill_reference(r),
+        #[cfg(feature = "cases")]
+        kernels: cases::quant_prefill_int8_uses,
+        #[cfg(feature = "cases")]
+        cases: cases::quant_prefill_int8_cases,
+        #[cfg(feature = "cases")]
+        benches: cases::quant_prefill_int8_benches,
+    }
+}
+
+inventory::submit! {
+    OpDecl {
+        name: "sdpa_prefill_paged_quant_int4",
+        family: "attention",
+        summary: "chunked prefill over an int4 paged KV cache (two codes a byte, an f32 scale per group of dims): sdpa_prefill_paged with each block's codes dequantized straight into the attention kernel's tiles; tables checked on the device",
+        inputs: &[
+            TensorDecl::new("q", &VARLEN_Q, DtypeRule::OneOf(&[DType::F16, DType::BF16]), "every sequence's new tokens, packed token-major; sequence b's are rows cu_seqlens_q[b] .. cu_seqlens_q[b + 1]"),
+            TensorDecl::new("k_cache", &INT4_PAGES, DtypeRule::OneOf(&[DType::U8]), "the key code pages as kv_quant_append writes them, head_dim / 2 bytes a row, the new tokens' keys appended after each prefix (HND: [blocks, n_kv_heads, page_size, row_bytes])"),
+            TensorDecl::new("v_cache", &INT4_PAGES, DtypeRule::OneOf(&[DType::U8]), "the value code pages, like k_cache"),
+            TensorDecl::new("k_scale", &INT4_SCALES, DtypeRule::OneOf(&[DType::F32]), "each key row's group scales: element e is its nibble's code · scale of group e / group"),
+            TensorDecl::new("v_scale", &INT4_SCALES, DtypeRule::OneOf(&[DType::F32]), "each value row's group scales, like k_scale"),
+            TensorDecl::new("block_table", &["batch", "max_blocks"], DtypeRule::OneOf(I32), "vLLM: each sequence's pages in order (entries past its length are not read)").optional(),
+            TensorDecl::new("seq_lens", &["batch"], DtypeRule::OneOf(I32), "vLLM: each sequence's length in tokens, its new ones included: its query count ..= max_blocks·page_size").optional(),
+            TensorDecl::new("indptr", &["batch + 1"], DtypeRule::OneOf(I32), "CSR: sequence b's pages are indices[indptr[b] .. indptr[b + 1])").optional(),
+            TensorDecl::new("indices", &["n_indices"], DtypeRule::OneOf(I32), "CSR: the page ids of every sequence").optional(),
+            TensorDecl::new("last_page_len", &["batch"], DtypeRule::OneOf(I32), "CSR: tokens on each sequence's last page, 1..=page_size (0 without pages)").optional(),
+        ],
+        outputs: &[out(&VARLEN_Q)],
+        params: &[
+            ParamDecl { name: "cu_seqlens_q", kind: ParamKind::UIntList, default: ParamDefault::Required, doc: "q's sequence boundaries: batch + 1 offsets rising from 0 to total_q (the Rust op takes them as an i32 or u32 device tensor)" },
+            ParamDecl { name: "max_seqlen_q", kind: ParamKind::UInt { min: 1, max: u32::MAX as u64 }, default: ParamDefault::Auto("the longest sequence's query count"), doc: "the most queries a sequence holds: sizes the grid" },
+            INT4_GROUP,
+            KV_LAYOUT,
+            ParamDecl { doc: PREFILL_QUANT_PARAMS_DOC, ..CAUSAL },
+            SCALE,
+        ],
+        invariants: &[
+            "q is f16 or bf16 and out is like q; the caches are u8 and alike; out aliases no input",
+            "the caches are u8 [.., row_bytes] with head_dim = 2·row_bytes one of 64, 128, 256 and equal to q's (two codes a byte, element 2i in the low nibble); group is a power of two of at least 32 that divides head_dim; k_scale and v_scale are f32 [.., groups] with groups = head_dim / group",
+            "n_q_heads is a multiple of n_kv_heads (GQA: head h reads KV head h / (n_q_heads / n_kv_heads))",
+            "cu_seqlens_q holds batch + 1 ≥ 2 offsets (the Rust op: an i32 or u32 tensor); max_seqlen_q is in 1..=total_q; scale is finite",
+            "the element counts of q and k_cache fit u32; max_blocks·page_size (CSR: n_indices·page_size) stays below 2^31",
+            "the table is block_table and seq_lens, or indptr, indices and last_page_len, all i32 of the shapes above",
+            "cu_seqlens_q rises from 0 to total_q with no sequence over max_seqlen_q queries; every length is non-negative, at least its sequence's query count and within its pages; every page id a sequence uses is in 0..blocks; CSR row pointers rise within indices (checked on the device; the call is refused, naming the sequence or entry, before anything is written)",
+        ],
+        rejections: &[
+            Rejection { invariant: 1, by: Break::Param("group", "128"), reason: "the int4 group must be a power of two of at least 32 that divides head_dim 64" },
+            Rejection { invariant: 1, by: Break::InputDim("k_scale", "groups", 1), reason: "`k_scale` must have shape" },
+            Rejection { invariant: 6, by: Break::Param("cu_seqlens_q", "0,6,5"), reason: "`cu_seqlens_q` is bad at sequence 1" },
+            Rejection { invariant: 5, by: Break::Dtype("block_table", DType::U32), reason: "`block_table` must be i32" },
+            Rejection { invariant: 2, by: Break::Dim("n_kv_heads", 3), reason: "must be a multiple of n_kv_heads" },
+            Rejection { invariant: 0, by: Break::Alias("out", "q"), reason: "aliases `q`" },
+        ],
+        variants: &[
+            VariantDecl { name: "sdpa_prefill_tiles_kernel", when: "where threadgroup memory holds its tiles (CUDA, CPU) and the call makes a wave, as for a float cache: warpgroup tile products, each next K/V block's packed codes and group scales loaded and their values stored into the other buffers under the block's P·V (quant 3)" },
+            VariantDecl { name: "sdpa_prefill_mma_kernel", when: "otherwise (every Apple GPU): matrix fragments, each block's codes held in registers until its tile is free, then their values stored into it" },
+        ],
+        example: Example {
+            dims: &[("total_q", 7), ("batch", 2), ("n_q_heads", 4), ("n_kv_heads", 2), ("blocks", 12), ("page_size", 4), ("max_blocks", 4), ("n_indices", 1), ("head_dim", 64), ("row_bytes", 32), ("groups", 2)],
+            params: &[("cu_seqlens_q", "0,5,7"), ("group", "32")],
+            ranges: &[("block_table", 0.0, 12.0), ("seq_lens", 5.0, 17.0), ("k_cache", 0.0, 255.0), ("v_cache", 0.0, 255.0), ("k_scale", 0.0, 0.05), ("v_scale", 0.0, 0.05)],
+            with: &["block_table", "seq_lens"],
+        },
+        workspace: Some(WorkspaceDecl {
+            bytes: "4·(3·table entries + 6·batch + 11): the page table's reduction, the kernels' table and the verdict (the declared form also holds the offsets it uploads from its parameter)",
+            make: paged_prefill_workspace,
+        }),
+        accuracy: crate::decl::Accuracy::STANDARD,
+        call: |ctx, a| {
+            let d = a.workspace::<DeclaredPagedPrefill>()?;
+            let queries = declared_queries(a, &d.cu_seqlens_q)?;
+            super::sdpa_prefill_paged_quant(ctx, a.input("q")?, &paged_kv(a)?, &int4_scales(a)?, &queries, a.output("out")?, a.params.bool("causal")?, a.params.opt_f32("scale")?, &d.ws)
+        },
+        #[cfg(feature = "cases")]
+        reference: |r| cases::quant_prefill_reference(r),
+        #[cfg(feature = "cases")]
+        kernels: cases::quant_prefill_int4_uses,
+        #[cfg(feature = "cases")]
+        cases: cases::quant_prefill_int4_cases,
+        #[cfg(feature = "cases")]
+        benches: cases::quant_prefill_int4_benches,
+    }
+}

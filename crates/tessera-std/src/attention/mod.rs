@@ -6,7 +6,8 @@
 //! (`decode_mma`), everything else on the CUDA-core kernels (`decode_kernels`), single
 //! pass or split-KV by shape. Prefill runs f16/bf16 on fragments (`prefill_mma`), f32 on
 //! the CUDA-core tiles (`prefill`); packed variable-length batches run the same kernels
-//! (`prefill_varlen`), as do chunks over a paged cache (`prefill_paged`).
+//! (`prefill_varlen`), as do chunks over a paged cache (`prefill_paged`, quantized:
+//! `prefill_paged_quant`).
 
 #[cfg(feature = "cases")]
 mod cases;
@@ -34,6 +35,7 @@ pub mod plan;
 pub mod prefill;
 pub mod prefill_mma;
 pub mod prefill_paged;
+pub mod prefill_paged_quant;
 pub mod prefill_tiles;
 pub mod prefill_varlen;
 #[cfg(feature = "cases")]
@@ -56,4 +58,5 @@ pub use paged_prepared::PreparedPages;
 pub use plan::{auto_split_bound, DecodeWorkspace};
 pub use prefill::sdpa_prefill;
 pub use prefill_paged::{sdpa_prefill_paged, PagedPrefillWorkspace, PagedQueries};
+pub use prefill_paged_quant::sdpa_prefill_paged_quant;
 pub use prefill_varlen::{sdpa_prefill_varlen, Packed, VarlenWorkspace};

@@ -8,8 +8,9 @@
 //! broadcast by shuffles. It serves f32; f16/bf16 go to the fragment kernel (`prefill_mma`).
 
 use super::checks::{dims, gqa, indexable, same_dim, same_float_dtype, scale_ok};
+use super::kv_quant::{KvFormat, KvScales};
 use super::paged_rows::PageWalk;
-use super::prefill_mma::{prefill_mma_rows, sdpa_prefill_mma_kernel};
+use super::prefill_mma::{prefill_mma_rows, sdpa_prefill_mma_kernel, FLOAT_CACHE};
 use super::prefill_paged::{prefill_kv_row, prefill_page_scalars};
 use super::prefill_tiles::{
     prefill_tile_shared_bytes, sdpa_prefill_tiles_kernel, PREFILL_TILE_ROWS,
@@ -231,7 +232,7 @@ pub fn sdpa_prefill(
         causal: u32::from(causal),
         scale,
     };
-    prefill_launch(ctx, OP, (q, k, v, out), &rows, None, None)
+    prefill_launch(ctx, OP, (q, k, v, out), &rows, (None, None, None))
 }
 
 /// head_dim is one the prefill kernels are specialised for.
@@ -257,17 +258,27 @@ pub(crate) struct PrefillRows {
     pub scale: f32,
 }
 
-/// Launches the prefill of checked tensors: f16/bf16 on matrix fragments, f32 on the
-/// CUDA-core tiles, both with the same arguments, failures named `op`. `packed`: the sequence table, the most
-/// queries a sequence has and the sequence count of a packed batch (`prefill_varlen`);
-/// `walk` (with `packed`): k and v are page pools of that walk, the table holding the pages.
+/// Where a prefill's keys come from, beyond q, k and v themselves (see [`prefill_launch`]):
+/// the packed batch's table, the page walk, the quantized cache's scales.
+pub(crate) type PrefillSource<'a> = (
+    Option<(&'a Tensor, u32, u32)>,
+    Option<&'a PageWalk<'a>>,
+    Option<&'a KvScales<'a>>,
+);
+
+/// Launches the prefill of checked tensors: f16/bf16 on matrix fragments or tile
+/// products, f32 on the CUDA-core tiles, all with the same arguments, failures named `op`.
+/// `packed`: the sequence table, the most queries a sequence has and the sequence count of
+/// a packed batch (`prefill_varlen`); `walk` (with `packed`): k and v are page pools of
+/// that walk, the table holding the pages; `quant` (with `walk`, f16/bf16 q): k and v are
+/// code pools of that format with these scales, which the f16/bf16 kernel the float cache
+/// would run on dequantizes into its tiles.
 pub(crate) fn prefill_launch(
     ctx: &Context,
     op: &'static str,
     (q, k, v, out): (&Tensor, &Tensor, &Tensor, &Tensor),
     r: &PrefillRows,
-    packed: Option<(&Tensor, u32, u32)>,
-    walk: Option<&PageWalk>,
+    (packed, walk, quant): PrefillSource,
 ) -> Result<(), OpError> {
     let (seqs, rows_q, batch) = packed.unwrap_or((q, r.n_q, 1));
     let varlen = u32::from(packed.is_some());
@@ -275,34 +286,58 @@ pub(crate) fn prefill_launch(
     let (n_q, n_kv, n_q_heads, n_kv_heads) = (r.n_q, r.n_kv, r.n_q_heads, r.n_kv_heads);
     let (head_dim, causal, scale) = (r.head_dim, r.causal, r.scale);
     let half = matches!(q.dtype(), DType::F16 | DType::BF16);
-    // The three f16/bf16 kernels take the same arguments.
-    macro_rules! launch_half {
-        ($kernel:ident, $rows:expr, $threads:expr) => {{
-            let args = $kernel::Args {
-                q,
-                k,
-                v,
-                out,
-                seqs,
-                n_q,
-                n_kv,
-                n_q_heads,
-                n_kv_heads,
-                causal,
-                scale,
-            };
-            let consts = $kernel::Consts {
-                head_dim,
-                varlen,
-                paged,
-            };
-            $kernel::launch(ctx, args, consts)
-                .grid([n_q_heads, rows_q.div_ceil($rows), batch])
-                .group_size($threads)
-                .run()
-        }};
+    if quant.is_some() && (!half || walk.is_none()) {
+        return Err(OpError::invalid(
+            op,
+            "a quantized cache is read by the paged f16/bf16 prefill only",
+        ));
     }
     if half {
+        // Over a float cache the kernels read k and v, the codes and scales stand-ins (k
+        // and v); over a quantized one the codes and scales, the float pools stand-ins (q).
+        let (kf, vf, kc, vc, ks, vs, quant, group) = match quant {
+            None => {
+                let [_, _, _, quant, group] = prefill_mma_constexprs(head_dim, varlen, paged);
+                (k, v, k, v, k, v, quant, group)
+            }
+            Some(s) => {
+                let (quant, group) = (s.format.code() + 1, s.format.group(head_dim));
+                (q, q, k, v, s.k_scale, s.v_scale, quant, group)
+            }
+        };
+        // The two f16/bf16 kernels take the same arguments.
+        macro_rules! launch_half {
+            ($kernel:ident, $rows:expr, $threads:expr) => {{
+                let args = $kernel::Args {
+                    q,
+                    k: kf,
+                    v: vf,
+                    out,
+                    seqs,
+                    k_codes: kc,
+                    v_codes: vc,
+                    k_scale: ks,
+                    v_scale: vs,
+                    n_q,
+                    n_kv,
+                    n_q_heads,
+                    n_kv_heads,
+                    causal,
+                    scale,
+                };
+                let consts = $kernel::Consts {
+                    head_dim,
+                    varlen,
+                    paged,
+                    quant,
+                    group,
+                };
+                $kernel::launch(ctx, args, consts)
+                    .grid([n_q_heads, rows_q.div_ceil($rows), batch])
+                    .group_size($threads)
+                    .run()
+            }};
+        }
         let groups = n_q_heads as u64 * rows_q.div_ceil(PREFILL_TILE_ROWS) as u64 * batch as u64;
         match half_prefill_kernel(ctx, head_dim, groups) {
             HalfPrefill::Tiles => launch_half!(sdpa_prefill_tiles_kernel, PREFILL_TILE_ROWS, 256),
@@ -369,4 +404,22 @@ pub fn half_prefill_kernel(ctx: &Context, head_dim: u32, groups: u64) -> HalfPre
 /// The constexprs a prefill specialisation takes, in declaration order.
 pub fn prefill_constexprs(head_dim: u32, varlen: u32, paged: u32) -> [u32; 6] {
     [head_dim, prefill_tile(head_dim), RQ, SGS, varlen, paged]
+}
+
+/// The constexprs of a fragment- or tile-product-kernel specialisation over a float cache,
+/// in declaration order (`quant` 0, the group a stand-in).
+pub fn prefill_mma_constexprs(head_dim: u32, varlen: u32, paged: u32) -> [u32; 5] {
+    [head_dim, varlen, paged, FLOAT_CACHE, head_dim]
+}
+
+/// The constexprs of a fragment- or tile-product-kernel specialisation over a quantized
+/// paged cache of `format` (`paged` the walk's mode), in declaration order.
+pub fn prefill_mma_quant_constexprs(head_dim: u32, paged: u32, format: KvFormat) -> [u32; 5] {
+    [
+        head_dim,
+        1,
+        paged,
+        format.code() + 1,
+        format.group(head_dim),
+    ]
 }

@@ -23,12 +23,95 @@
 //! keys a simdgroup first reads their V; when one is not finite it sums that block's `P·V`
 //! key by key through its threadgroup slices, each row over its visible keys only, instead
 //! of on fragments. Other blocks hold no masked key and skip the check.
+//!
+//! A quantized paged cache (`quant` 1: int8, 2: e4m3, 3: int4 with `group`-dim scales, the
+//! layouts `kv_quant_append` writes) takes the same walk: where the float walk issues an
+//! asynchronous copy, each thread loads its 8 codes (int4: 4 bytes) and their row's
+//! (group's) scale into registers, and once the tile is free (the values after the scores,
+//! the next keys after P·V) stores `code · scale`, computed in f32 and rounded to q's
+//! dtype, into the K or V tile, where the float walk would have landed the cache's
+//! elements. So the attention is
+//! exactly the float kernel's over a cache holding those values, and no dequantized copy
+//! exists outside the tiles. A row appended with NaN or inf has scale NaN and zero codes:
+//! its elements are NaN in the tile, as a float cache's would be, and the masked-key rule
+//! above keeps such a key from poisoning a row that does not see it.
 
+use super::kv_quant::kv_code_value;
+use super::kv_quant_int4::kv_nibble_value;
 use super::prefill_paged::{prefill_kv_row, prefill_page_scalars};
 use super::prefill_tiles::store_normalised_rows;
 use super::prefill_varlen::varlen_rows;
 use crate::float_range::{f32_range, finite};
-use tessera_macros::kernel;
+use tessera_macros::{func, kernel};
+
+/// The `quant` constexpr of a float cache.
+pub const FLOAT_CACHE: u32 = 0;
+
+/// Loads the codes of the 8 elements from column `col` of quantized cache row `row` into
+/// `regs[at..]` and returns their scale. `quant` 1 and 2: one code byte an element (int8,
+/// e4m3) and one scale a row; 3: int4, two codes a byte (the even element in the low
+/// nibble, 4 bytes) and `head_dim / group` scales a row, the 8 elements inside one group
+/// (`group` is a multiple of 8).
+#[allow(clippy::too_many_arguments)]
+#[func]
+fn load_quantized<U, F>(
+    codes: Mem<U>,
+    scales: Mem<F>,
+    mut regs: Mem<U>,
+    at: u32,
+    row: u32,
+    col: u32,
+    head_dim: u32,
+    quant: u32,
+    group: u32,
+) -> f32 {
+    if quant == 3 {
+        let base = row * (head_dim / 2) + col / 2;
+        for e in 0..4 {
+            store(regs[at + e], load(codes[base + e]));
+        }
+    } else {
+        let base = row * head_dim + col;
+        for e in 0..8 {
+            store(regs[at + e], load(codes[base + e]));
+        }
+    }
+    load(scales[row * (head_dim / group) + col / group]).cast::<f32>()
+}
+
+/// Stores the values of the 8 codes [`load_quantized`] left at `regs[from..]` with scale
+/// `sc` into `tile` at `at`: each `code · sc` in f32, rounded to `T`.
+#[func]
+fn store_dequantized<T, U>(
+    mut tile: Mem<T>,
+    at: u32,
+    regs: Mem<U>,
+    from: u32,
+    sc: f32,
+    quant: u32,
+) {
+    if quant == 3 {
+        for e in 0..4 {
+            let byte = load(regs[from + e]).cast::<u32>();
+            store(
+                tile[at + 2 * e],
+                (kv_nibble_value(byte, 0) * sc).cast::<T>(),
+            );
+            store(
+                tile[at + 2 * e + 1],
+                (kv_nibble_value(byte, 1) * sc).cast::<T>(),
+            );
+        }
+    } else {
+        for e in 0..8 {
+            let code = load(regs[from + e]).cast::<u32>();
+            store(
+                tile[at + e],
+                (kv_code_value(code, quant / 2) * sc).cast::<T>(),
+            );
+        }
+    }
+}
 
 /// Query rows per threadgroup at a head_dim: 16 per simdgroup, or per simdgroup pair where
 /// the head is split in two column parts (head_dim over 128).
@@ -43,15 +126,22 @@ pub fn prefill_mma_rows(head_dim: u32) -> u32 {
 /// threadgroups; 128 threads. With `varlen`, q, k and v hold packed sequences, `seqs` their
 /// table and the grid is (n_q_heads, ⌈longest / rows⌉, sequences) (see `prefill_varlen`);
 /// else `seqs` is a stand-in, never read. With `paged` (and `varlen`), k and v are page
-/// pools and `seqs` also holds the pages (`prefill_paged`).
+/// pools and `seqs` also holds the pages (`prefill_paged`). With `quant` (and `paged`),
+/// the pools are `k_codes` and `v_codes` (u8) with their f32 scales, read as
+/// [`load_quantized`] says, and `k`, `v` are stand-ins; with `quant` 0
+/// ([`FLOAT_CACHE`]) the codes and scales are stand-ins, never read.
 #[allow(clippy::too_many_arguments)]
 #[kernel(group_size = 128)]
-pub fn sdpa_prefill_mma_kernel<T, S>(
+pub fn sdpa_prefill_mma_kernel<T, S, U, F>(
     q: Tensor<T>,
     k: Tensor<T>,
     v: Tensor<T>,
     mut out: Tensor<T>,
     seqs: Tensor<S>,
+    k_codes: Tensor<U>,
+    v_codes: Tensor<U>,
+    k_scale: Tensor<F>,
+    v_scale: Tensor<F>,
     n_q: u32,
     n_kv: u32,
     n_q_heads: u32,
@@ -61,6 +151,8 @@ pub fn sdpa_prefill_mma_kernel<T, S>(
     #[constexpr] head_dim: u32,
     #[constexpr] varlen: u32,
     #[constexpr] paged: u32,
+    #[constexpr] quant: u32,
+    #[constexpr] group: u32,
 ) {
     // P·V sums grow with the softmax sum: where T has f32's exponent range (bf16), P
     // enters the fragments scaled by 2⁻²⁴ (exact) and the output is scaled back, so V near
@@ -111,6 +203,13 @@ pub fn sdpa_prefill_mma_kernel<T, S>(
 
     // K tile then V tile, each `bk` rows of `dp`; before the walk, the `rows` query rows.
     let kvsh = threadgroup_array::<T>(2 * bk * dp);
+    // A quantized walk's next K or V codes and scales, held in registers from their loads
+    // until the tile they go to is free.
+    let qn = select(quant != 0, lv, 1);
+    let kr = stack_array::<U>(qn * 8);
+    let vr = stack_array::<U>(qn * 8);
+    let ksc = stack_array::<f32>(qn);
+    let vsc = stack_array::<f32>(qn);
     // Per simdgroup: 16 rows of f32 (the outputs and row sums on their way out, and the
     // outputs while a block is summed key by key) and of T (that block's weights).
     let fsh = threadgroup_array::<f32>(4 * 16 * sst);
@@ -182,10 +281,29 @@ pub fn sdpa_prefill_mma_kernel<T, S>(
         for i in 0..lv {
             let vi = tid + 128 * i;
             let j = min(vi / vecs, n_kv - 1);
-            let src = prefill_kv_row(
-                seqs, k0, j, kvh, n_kv_heads, head_dim, psize, pshift, pslot, phead, paged,
-            ) + (vi % vecs) * 8;
-            copy_async(kvsh[(vi / vecs) * dp + (vi % vecs) * 8], k[src], 8);
+            let at = (vi / vecs) * dp + (vi % vecs) * 8;
+            if quant == 0 {
+                let src = prefill_kv_row(
+                    seqs, k0, j, kvh, n_kv_heads, head_dim, psize, pshift, pslot, phead, paged,
+                ) + (vi % vecs) * 8;
+                copy_async(kvsh[at], k[src], 8);
+            } else {
+                let row = prefill_kv_row(
+                    seqs, k0, j, kvh, n_kv_heads, 1, psize, pshift, pslot, phead, paged,
+                );
+                let sc = load_quantized(
+                    k_codes,
+                    k_scale,
+                    kr,
+                    i * 8,
+                    row,
+                    (vi % vecs) * 8,
+                    head_dim,
+                    quant,
+                    group,
+                );
+                store_dequantized(kvsh, at, kr, i * 8, sc, quant);
+            }
         }
     }
     commit_copies();
@@ -198,10 +316,30 @@ pub fn sdpa_prefill_mma_kernel<T, S>(
         for i in 0..lv {
             let vi = tid + 128 * i;
             let j = min(b + vi / vecs, n_kv - 1);
-            let src = prefill_kv_row(
-                seqs, k0, j, kvh, n_kv_heads, head_dim, psize, pshift, pslot, phead, paged,
-            ) + (vi % vecs) * 8;
-            copy_async(kvsh[vo + (vi / vecs) * dp + (vi % vecs) * 8], v[src], 8);
+            let at = vo + (vi / vecs) * dp + (vi % vecs) * 8;
+            if quant == 0 {
+                let src = prefill_kv_row(
+                    seqs, k0, j, kvh, n_kv_heads, head_dim, psize, pshift, pslot, phead, paged,
+                ) + (vi % vecs) * 8;
+                copy_async(kvsh[at], v[src], 8);
+            } else {
+                let row = prefill_kv_row(
+                    seqs, k0, j, kvh, n_kv_heads, 1, psize, pshift, pslot, phead, paged,
+                );
+                // Into registers now, into the V tile once the scores are taken.
+                let sc = load_quantized(
+                    v_codes,
+                    v_scale,
+                    vr,
+                    i * 8,
+                    row,
+                    (vi % vecs) * 8,
+                    head_dim,
+                    quant,
+                    group,
+                );
+                store(vsc[i], sc);
+            }
         }
         commit_copies();
         // A simdgroup skips the blocks past its rows.
@@ -220,6 +358,14 @@ pub fn sdpa_prefill_mma_kernel<T, S>(
                 }
             }
         }
+        // A quantized block's values, loaded before the scores, go into the V tile.
+        if quant != 0 {
+            for i in 0..lv {
+                let vi = tid + 128 * i;
+                let at = vo + (vi / vecs) * dp + (vi % vecs) * 8;
+                store_dequantized(kvsh, at, vr, i * 8, load(vsc[i]), quant);
+            }
+        }
         // This block's values have landed, no simdgroup still reads the key tile (the
         // next block's keys go into it during the softmax and P·V), and with two parts
         // the partner's scores are in.
@@ -229,10 +375,30 @@ pub fn sdpa_prefill_mma_kernel<T, S>(
             for i in 0..lv {
                 let vi = tid + 128 * i;
                 let j = min(b + bk + vi / vecs, n_kv - 1);
-                let src = prefill_kv_row(
-                    seqs, k0, j, kvh, n_kv_heads, head_dim, psize, pshift, pslot, phead, paged,
-                ) + (vi % vecs) * 8;
-                copy_async(kvsh[(vi / vecs) * dp + (vi % vecs) * 8], k[src], 8);
+                let at = (vi / vecs) * dp + (vi % vecs) * 8;
+                if quant == 0 {
+                    let src = prefill_kv_row(
+                        seqs, k0, j, kvh, n_kv_heads, head_dim, psize, pshift, pslot, phead, paged,
+                    ) + (vi % vecs) * 8;
+                    copy_async(kvsh[at], k[src], 8);
+                } else {
+                    let row = prefill_kv_row(
+                        seqs, k0, j, kvh, n_kv_heads, 1, psize, pshift, pslot, phead, paged,
+                    );
+                    // Into registers now, into the K tile once P·V is done.
+                    let sc = load_quantized(
+                        k_codes,
+                        k_scale,
+                        kr,
+                        i * 8,
+                        row,
+                        (vi % vecs) * 8,
+                        head_dim,
+                        quant,
+                        group,
+                    );
+                    store(ksc[i], sc);
+                }
             }
         }
         commit_copies();
@@ -318,6 +484,15 @@ pub fn sdpa_prefill_mma_kernel<T, S>(
                         matrix_mma(o[f], fp, fk, o[f]);
                     }
                 }
+            }
+        }
+        // A quantized next block's keys, loaded before the softmax, go into the K tile
+        // (read again only after the next block's first barrier).
+        if quant != 0 && blk + 1 < nblocks {
+            for i in 0..lv {
+                let vi = tid + 128 * i;
+                let at = (vi / vecs) * dp + (vi % vecs) * 8;
+                store_dequantized(kvsh, at, kr, i * 8, load(ksc[i]), quant);
             }
         }
     }

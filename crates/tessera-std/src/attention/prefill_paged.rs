@@ -20,6 +20,7 @@
 //! entry.
 
 use super::checks::{dims, first_finding, gqa, indexable, same_dim, same_float_dtype, scale_ok};
+use super::kv_quant::{check_scales, KvScales};
 use super::paged::{
     pool_dims, table_refusal, table_shape, value_at, KvLayout, PageTable, PagedKv, TableGeometry,
 };
@@ -31,7 +32,7 @@ use super::paged_table::{
 use super::prefill::{prefill_head_dim, prefill_launch, PrefillRows};
 use super::prefill_varlen::{prefill_varlen_blind_rows_kernel, OFFSET_DTYPES};
 use crate::error::{runtime, OpError};
-use crate::validate::{dtype_in, shape_is};
+use crate::validate::{distinct, dtype_in, dtype_is, shape_is};
 use tessera_macros::{func, kernel};
 use tessera_runtime::{Context, DType, Tensor};
 
@@ -273,37 +274,48 @@ struct Shape {
 const PREFILL_TABLES: &str =
     "prefill reduces its own table: pass the block or CSR table, not a prepared one";
 
+/// Checks a call named `op`; with `quant`, the pools are u8 codes of that format (checked
+/// by [`check_quant_dtypes`]) and q f16 or bf16.
 fn check_shapes(
-    q: &Tensor,
-    kv: &PagedKv,
+    op: &'static str,
+    (q, kv, out): (&Tensor, &PagedKv, &Tensor),
     qs: &PagedQueries,
-    out: &Tensor,
+    quant: Option<&KvScales>,
 ) -> Result<Shape, OpError> {
-    same_float_dtype(OP, q, kv.k_cache, kv.v_cache, out)?;
-    let s = dims(OP, "q", q, "total_q, n_q_heads, head_dim")?;
-    let (ks, page_size, n_kv_heads) = pool_dims(OP, kv)?;
-    shape_is(OP, "out", out, s)?;
-    same_dim(OP, "k_cache's head_dim", ks[3], s[2], "q")?;
-    let head_dim = prefill_head_dim(OP, s[2])?;
-    gqa(OP, s[1], n_kv_heads)?;
-    indexable(OP, &[("q", q), ("k_cache", kv.k_cache)])?;
+    match quant {
+        None => same_float_dtype(op, q, kv.k_cache, kv.v_cache, out)?,
+        Some(scales) => check_quant_dtypes(op, (q, kv, out), scales, qs.cu_seqlens_q)?,
+    }
+    let s = dims(op, "q", q, "total_q, n_q_heads, head_dim")?;
+    let (ks, page_size, n_kv_heads) = pool_dims(op, kv)?;
+    shape_is(op, "out", out, s)?;
+    match quant {
+        None => same_dim(op, "k_cache's head_dim", ks[3], s[2], "q")?,
+        Some(sc) => {
+            let bytes = sc.format.row_bytes(s[2]);
+            same_dim(op, "k_cache's last dim (bytes a row)", ks[3], bytes, "q")?
+        }
+    }
+    let head_dim = prefill_head_dim(op, s[2])?;
+    gqa(op, s[1], n_kv_heads)?;
+    indexable(op, &[("q", q), ("k_cache", kv.k_cache)])?;
     let cu = qs.cu_seqlens_q;
-    dtype_in(OP, "cu_seqlens_q", cu, &OFFSET_DTYPES)?;
-    let n = dims(OP, "cu_seqlens_q", cu, "batch + 1")?[0];
+    dtype_in(op, "cu_seqlens_q", cu, &OFFSET_DTYPES)?;
+    let n = dims(op, "cu_seqlens_q", cu, "batch + 1")?[0];
     if n < 2 {
         return Err(OpError::invalid(
-            OP,
+            op,
             "`cu_seqlens_q` must hold batch + 1 ≥ 2 offsets, got 1",
         ));
     }
     let batch = n - 1;
     if let PageTable::Prepared(_) = kv.table {
-        return Err(OpError::invalid(OP, PREFILL_TABLES));
+        return Err(OpError::invalid(op, PREFILL_TABLES));
     }
-    let (entries, width) = table_shape(OP, kv.table, batch, page_size, ks[0])?;
+    let (entries, width) = table_shape(op, kv.table, batch, page_size, ks[0])?;
     if qs.max_seqlen_q == 0 || qs.max_seqlen_q > s[0] {
         return Err(OpError::invalid(
-            OP,
+            op,
             format!(
                 "max_seqlen_q = {} must be in 1..={} (total_q)",
                 qs.max_seqlen_q, s[0]
@@ -323,17 +335,50 @@ fn check_shapes(
     })
 }
 
+/// A quantized call's dtypes: q f16 or bf16 (the fragment kernel's tiles), out like q,
+/// the pools u8 and alike with scales as `kv_quant_append` writes them (int4: the group
+/// and head_dim as it takes them); out aliases no input.
+fn check_quant_dtypes(
+    op: &'static str,
+    (q, kv, out): (&Tensor, &PagedKv, &Tensor),
+    scales: &KvScales,
+    cu_seqlens_q: &Tensor,
+) -> Result<(), OpError> {
+    dtype_in(op, "q", q, &[DType::F16, DType::BF16])?;
+    dtype_is(op, "k_cache", kv.k_cache, DType::U8)?;
+    dtype_is(op, "v_cache", kv.v_cache, DType::U8)?;
+    dtype_is(op, "out", out, q.dtype())?;
+    let inputs = [
+        ("q", q),
+        ("k_cache", kv.k_cache),
+        ("v_cache", kv.v_cache),
+        ("cu_seqlens_q", cu_seqlens_q),
+    ];
+    distinct(op, out, &inputs)?;
+    distinct(
+        op,
+        out,
+        &[("k_scale", scales.k_scale), ("v_scale", scales.v_scale)],
+    )?;
+    check_scales(op, scales, kv.k_cache.shape(), &inputs)
+}
+
 /// Checks `ws` holds what the call needs.
-fn check_workspace(ctx: &Context, s: &Shape, ws: &PagedPrefillWorkspace) -> Result<(), OpError> {
+fn check_workspace(
+    ctx: &Context,
+    op: &'static str,
+    s: &Shape,
+    ws: &PagedPrefillWorkspace,
+) -> Result<(), OpError> {
     if !ctx.owns(&ws.verdict) {
         return Err(OpError::invalid(
-            OP,
+            op,
             "the workspace was made on another context; make it with PagedPrefillWorkspace::new on this one",
         ));
     }
     if ws.starts.len() < s.batch || ws.pages.len() < s.entries {
         return Err(OpError::invalid(
-            OP,
+            op,
             format!(
                 "the workspace holds {} sequences and {} table entries, this call needs {} and {}; \
                  make it with PagedPrefillWorkspace::new for this shape",
@@ -348,7 +393,13 @@ fn check_workspace(ctx: &Context, s: &Shape, ws: &PagedPrefillWorkspace) -> Resu
 }
 
 /// The refusal for verdict word `word` at sequence or entry `at`, naming the values.
-fn refusal(kv: &PagedKv, qs: &PagedQueries, s: &Shape, word: usize, at: usize) -> OpError {
+fn refusal(
+    op: &'static str,
+    (kv, qs): (&PagedKv, &PagedQueries),
+    s: &Shape,
+    word: usize,
+    at: usize,
+) -> OpError {
     let cu = qs.cu_seqlens_q;
     let offsets = || format!("{}, {}", value_at(cu, at), value_at(cu, at + 1));
     let msg = match word {
@@ -376,7 +427,7 @@ fn refusal(kv: &PagedKv, qs: &PagedQueries, s: &Shape, word: usize, at: usize) -
             table_refusal(kv.table, word, at, &g, None)
         }
     };
-    OpError::invalid(OP, msg)
+    OpError::invalid(op, msg)
 }
 
 /// Prefill attention over a paged cache: q `[total_q, n_q_heads, D]` packed as
@@ -400,23 +451,38 @@ pub fn sdpa_prefill_paged(
     ws: &PagedPrefillWorkspace,
 ) -> Result<(), OpError> {
     let eager = !ctx.recording_graph();
-    paged_prefill(ctx, (q, kv, out), queries, (causal, scale), ws, eager)
+    let call = PagedPrefillCall {
+        op: OP,
+        tensors: (q, kv, out),
+        queries,
+        quant: None,
+    };
+    paged_prefill(ctx, &call, (causal, scale), ws, eager)
+}
+
+/// A paged prefill's operands: the op it is called as, q, the cache and out, the query
+/// offsets and, for a quantized cache, its scales and format.
+pub(crate) struct PagedPrefillCall<'a> {
+    pub op: &'static str,
+    pub tensors: (&'a Tensor, &'a PagedKv<'a>, &'a Tensor),
+    pub queries: &'a PagedQueries<'a>,
+    pub quant: Option<&'a KvScales<'a>>,
 }
 
 /// The call: checks, the table reduced and checked on the device (refused when `eager`),
 /// the attention over the checked pages, then zeros in rows that see no key.
-fn paged_prefill(
+pub(crate) fn paged_prefill(
     ctx: &Context,
-    (q, kv, out): (&Tensor, &PagedKv, &Tensor),
-    queries: &PagedQueries,
+    call: &PagedPrefillCall,
     (causal, scale): (bool, Option<f32>),
     ws: &PagedPrefillWorkspace,
     eager: bool,
 ) -> Result<(), OpError> {
-    let s = check_shapes(q, kv, queries, out)?;
-    check_workspace(ctx, &s, ws)?;
+    let (op, (q, kv, out), queries) = (call.op, call.tensors, call.queries);
+    let s = check_shapes(op, (q, kv, out), queries, call.quant)?;
+    check_workspace(ctx, op, &s, ws)?;
     let scale = scale.unwrap_or(1.0 / (s.head_dim as f32).sqrt());
-    scale_ok(OP, scale)?;
+    scale_ok(op, scale)?;
     let (lengths, indptr, table, csr) = match kv.table {
         PageTable::Blocks {
             block_table,
@@ -427,7 +493,7 @@ fn paged_prefill(
             indices,
             last_page_len,
         } => (last_page_len, indptr, indices, 1),
-        PageTable::Prepared(_) => return Err(OpError::invalid(OP, PREFILL_TABLES)),
+        PageTable::Prepared(_) => return Err(OpError::invalid(op, PREFILL_TABLES)),
     };
     // Every size fits u32: the table's capacity is below 2^31 and q's elements fit.
     let (batch, width, page) = (s.batch as u32, s.width as u32, s.page_size as u32);
@@ -453,7 +519,7 @@ fn paged_prefill(
     .grid([batch.div_ceil(128), 1, 1])
     .group_size(128)
     .run()
-    .map_err(runtime(OP))?;
+    .map_err(runtime(op))?;
     paged_pages_kernel::launch(
         ctx,
         paged_pages_kernel::Args {
@@ -474,7 +540,7 @@ fn paged_prefill(
     .grid([entries.div_ceil(256).max(1), 1, 1])
     .group_size(256)
     .run()
-    .map_err(runtime(OP))?;
+    .map_err(runtime(op))?;
     let hkv = s.n_kv_heads as u32;
     let (slot_rows, head_rows) = match kv.layout {
         KvLayout::Nhd => (hkv, 1),
@@ -512,10 +578,10 @@ fn paged_prefill(
     .grid([batch.max(entries).div_ceil(128), 1, 1])
     .group_size(128)
     .run()
-    .map_err(runtime(OP))?;
+    .map_err(runtime(op))?;
     if eager {
         if let Some((word, at)) = ws.take_verdict()? {
-            return Err(refusal(kv, queries, &s, word, at));
+            return Err(refusal(op, (kv, queries), &s, word, at));
         }
     }
     let rows = PrefillRows {
@@ -529,11 +595,10 @@ fn paged_prefill(
     };
     prefill_launch(
         ctx,
-        OP,
+        op,
         (q, kv.k_cache, kv.v_cache, out),
         &rows,
-        Some((&ws.seqs, max_q, batch)),
-        Some(&walk),
+        (Some((&ws.seqs, max_q, batch)), Some(&walk), call.quant),
     )?;
     if causal {
         // Only a replayed bad call has such rows (a sequence shorter than its queries).
@@ -549,7 +614,7 @@ fn paged_prefill(
         .grid([(max_q * row_elems).div_ceil(256), batch, 1])
         .group_size(256)
         .run()
-        .map_err(runtime(OP))?;
+        .map_err(runtime(op))?;
     }
     Ok(())
 }
@@ -586,8 +651,14 @@ mod tests {
             max_seqlen_q: 4,
         };
         let ws = PagedPrefillWorkspace::new(&ctx, 2, 4).expect("workspace");
+        let call = PagedPrefillCall {
+            op: OP,
+            tensors: (&q, &kv, &out),
+            queries: &queries,
+            quant: None,
+        };
         for causal in [false, true] {
-            paged_prefill(&ctx, (&q, &kv, &out), &queries, (causal, None), &ws, false)
+            paged_prefill(&ctx, &call, (causal, None), &ws, false)
                 .expect("a replay runs, in bounds");
             let e = ws.take_error().expect_err("the finding is kept");
             assert!(
@@ -596,8 +667,7 @@ mod tests {
             );
             ws.take_error().expect("the verdict was reset");
         }
-        let e = paged_prefill(&ctx, (&q, &kv, &out), &queries, (true, None), &ws, true)
-            .expect_err("refused");
+        let e = paged_prefill(&ctx, &call, (true, None), &ws, true).expect_err("refused");
         assert!(e.to_string().contains("`block_table`[0, 1] = 9"), "{e}");
     }
 }

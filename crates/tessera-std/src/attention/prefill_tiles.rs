@@ -21,7 +21,15 @@
 //! finite the whole threadgroup sums that block's `P·V` key by key through threadgroup
 //! slices, each row over its visible keys only (rare; keys past `n_kv` are zero-filled and
 //! never need it).
+//!
+//! A quantized paged cache (`quant` 1: int8, 2: e4m3, 3: int4, as in `prefill_mma`) lands
+//! each block as values instead of copies: the threads load the codes and scales and store
+//! `code · scale` (f32, rounded to q's dtype) where the copies would have landed, the first
+//! block before the walk and each next block into the other buffers right after this
+//! block's `P·V` is issued, so the loads overlap the product.
 
+use super::kv_quant::kv_code_value;
+use super::kv_quant_int4::kv_nibble_value;
 use super::prefill_paged::{prefill_kv_row, prefill_page_scalars};
 use super::prefill_varlen::varlen_rows;
 use super::softmax::normalise;
@@ -89,6 +97,92 @@ pub fn fetch_kv_block<T, S>(
             (c8 / 64) * count * 64 + swizzled(j, c8 % 64),
         );
         copy_async_or_zero(dst[at + to], src[select(ok, row + c8, 0)], 8, ok);
+    }
+}
+
+/// Stores the values of keys `key0 … key0 + count` (those below `n_kv`; the rest zeros)
+/// of KV head `kvh` of a quantized cache (`quant` 1: int8, 2: e4m3, 3: int4 with `group`
+/// dims a scale; `codes` and `scales` as `kv_quant_append` writes them) into the tile at
+/// `at` of `dst`, where [`fetch_kv_block`] lands a float cache's elements: each `code ·
+/// scale` computed in f32 and rounded to `T`. The loads are plain, so the stores wait for
+/// them; the kernel issues this under an asynchronous product.
+#[allow(clippy::too_many_arguments)]
+#[func]
+pub fn fetch_quant_kv_block<T, S, U, F>(
+    mut dst: Mem<T>,
+    at: u32,
+    codes: Mem<U>,
+    scales: Mem<F>,
+    seqs: Mem<S>,
+    key0: u32,
+    count: u32,
+    n_kv: u32,
+    k0: u32,
+    kvh: u32,
+    n_kv_heads: u32,
+    head_dim: u32,
+    page: u32,
+    shift: u32,
+    slot: u32,
+    head: u32,
+    paged: u32,
+    values: u32,
+    tid: u32,
+    quant: u32,
+    group: u32,
+) {
+    let chunks = head_dim / 8;
+    let passes = 256 / chunks;
+    let c8 = (tid % chunks) * 8;
+    let first = select(tid < passes * chunks, tid / chunks, count);
+    for j in range(first, count, passes) {
+        let ok = key0 + j < n_kv;
+        let row = prefill_kv_row(
+            seqs,
+            k0,
+            min(key0 + j, n_kv - 1),
+            kvh,
+            n_kv_heads,
+            1,
+            page,
+            shift,
+            slot,
+            head,
+            paged,
+        );
+        let to = select(
+            values != 0,
+            value_at(j, c8, head_dim),
+            (c8 / 64) * count * 64 + swizzled(j, c8 % 64),
+        );
+        let sc = select(
+            ok,
+            load(scales[row * (head_dim / group) + c8 / group]).cast::<f32>(),
+            0.0f32,
+        );
+        if quant == 3 {
+            let base = row * (head_dim / 2) + c8 / 2;
+            for e in 0..4 {
+                let byte = load(codes[base + e]).cast::<u32>();
+                store(
+                    dst[at + to + 2 * e],
+                    (kv_nibble_value(byte, 0) * sc).cast::<T>(),
+                );
+                store(
+                    dst[at + to + 2 * e + 1],
+                    (kv_nibble_value(byte, 1) * sc).cast::<T>(),
+                );
+            }
+        } else {
+            let base = row * head_dim + c8;
+            for e in 0..8 {
+                let code = load(codes[base + e]).cast::<u32>();
+                store(
+                    dst[at + to + e],
+                    (kv_code_value(code, quant / 2) * sc).cast::<T>(),
+                );
+            }
+        }
     }
 }
 
@@ -264,15 +358,23 @@ pub fn prefill_tile_shared_bytes(head_dim: u32) -> usize {
 /// Flash attention over the keys `j ≤ n_kv − n_q + i` of query row `i` (causal) or all
 /// `n_kv`; the arguments and outputs of `sdpa_prefill_mma_kernel` (varlen and paged
 /// included). Grid: (n_q_heads, ⌈n_q / 128⌉, sequences), the last query blocks (the most
-/// keys when causal) in the first threadgroups; 256 threads.
+/// keys when causal) in the first threadgroups; 256 threads. With `quant` (and `paged`),
+/// the pools are `k_codes` and `v_codes` with their scales, read as
+/// [`fetch_quant_kv_block`] says (a block's values stored under the previous block's
+/// `P·V`), and `k`, `v` are stand-ins; with `quant` 0 the codes and scales are stand-ins,
+/// never read.
 #[allow(clippy::too_many_arguments)]
 #[kernel(group_size = 256)]
-pub fn sdpa_prefill_tiles_kernel<T, S>(
+pub fn sdpa_prefill_tiles_kernel<T, S, U, F>(
     q: Tensor<T>,
     k: Tensor<T>,
     v: Tensor<T>,
     mut out: Tensor<T>,
     seqs: Tensor<S>,
+    k_codes: Tensor<U>,
+    v_codes: Tensor<U>,
+    k_scale: Tensor<F>,
+    v_scale: Tensor<F>,
     n_q: u32,
     n_kv: u32,
     n_q_heads: u32,
@@ -282,6 +384,8 @@ pub fn sdpa_prefill_tiles_kernel<T, S>(
     #[constexpr] head_dim: u32,
     #[constexpr] varlen: u32,
     #[constexpr] paged: u32,
+    #[constexpr] quant: u32,
+    #[constexpr] group: u32,
 ) {
     // P enters the fragments scaled by 2⁻²⁴ where T has f32's exponent range (see
     // `prefill_mma`).
@@ -366,15 +470,29 @@ pub fn sdpa_prefill_tiles_kernel<T, S>(
     // The queries (rows past `n_q` zero-filled) with block 0's keys, then its values.
     fetch_queries(sq, q, q0, block, n_q, h, n_q_heads, head_dim, tid);
     let first = select(nblocks > 0, bk, 0);
-    fetch_kv_block(
-        sk, 0, k, seqs, 0, first, n_kv, k0, kvh, n_kv_heads, head_dim, psize, pshift, pslot, phead,
-        paged, 0, tid,
-    );
+    if quant == 0 {
+        fetch_kv_block(
+            sk, 0, k, seqs, 0, first, n_kv, k0, kvh, n_kv_heads, head_dim, psize, pshift, pslot,
+            phead, paged, 0, tid,
+        );
+    } else {
+        fetch_quant_kv_block(
+            sk, 0, k_codes, k_scale, seqs, 0, first, n_kv, k0, kvh, n_kv_heads, head_dim, psize,
+            pshift, pslot, phead, paged, 0, tid, quant, group,
+        );
+    }
     commit_copies();
-    fetch_kv_block(
-        sv, 0, v, seqs, 0, first, n_kv, k0, kvh, n_kv_heads, head_dim, psize, pshift, pslot, phead,
-        paged, 1, tid,
-    );
+    if quant == 0 {
+        fetch_kv_block(
+            sv, 0, v, seqs, 0, first, n_kv, k0, kvh, n_kv_heads, head_dim, psize, pshift, pslot,
+            phead, paged, 1, tid,
+        );
+    } else {
+        fetch_quant_kv_block(
+            sv, 0, v_codes, v_scale, seqs, 0, first, n_kv, k0, kvh, n_kv_heads, head_dim, psize,
+            pshift, pslot, phead, paged, 1, tid, quant, group,
+        );
+    }
     commit_copies();
 
     for blk in range(0, nblocks, 1) {
@@ -427,15 +545,19 @@ pub fn sdpa_prefill_tiles_kernel<T, S>(
         // keys and values go into them, under this block's P·V.
         wait_copies(0);
         barrier();
-        fetch_kv_block(
-            sk, nk, k, seqs, nb, next, n_kv, k0, kvh, n_kv_heads, head_dim, psize, pshift, pslot,
-            phead, paged, 0, tid,
-        );
+        if quant == 0 {
+            fetch_kv_block(
+                sk, nk, k, seqs, nb, next, n_kv, k0, kvh, n_kv_heads, head_dim, psize, pshift,
+                pslot, phead, paged, 0, tid,
+            );
+        }
         commit_copies();
-        fetch_kv_block(
-            sv, nk, v, seqs, nb, next, n_kv, k0, kvh, n_kv_heads, head_dim, psize, pshift, pslot,
-            phead, paged, 1, tid,
-        );
+        if quant == 0 {
+            fetch_kv_block(
+                sv, nk, v, seqs, nb, next, n_kv, k0, kvh, n_kv_heads, head_dim, psize, pshift,
+                pslot, phead, paged, 1, tid,
+            );
+        }
         commit_copies();
         // Whether a key masked for some row (those from `tg_first_end` on, below `n_kv`)
         // has a value that is not finite.
@@ -491,6 +613,18 @@ pub fn sdpa_prefill_tiles_kernel<T, S>(
             if bk > 64 {
                 matrix_mma_tiles_kn_async(o, pb, sv[kb + 64 * head_dim]);
             }
+        }
+        // A quantized cache's next block, loaded and stored into the other buffers while
+        // the product runs.
+        if quant != 0 {
+            fetch_quant_kv_block(
+                sk, nk, k_codes, k_scale, seqs, nb, next, n_kv, k0, kvh, n_kv_heads, head_dim,
+                psize, pshift, pslot, phead, paged, 0, tid, quant, group,
+            );
+            fetch_quant_kv_block(
+                sv, nk, v_codes, v_scale, seqs, nb, next, n_kv, k0, kvh, n_kv_heads, head_dim,
+                psize, pshift, pslot, phead, paged, 1, tid, quant, group,
+            );
         }
         matrix_mma_wait(o, 0);
     }

@@ -377,8 +377,7 @@ fn packed_attention(
         OP,
         (q, k, v, out),
         &rows,
-        Some((&ws.seqs, max_q, batch32)),
-        None,
+        (Some((&ws.seqs, max_q, batch32)), None, None),
     )?;
     if causal {
         let row_elems = (qs[1] * qs[2]) as u32;

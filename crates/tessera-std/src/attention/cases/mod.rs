@@ -377,6 +377,7 @@ mod sdpa_multi_query;
 mod sdpa_multi_query_paged;
 mod sdpa_prefill;
 mod sdpa_prefill_paged;
+mod sdpa_prefill_paged_quant;
 mod sdpa_prefill_varlen;
 
 pub(super) use kv_quant::{
@@ -404,6 +405,11 @@ pub(super) use sdpa_prefill::{prefill_benches, prefill_cases, prefill_uses};
 pub(super) use sdpa_prefill_paged::{
     declared_reference as prefill_paged_reference, prefill_paged_benches, prefill_paged_cases,
     prefill_paged_uses,
+};
+pub(super) use sdpa_prefill_paged_quant::{
+    quant_prefill_int4_benches, quant_prefill_int4_cases, quant_prefill_int4_uses,
+    quant_prefill_int8_benches, quant_prefill_int8_cases, quant_prefill_int8_uses,
+    quant_prefill_reference,
 };
 pub(super) use sdpa_prefill_varlen::{
     declared_reference as varlen_reference, varlen_benches, varlen_cases, varlen_uses,

@@ -2,6 +2,7 @@
 //! dim, rising logits, a rejection per invariant, its specialisations and prefill shapes.
 
 use super::*;
+use crate::attention::prefill::prefill_mma_constexprs;
 
 fn prefill_case(dt: DType, [nq, nkv, hq, hkv, d]: [usize; 5], causal: bool) -> Case {
     correctness(
@@ -166,9 +167,18 @@ pub(crate) fn prefill_kernel_uses(varlen: bool) -> Vec<KernelUse> {
     }
     for dt in [F16, BF16] {
         for d in PREFILL_HEAD_DIMS {
-            v.push(use_of(&sdpa_prefill_mma_kernel::DEF, dt, &[d, flag, 0]));
+            // The f16/bf16 kernels' codes and scales are stand-ins of q's dtype.
+            let seqs = if varlen { U32 } else { dt };
+            let consts = prefill_mma_constexprs(d, flag, 0).map(tessera_runtime::Literal::U32);
+            v.push(KernelUse {
+                def: &sdpa_prefill_mma_kernel::DEF,
+                spec: tessera_ir::Specialization::new(vec![dt, seqs, dt, dt], consts.to_vec()),
+            });
             if d % 64 == 0 {
-                v.push(use_of(&sdpa_prefill_tiles_kernel::DEF, dt, &[d, flag, 0]));
+                v.push(KernelUse {
+                    def: &sdpa_prefill_tiles_kernel::DEF,
+                    spec: tessera_ir::Specialization::new(vec![dt, seqs, dt, dt], consts.to_vec()),
+                });
             }
         }
     }

@@ -7,6 +7,7 @@
 
 use super::super::paged::{KvLayout, PageTable, PagedKv};
 use super::super::paged_rows::{PAGED_ANY, PAGED_POW2};
+use super::super::prefill::prefill_mma_constexprs;
 use super::super::prefill_paged::{
     prefill_paged_table_kernel, sdpa_prefill_paged, PagedPrefillWorkspace, PagedQueries,
 };
@@ -47,7 +48,7 @@ fn gather(
 }
 
 /// `[0, l_0, l_0 + l_1, …]`.
-fn offsets(lens: impl Iterator<Item = usize>) -> Vec<usize> {
+pub(super) fn offsets(lens: impl Iterator<Item = usize>) -> Vec<usize> {
     let mut cu = vec![0];
     for l in lens {
         cu.push(cu[cu.len() - 1] + l);
@@ -58,7 +59,7 @@ fn offsets(lens: impl Iterator<Item = usize>) -> Vec<usize> {
 /// The f64 reference: each sequence's keys gathered from its pages, then the packed
 /// prefill's reference (its `lq` queries are its last tokens: bottom-right causal).
 #[allow(clippy::too_many_arguments)]
-fn paged_prefill_reference(
+pub(super) fn paged_prefill_reference(
     (q, k, v): (&[f64], &[f64], &[f64]),
     seqs: &[(Vec<usize>, usize)],
     cu_q: &[usize],
@@ -353,6 +354,15 @@ fn rejections() -> Vec<Case> {
 /// The reference of a declared call: the offsets from its parameter, the sequences its
 /// table names.
 pub(crate) fn declared_reference(r: &RefArgs) -> Result<Vec<Vec<f64>>, OpError> {
+    declared_reference_over(r, (r.data("k_cache")?, r.data("v_cache")?))
+}
+
+/// The reference of a declared call whose pools hold the values `k` and `v` (element
+/// order of a float pool of the call's layout and q's head_dim).
+pub(super) fn declared_reference_over(
+    r: &RefArgs,
+    (k, v): (&[f64], &[f64]),
+) -> Result<Vec<Vec<f64>>, OpError> {
     use crate::attention::paged_reference::{block_table_seqs, csr_seqs};
     let (qs, ks) = (r.shape("q")?, r.shape("k_cache")?);
     let hnd = r.params.choice("layout")? == "hnd";
@@ -373,7 +383,7 @@ pub(crate) fn declared_reference(r: &RefArgs) -> Result<Vec<Vec<f64>>, OpError> 
         .opt_f64("scale")?
         .unwrap_or(1.0 / (d as f64).sqrt());
     Ok(vec![paged_prefill_reference(
-        (r.data("q")?, r.data("k_cache")?, r.data("v_cache")?),
+        (r.data("q")?, k, v),
         &seqs,
         &cu_q,
         if hnd { KvLayout::Hnd } else { KvLayout::Nhd },
@@ -405,9 +415,17 @@ pub(crate) fn prefill_paged_uses() -> Vec<KernelUse> {
                 ));
             }
             for dt in [F16, BF16] {
-                v.push(use_of(&sdpa_prefill_mma_kernel::DEF, dt, &[d, 1, paged]));
+                // The codes and scales are stand-ins of q's dtype.
+                let consts = prefill_mma_constexprs(d, 1, paged).map(Literal::U32);
+                v.push(KernelUse {
+                    def: &sdpa_prefill_mma_kernel::DEF,
+                    spec: Specialization::new(vec![dt, U32, dt, dt], consts.to_vec()),
+                });
                 if d % 64 == 0 {
-                    v.push(use_of(&sdpa_prefill_tiles_kernel::DEF, dt, &[d, 1, paged]));
+                    v.push(KernelUse {
+                        def: &sdpa_prefill_tiles_kernel::DEF,
+                        spec: Specialization::new(vec![dt, U32, dt, dt], consts.to_vec()),
+                    });
                 }
             }
         }
