@@ -161,7 +161,7 @@ inventory::submit! {
             Rejection { invariant: 2, by: Break::Dtype("scales", DType::F16), reason: "`scales` must be f32" },
             Rejection { invariant: 2, by: Break::Alias("y", "x"), reason: "`y` aliases `x`" },
         ],
-        variants: &[VariantDecl { name: "awq_qgemv_kernel", when: "256 columns a threadgroup of 256 threads: a word (8 columns) a lane, a simdgroup 128 contiguous bytes a row, 8 row slices summed in threadgroup memory; M rounded up to a row tile of 1, 2, 4, 8 or 16" }],
+        variants: &[VariantDecl { name: "awq_qgemv_kernel", when: "32 columns a threadgroup of 256 threads (16 where 32 would not make two threadgroups a compute unit): a word (8 columns) a lane, K in 64 or 128 contiguous chunks, four rows of words in flight a thread, the chunks summed by shuffles and in threadgroup memory; M rounded up to a row tile of 1, 2, 4, 8 or 16" }],
         example: Example { dims: EXAMPLE_DIMS, params: EXAMPLE_PARAMS, ranges: ANY_WORDS, with: &[] },
         workspace: None,
         accuracy: Accuracy::STANDARD,
