@@ -152,9 +152,9 @@ pub fn awq_qgemv_kernel<T>(
         }
     }
     barrier();
-    let t = thread_id();
-    if t < wpg * 8 * tile {
-        // Thread t: word t / (8·tile), row (t / 8) % tile, column j = t % 8.
+    // Output t (up to 512 of them, two a thread at 16 rows of 4 words): word t / (8·tile),
+    // row (t / 8) % tile, column j = t % 8.
+    for t in range(thread_id(), wpg * 8 * tile, 256) {
         let ww = t / (8 * tile);
         let v = t % (8 * tile);
         let mut total = 0.0f32;

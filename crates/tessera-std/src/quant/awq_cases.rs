@@ -166,12 +166,13 @@ pub(super) fn qgemv_cases() -> Vec<Case> {
     for dtype in FLOAT_DTYPES {
         for (i, group_size) in [32u32, 64, 128, 0].into_iter().enumerate() {
             for m in [1, 3, 16] {
-                // N = 264: a threadgroup's 256 columns and a partial second one.
+                // N = 264: 33 words, a partial last threadgroup of 4 (or 2) words; N = 40:
+                // 5 words, threadgroups of 2.
                 let k = if i % 2 == 0 { 384 } else { 1152 };
                 v.push(qgemv_case(
                     dtype,
                     group_size,
-                    (m, if m == 3 { 264 } else { 40 }, k),
+                    (m, if m == 1 { 40 } else { 264 }, k),
                 ));
             }
         }
