@@ -164,7 +164,9 @@ pub(crate) fn hadamard_kernels() -> Vec<KernelUse> {
             // The long-row layout under CUDA's threadgroup memory and under Metal's.
             let mut seen = Vec::new();
             for limit in [227 * 1024, 32 * 1024] {
-                if let Some(c) = columns_layout(1 << k, limit).filter(|c| !seen.contains(c)) {
+                if let Some(c) =
+                    columns_layout(1 << k, dtype.size_bytes(), limit).filter(|c| !seen.contains(c))
+                {
                     seen.push(c);
                     let def = if c.n == WIDE_N {
                         &hadamard_columns_wide_kernel::DEF

@@ -200,13 +200,19 @@ pub const WIDE_N: u32 = 1 << 15;
 /// Threads a threadgroup aims at: rows of fewer threads share one.
 const TARGET_GROUP: u32 = 128;
 
-/// The layout for rows of `n`, or None where it does not apply (n not a power of two in
-/// [`MIN_N`] ..= 32768, or one row's `4·n` bytes over `max_shared_bytes`): 64 elements a
+/// The layout for rows of `n` values of `elem_bytes` bytes, or None where it does not
+/// apply (n not a power of two in [`MIN_N`] ..= 32768, one row's `4·n` bytes over
+/// `max_shared_bytes`, or rows of 32768 two-byte values: on an H100 the column kernel took
+/// 382 µs for 2048 bf16 rows where the round-based kernel takes 260, while f32 rows gain
+/// on it, 452 → 398 µs): 64 elements a
 /// thread (32 at n = 1024, 128 at 32768), as few lane bits as leave the column bits within the
 /// registers, and rows sharing a threadgroup up to 128 threads while their threadgroup
 /// memory fits.
-pub fn columns_layout(n: u32, max_shared_bytes: usize) -> Option<ColumnsLayout> {
+pub fn columns_layout(n: u32, elem_bytes: usize, max_shared_bytes: usize) -> Option<ColumnsLayout> {
     if !n.is_power_of_two() || !(MIN_N..=super::MAX_N as u32).contains(&n) {
+        return None;
+    }
+    if n == WIDE_N && elem_bytes == 2 {
         return None;
     }
     let k = n.trailing_zeros();
@@ -320,7 +326,7 @@ mod tests {
         for limit in [32 * 1024, 227 * 1024] {
             for k in 10..=15 {
                 let n = 1u32 << k;
-                let Some(l) = columns_layout(n, limit) else {
+                let Some(l) = columns_layout(n, 4, limit) else {
                     assert!(
                         4 * n as usize > limit,
                         "n = {n} fits {limit} but has no layout"
@@ -334,9 +340,11 @@ mod tests {
                 assert!((l.rows_per_group * n * 4) as usize <= limit);
             }
         }
-        assert!(columns_layout(512, 1 << 20).is_none());
-        assert!(columns_layout(3 << 10, 1 << 20).is_none());
-        assert!(columns_layout(1 << 16, 1 << 20).is_none());
-        assert!(columns_layout(1 << 14, 32 * 1024).is_none());
+        assert!(columns_layout(512, 4, 1 << 20).is_none());
+        assert!(columns_layout(3 << 10, 4, 1 << 20).is_none());
+        assert!(columns_layout(1 << 16, 4, 1 << 20).is_none());
+        assert!(columns_layout(1 << 14, 4, 32 * 1024).is_none());
+        assert!(columns_layout(WIDE_N, 2, 1 << 20).is_none());
+        assert!(columns_layout(WIDE_N >> 1, 2, 1 << 20).is_some());
     }
 }

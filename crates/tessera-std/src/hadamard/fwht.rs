@@ -8,7 +8,7 @@
 //! threadgroup memory take [`super::columns`] instead (one trip through it, no barrier a
 //! stage); this kernel keeps the rest (Metal's 32 KiB past n = 8192).
 
-use super::columns::{columns_layout, WIDE_N};
+use super::columns::columns_layout;
 use super::kron::kron_layout;
 use super::kron_columns::kron_columns_layout;
 use crate::error::{runtime, OpError};
@@ -181,11 +181,7 @@ pub fn hadamard(ctx: &Context, x: &Tensor, scale: f32, out: &Tensor) -> Result<(
         }
         return super::kron::launch(ctx, x, scale, out, rows as u32, l);
     }
-    // Rows of 32768 two-byte values stay on the round-based kernel: on an H100 the column
-    // kernel (one threadgroup an SM at 254 registers) took 382 µs for 2048 bf16 rows where
-    // the rounds take 260; f32 rows gain on it (452 → 398 µs).
-    let two_byte_wide = n as u32 == WIDE_N && x.dtype().size_bytes() == 2;
-    if let Some(l) = columns_layout(n as u32, shared).filter(|_| !two_byte_wide) {
+    if let Some(l) = columns_layout(n as u32, x.dtype().size_bytes(), shared) {
         return super::columns::launch(ctx, x, scale, out, rows as u32, l);
     }
     let l = layout(n as u32);
