@@ -17,7 +17,7 @@
 //! first `n_sink` keys (attention sinks) `[0, min(n_sink, lo))`. Both ranges are walked as
 //! one virtual index `j`: `j < s_end` is position `j`, else `lo + j - s_end`.
 
-use super::paged_rows::key_row;
+use super::paged_rows::{key_row, visible_key_pos};
 use super::softmax::{
     merge_factors, normalise_output, online_step, part_weight, score_weight, sink_weight, v_weight,
 };
@@ -185,8 +185,7 @@ pub fn sdpa_decode_kernel<T>(
     for j0 in range(sg * (32 / lanes), count, sgs * (32 / lanes)) {
         let j = j0 + sub;
         let valid = j < count;
-        let jc = select(valid, j, j0);
-        let pos = select(jc < s_end, jc, jc - s_end + lo);
+        let pos = visible_key_pos(j, count, j0, s_end, lo);
         let base = cache + pos * head_dim + part * epl;
         for e in 0..epl {
             store(ks[e], load(k[base + e]).cast::<f32>());
@@ -339,8 +338,7 @@ pub fn sdpa_decode_partial_kernel<T>(
     for j0 in range(jb + sg * rows * unroll, je, sgs * rows * unroll) {
         for u in 0..unroll {
             let j = j0 + u * rows + sub;
-            let jc = select(j < je, j, j0);
-            let pos = select(jc < s_end, jc, jc - s_end + lo);
+            let pos = visible_key_pos(j, je, j0, s_end, lo);
             let base = key_row(
                 pages, first, pos, cache, kvh, page_size, page_shift, page_rows, slot_rows,
                 head_rows, head_dim, paged,

@@ -35,7 +35,7 @@
 //! dequantized element exists and the matrix products are the float kernel's.
 
 use super::kv_quant::kv_code_value;
-use super::paged_rows::key_row;
+use super::paged_rows::{key_row, visible_key_pos};
 use super::softmax::{normalise, score_weight};
 use crate::float_range::f32_range;
 use tessera_macros::{func, kernel};
@@ -165,7 +165,7 @@ pub fn sdpa_decode_mma_kernel<T, C>(
     let unscale = select(wide, 16_777_216.0f32, 1.0f32);
     let to_partial = select(wide, 1.0f32, 5.960_464_5e-8f32);
     let bk = block_keys;
-    // 16-byte vectors of a K or V block a thread holds.
+    // Vectors of 8 elements of a K or V block a thread holds in registers.
     let nv = bk * head_dim / 1024;
     let dp = head_dim + 8;
     let pp = bk + 8;
@@ -312,8 +312,7 @@ pub fn sdpa_decode_mma_kernel<T, C>(
                 for i in 0..nc {
                     let ci = tid + 128 * i;
                     let j = b + ci / cvecs;
-                    let jc = select(j < je, j, b);
-                    let pos = select(jc < s_end, jc, jc - s_end + lo);
+                    let pos = visible_key_pos(j, je, b, s_end, lo);
                     let base = key_row(
                         pages, first, pos, cache, kvh, page_size, page_shift, page_rows, slot_rows,
                         head_rows, head_dim, paged,
@@ -326,8 +325,7 @@ pub fn sdpa_decode_mma_kernel<T, C>(
                 for i in 0..nv {
                     let vi = tid + 128 * i;
                     let j = b + vi / vecs;
-                    let jc = select(j < je, j, b);
-                    let pos = select(jc < s_end, jc, jc - s_end + lo);
+                    let pos = visible_key_pos(j, je, b, s_end, lo);
                     let base = key_row(
                         pages, first, pos, cache, kvh, page_size, page_shift, page_rows, slot_rows,
                         head_rows, head_dim, paged,
@@ -342,8 +340,7 @@ pub fn sdpa_decode_mma_kernel<T, C>(
             }
             if quant != 0 && tid < bk {
                 let j = b + tid;
-                let jc = select(j < je, j, b);
-                let pos = select(jc < s_end, jc, jc - s_end + lo);
+                let pos = visible_key_pos(j, je, b, s_end, lo);
                 let r = key_row(
                     pages,
                     first,

@@ -22,8 +22,7 @@ use super::decode_kernels::{merge_row_slots, stage_simdgroup_states, write_parti
 use super::kv_quant::{kv_code_value, KvScales};
 use super::kv_quant_int4::kv_nibble_value;
 use super::paged::{check_shapes, paged_attention, PagedKv, PagedWorkspace};
-use super::paged_rows::key_row;
-use super::paged_rows::PageWalk;
+use super::paged_rows::{key_row, visible_key_pos, PageWalk};
 use super::plan::{DecodeCall, Geometry};
 use super::softmax::{score_weight, v_weight};
 use tessera_macros::kernel;
@@ -113,8 +112,7 @@ pub fn sdpa_decode_quant_partial_kernel<T>(
     for j0 in range(jb + sg * rows * unroll, je, sgs * rows * unroll) {
         for u in 0..unroll {
             let j = j0 + u * rows + sub;
-            let jc = select(j < je, j, j0);
-            let pos = select(jc < s_end, jc, jc - s_end + lo);
+            let pos = visible_key_pos(j, je, j0, s_end, lo);
             let r = key_row(
                 pages, first, pos, 0, kvh, page_size, page_shift, page_rows, slot_rows, head_rows,
                 1, paged,

@@ -48,6 +48,15 @@ pub fn key_row<P>(
     }
 }
 
+/// The cache position of a row's visible key `j`: the row sees its first `s_end` keys
+/// (the sinks), then the keys from `lo` on (its window). A `j` at or past `end` takes
+/// `fallback`'s position instead, so a lane past the chunk still loads inside the cache.
+#[func]
+pub fn visible_key_pos(j: u32, end: u32, fallback: u32, s_end: u32, lo: u32) -> u32 {
+    let jc = select(j < end, j, fallback);
+    select(jc < s_end, jc, jc - s_end + lo)
+}
+
 /// A paged cache as the decode kernels walk it: the checked page list, each row's first
 /// entry in it, and the layout's strides in head_dim rows (see [`key_row`]).
 #[derive(Clone, Copy)]

@@ -914,12 +914,12 @@ pub(crate) fn decode_uses() -> Vec<KernelUse> {
         for d in MMA_HEAD_DIMS {
             for format in [KvFormat::Int8, KvFormat::E4m3] {
                 for direct in [0, 1] {
-                    let mut blocks = [32 * 1024, 227 * 1024].map(|s| mma_block_keys(d, true, s));
-                    blocks.sort_unstable();
-                    for (i, &bk) in blocks.iter().enumerate() {
-                        if i > 0 && blocks[i - 1] == bk {
-                            continue;
-                        }
+                    let mut blocks = vec![
+                        mma_block_keys(d, true, 32 * 1024),
+                        mma_block_keys(d, true, 227 * 1024),
+                    ];
+                    blocks.dedup();
+                    for bk in blocks {
                         let c = [d, 1, 16, direct, paged, 1 + format.code(), bk];
                         v.push(mma_kernel_use(BF16, U8, &c));
                     }
